@@ -1,0 +1,68 @@
+"""Reading JSON bodies by hand, with a size cap enforced while reading.
+
+``await request.body()`` would buffer whatever the client sends before we could look at its
+size; here the stream is read chunk by chunk and refused as soon as it passes the limit,
+whatever Content-Length claims (or when the body is chunked and has none).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from starlette.requests import Request
+
+from nodeloom.errors import FieldError, InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+
+
+def is_json_content_type(value: str | None) -> bool:
+    if not value:
+        return False
+    media = value.split(";", 1)[0].strip().lower()
+    return media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    )
+
+
+async def read_limited(request: Request, max_bytes: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise PayloadTooLarge(f"The body is larger than {max_bytes} bytes.")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise PayloadTooLarge(f"The body is larger than {max_bytes} bytes.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+async def read_json(
+    request: Request,
+    max_bytes: int,
+    *,
+    require_json_type: bool = False,
+    require_object: bool = True,
+    allow_empty: bool = False,
+) -> Any:
+    if require_json_type and not is_json_content_type(request.headers.get("content-type")):
+        raise UnsupportedMediaType("Send the body as Content-Type: application/json.")
+    raw = await read_limited(request, max_bytes)
+    if not raw.strip():
+        if allow_empty:
+            return None
+        raise InvalidRequest(
+            "A JSON body is required.", errors=[FieldError("", "the body is empty")]
+        )
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(
+            "The body is not valid JSON.", errors=[FieldError("", f"invalid JSON: {exc}")]
+        ) from exc
+    if require_object and not isinstance(value, dict):
+        raise InvalidRequest(
+            "The body must be a JSON object.", errors=[FieldError("", "expected an object")]
+        )
+    return value

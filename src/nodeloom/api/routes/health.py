@@ -1,0 +1,31 @@
+"""Liveness and readiness probes (outside /api/v1)."""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from fastapi import APIRouter
+
+from nodeloom.api.deps import CtxDep
+from nodeloom.errors import ServiceUnavailable
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz")
+async def healthz() -> dict[str, str]:
+    """The process is up."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+async def readyz(ctx: CtxDep) -> dict[str, str]:
+    """The database (and, in scale-out, Redis) answers."""
+    try:
+        async with ctx.db.read() as session:
+            await session.execute(sa.text("SELECT 1"))
+    except Exception as exc:
+        raise ServiceUnavailable("The database is not reachable.") from exc
+    for name, check in ctx.extras.get("readiness_checks", {}).items():
+        if not await check():
+            raise ServiceUnavailable(f"{name} is not reachable.")
+    return {"status": "ready"}

@@ -1,0 +1,41 @@
+"""The node catalog, with params as JSON Schema and prices in credits."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+from nodeloom.api.deps import CtxDep, PrincipalDep
+from nodeloom.schemas.nodes import NodeCostOut, NodeInputOut, NodeOutputOut, NodeTypeOut
+
+router = APIRouter(tags=["nodes"])
+
+
+@router.get("/node-types", response_model=list[NodeTypeOut])
+async def list_node_types(principal: PrincipalDep, ctx: CtxDep) -> list[NodeTypeOut]:
+    cached: list[NodeTypeOut] | None = ctx.extras.get("node_types")
+    if cached is not None:
+        return cached
+    result = []
+    for node in ctx.registry:
+        spec = node.spec
+        reason = node.unavailable_reason(ctx.settings)
+        result.append(
+            NodeTypeOut(
+                type=spec.type,
+                version=spec.version,
+                category=spec.category,
+                title=spec.title,
+                description=spec.description,
+                inputs=[
+                    NodeInputOut(name=i.name, kind=i.kind, required=i.required, multiple=i.multiple)
+                    for i in spec.inputs
+                ],
+                output=NodeOutputOut(kind=spec.output.kind, content_type=spec.output.content_type),
+                params_schema=spec.params.model_json_schema(),
+                cost=NodeCostOut(credits=spec.cost.credits, per_second=spec.cost.per_second),
+                available=reason is None,
+                unavailable_reason=reason,
+            )
+        )
+    ctx.extras["node_types"] = result
+    return result

@@ -1,0 +1,110 @@
+"""Engine and sessions.
+
+SQLite allows one writer at a time. Concurrent write transactions from a pool would meet
+``database is locked`` (or a deadlock when a deferred transaction upgrades to a write), so on
+SQLite every write goes through one dedicated connection that starts ``BEGIN IMMEDIATE``, and
+an asyncio lock queues writers in this process. Reads use a separate pool and never block the
+writer (WAL). On PostgreSQL both paths share one pooled engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from sqlalchemy import event
+from sqlalchemy.ext.asyncio import (
+    AsyncEngine,
+    AsyncSession,
+    async_sessionmaker,
+    create_async_engine,
+)
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from nodeloom.settings import Settings
+
+
+def _json_dumps(value: Any) -> str:
+    return orjson.dumps(value).decode()
+
+
+def _sqlite_engine(url: str, synchronous: str, *, writer: bool) -> AsyncEngine:
+    engine = create_async_engine(
+        url,
+        json_serializer=_json_dumps,
+        json_deserializer=orjson.loads,
+        pool_size=1 if writer else 4,
+        max_overflow=0 if writer else 4,
+        pool_timeout=60,
+        connect_args={"check_same_thread": False, "timeout": 30},
+    )
+
+    @event.listens_for(engine.sync_engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
+        # Take transaction control away from the sqlite3 module so BEGIN is ours.
+        dbapi_conn.isolation_level = None
+        cursor = dbapi_conn.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute(f"PRAGMA synchronous={synchronous}")
+        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute("PRAGMA cache_size=-16000")
+        cursor.close()
+
+    begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
+
+    @event.listens_for(engine.sync_engine, "begin")
+    def _on_begin(conn: Any) -> None:
+        conn.exec_driver_sql(begin)
+
+    return engine
+
+
+class Database:
+    """Owns the engines; ``read()`` and ``write()`` hand out sessions in a transaction."""
+
+    def __init__(self, settings: Settings) -> None:
+        url = settings.effective_database_url
+        self.url = url
+        self.is_sqlite = url.startswith("sqlite")
+        if self.is_sqlite:
+            self.read_engine = _sqlite_engine(url, settings.sqlite_synchronous, writer=False)
+            self.write_engine = _sqlite_engine(url, settings.sqlite_synchronous, writer=True)
+            self._write_lock: asyncio.Lock | None = asyncio.Lock()
+        else:
+            engine = create_async_engine(
+                url,
+                json_serializer=_json_dumps,
+                json_deserializer=orjson.loads,
+                pool_size=10,
+                max_overflow=10,
+                pool_pre_ping=True,
+            )
+            self.read_engine = self.write_engine = engine
+            self._write_lock = None
+        self._read_sessions = async_sessionmaker(self.read_engine, expire_on_commit=False)
+        self._write_sessions = async_sessionmaker(self.write_engine, expire_on_commit=False)
+
+    @contextlib.asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        async with self._read_sessions() as session, session.begin():
+            yield session
+
+    @contextlib.asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """A write transaction, committed when the block exits without an exception."""
+        lock = self._write_lock
+        if lock is None:
+            async with self._write_sessions() as session, session.begin():
+                yield session
+            return
+        async with lock, self._write_sessions() as session, session.begin():
+            yield session
+
+    async def dispose(self) -> None:
+        await self.read_engine.dispose()
+        if self.write_engine is not self.read_engine:
+            await self.write_engine.dispose()

@@ -1,0 +1,233 @@
+"""Tables. Both SQLite and PostgreSQL use exactly these; migrations mirror them."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Dialect
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class UTCDateTime(sa.types.TypeDecorator[datetime]):
+    """Stores naive UTC, returns aware UTC, on both databases (SQLite keeps no zone)."""
+
+    impl = sa.DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError("naive datetime given to a UTC column")
+        return value.astimezone(UTC).replace(tzinfo=None)
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: sa.JSON}
+
+
+class Account(Base):
+    __tablename__ = "accounts"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    email: Mapped[str] = mapped_column(sa.String(320), unique=True)
+    password_hash: Mapped[str] = mapped_column(sa.String(255))
+    plan: Mapped[str] = mapped_column(sa.String(16))
+    credits_balance: Mapped[int] = mapped_column(sa.BigInteger)
+    created_at: Mapped[datetime]
+
+    __table_args__ = (sa.CheckConstraint("credits_balance >= 0", name="ck_accounts_balance"),)
+
+
+class ApiKey(Base):
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(sa.String(200))
+    prefix: Mapped[str] = mapped_column(sa.String(16))
+    key_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    created_at: Mapped[datetime]
+    last_used_at: Mapped[datetime | None]
+    revoked_at: Mapped[datetime | None]
+
+    __table_args__ = (sa.Index("ix_api_keys_account", "account_id", "created_at"),)
+
+
+class Workflow(Base):
+    __tablename__ = "workflows"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(sa.String(500))
+    graph_json: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    node_count: Mapped[int]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    deleted_at: Mapped[datetime | None]
+
+    __table_args__ = (sa.Index("ix_workflows_account_created", "account_id", "created_at", "id"),)
+
+
+class Run(Base):
+    __tablename__ = "runs"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    workflow_id: Mapped[str] = mapped_column(sa.ForeignKey("workflows.id", ondelete="CASCADE"))
+    webhook_id: Mapped[str | None] = mapped_column(sa.String(36))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    # The graph as it was when the run started: later edits never change a run.
+    graph_json: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    input: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    use_cache: Mapped[bool]
+    estimated_credits: Mapped[int] = mapped_column(sa.BigInteger)
+    credits_used: Mapped[int] = mapped_column(sa.BigInteger)
+    error: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+    cancel_requested: Mapped[bool] = mapped_column(default=False)
+    lease_owner: Mapped[str | None] = mapped_column(sa.String(64))
+    lease_expires_at: Mapped[datetime | None]
+    event_seq: Mapped[int] = mapped_column(default=0)
+
+    __table_args__ = (
+        sa.Index("ix_runs_workflow_created", "workflow_id", "created_at", "id"),
+        sa.Index("ix_runs_status_lease", "status", "lease_expires_at"),
+    )
+
+
+class NodeRun(Base):
+    __tablename__ = "node_runs"
+
+    run_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    node_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
+    position: Mapped[int]
+    type: Mapped[str] = mapped_column(sa.String(100))
+    status: Mapped[str] = mapped_column(sa.String(16))
+    artifact_id: Mapped[str | None] = mapped_column(sa.String(36))
+    credits_used: Mapped[int] = mapped_column(sa.BigInteger, default=0)
+    cached: Mapped[bool] = mapped_column(default=False)
+    cache_key: Mapped[str | None] = mapped_column(sa.String(64))
+    started_at: Mapped[datetime | None]
+    finished_at: Mapped[datetime | None]
+    error: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    attempts: Mapped[int] = mapped_column(default=0)
+
+
+class Artifact(Base):
+    __tablename__ = "artifacts"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(sa.String(36))
+    workflow_id: Mapped[str] = mapped_column(sa.String(36))
+    node_id: Mapped[str] = mapped_column(sa.String(200))
+    content_type: Mapped[str] = mapped_column(sa.String(64))
+    size_bytes: Mapped[int] = mapped_column(sa.BigInteger)
+    sha256: Mapped[str] = mapped_column(sa.String(64))
+    width: Mapped[int | None]
+    height: Mapped[int | None]
+    duration_ms: Mapped[int | None] = mapped_column(sa.BigInteger)
+    created_at: Mapped[datetime]
+
+
+class CacheEntry(Base):
+    """Maps a node cache key (type, version, params, input hashes) to an artifact, per account."""
+
+    __tablename__ = "cache_entries"
+
+    account_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True
+    )
+    cache_key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    artifact_id: Mapped[str] = mapped_column(sa.String(36))
+    created_at: Mapped[datetime]
+
+
+class CreditEntry(Base):
+    """Append-only credit ledger. balance = grants - holds + releases; charges move nothing
+    (they were held) but record what a node cost. A unique (run, node, kind) makes a second
+    charge for the same node fail instead of counting twice."""
+
+    __tablename__ = "credit_ledger"
+
+    id: Mapped[int] = mapped_column(
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    run_id: Mapped[str] = mapped_column(sa.String(36), default="")
+    node_id: Mapped[str] = mapped_column(sa.String(200), default="")
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    amount: Mapped[int] = mapped_column(sa.BigInteger)
+    note: Mapped[str | None] = mapped_column(sa.String(200))
+    created_at: Mapped[datetime]
+
+    __table_args__ = (
+        sa.Index("ix_ledger_account", "account_id", "id"),
+        sa.Index(
+            "uq_ledger_run_node_kind",
+            "run_id",
+            "node_id",
+            "kind",
+            unique=True,
+            sqlite_where=sa.text("run_id != ''"),
+            postgresql_where=sa.text("run_id != ''"),
+        ),
+    )
+
+
+class IdempotencyKey(Base):
+    __tablename__ = "idempotency_keys"
+
+    account_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(sa.String(255), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(36))
+    response: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime]
+
+
+class Webhook(Base):
+    __tablename__ = "webhooks"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    workflow_id: Mapped[str] = mapped_column(sa.ForeignKey("workflows.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(sa.String(200))
+    active: Mapped[bool]
+    token_hash: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    # The token itself, encrypted with the server secret, so the URL can be shown again.
+    token_encrypted: Mapped[str] = mapped_column(sa.Text)
+    secret_encrypted: Mapped[str | None] = mapped_column(sa.Text)
+    created_at: Mapped[datetime]
+    deleted_at: Mapped[datetime | None]
+
+    __table_args__ = (sa.Index("ix_webhooks_workflow", "workflow_id", "created_at"),)
+
+
+class RunEvent(Base):
+    __tablename__ = "run_events"
+
+    run_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(primary_key=True)
+    type: Mapped[str] = mapped_column(sa.String(32))
+    node_id: Mapped[str | None] = mapped_column(sa.String(200))
+    data: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    ts: Mapped[datetime]

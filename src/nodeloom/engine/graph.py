@@ -1,0 +1,327 @@
+"""Pure graph logic: validate a React Flow graph against the node catalog, reporting every
+problem at once with a JSON Pointer, and derive what the executor needs (inputs per node in
+edge order, downstream sets, a topological order).
+
+No database or HTTP here: the same input always gives the same answer.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from nodeloom.errors import FieldError
+from nodeloom.nodes.base import NodeType, Params
+from nodeloom.nodes.registry import Registry
+from nodeloom.settings import Settings
+
+MAX_NODES = 500
+MAX_EDGES = 2000
+OUTPUT_HANDLE = "output"
+ROOT = "/graph_json"
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    id: str
+    type: str
+    index: int
+    node: NodeType
+    params: Params
+
+
+@dataclass
+class Graph:
+    nodes: dict[str, GraphNode]
+    # node id -> input name -> source node ids, in edge order
+    inputs: dict[str, dict[str, list[str]]]
+    downstream: dict[str, list[str]]
+    order: list[str] = field(default_factory=list)
+
+    def estimate_credits(self) -> int:
+        return sum(n.node.estimate_credits(n.params) for n in self.nodes.values())
+
+
+class _Problems:
+    def __init__(self) -> None:
+        self.items: list[FieldError] = []
+
+    def add(self, pointer: str, message: str) -> None:
+        self.items.append(FieldError(pointer, message))
+
+
+def validate_graph(
+    graph_json: Any, registry: Registry, settings: Settings
+) -> Graph | list[FieldError]:
+    """The checked graph, or every problem found (never raises for any JSON value)."""
+    problems = _Problems()
+    if not isinstance(graph_json, dict):
+        problems.add(ROOT, "graph_json must be an object with nodes, edges and viewport")
+        return problems.items
+    raw_nodes = graph_json.get("nodes")
+    raw_edges = graph_json.get("edges")
+    _check_viewport(graph_json, problems)
+    if not isinstance(raw_nodes, list):
+        problems.add(f"{ROOT}/nodes", "nodes is required and must be an array")
+    if not isinstance(raw_edges, list):
+        problems.add(f"{ROOT}/edges", "edges is required and must be an array")
+    if not isinstance(raw_nodes, list) or not isinstance(raw_edges, list):
+        return problems.items
+    if len(raw_nodes) > MAX_NODES:
+        problems.add(f"{ROOT}/nodes", f"a graph has at most {MAX_NODES} nodes")
+    if len(raw_edges) > MAX_EDGES:
+        problems.add(f"{ROOT}/edges", f"a graph has at most {MAX_EDGES} edges")
+    if problems.items:
+        return problems.items
+
+    nodes = _check_nodes(raw_nodes, registry, settings, problems)
+    inputs = _check_edges(raw_edges, nodes, problems)
+    _check_required_inputs(nodes, inputs, problems)
+    graph = Graph(
+        nodes={n.id: n for n in nodes.values() if n is not None},
+        inputs=inputs,
+        downstream={node_id: [] for node_id in nodes},
+    )
+    for target, by_input in inputs.items():
+        for sources in by_input.values():
+            for source in sources:
+                if target not in graph.downstream[source]:
+                    graph.downstream[source].append(target)
+    order = topological_order(list(nodes), graph.downstream)
+    if len(order) < len(nodes):
+        cycle = find_cycle([n for n in nodes if n not in set(order)], graph.downstream)
+        index = raw_nodes.index(next(n for n in raw_nodes if n.get("id") == cycle[0]))
+        problems.add(
+            f"{ROOT}/nodes/{index}",
+            "the graph has a cycle through nodes " + " -> ".join([*cycle, cycle[0]]),
+        )
+    graph.order = order
+    if problems.items:
+        return problems.items
+    return graph
+
+
+def _check_viewport(graph_json: dict[str, Any], problems: _Problems) -> None:
+    viewport = graph_json.get("viewport")
+    if not isinstance(viewport, dict):
+        problems.add(f"{ROOT}/viewport", "viewport is required and must be an object {x, y, zoom}")
+        return
+    for key in ("x", "y", "zoom"):
+        if not _is_number(viewport.get(key)):
+            problems.add(f"{ROOT}/viewport/{key}", f"viewport.{key} must be a number")
+
+
+def _check_nodes(
+    raw_nodes: list[Any], registry: Registry, settings: Settings, problems: _Problems
+) -> dict[str, GraphNode | None]:
+    """Node id -> checked node (None when the node itself is invalid but has a usable id)."""
+    nodes: dict[str, GraphNode | None] = {}
+    for index, raw in enumerate(raw_nodes):
+        at = f"{ROOT}/nodes/{index}"
+        if not isinstance(raw, dict):
+            problems.add(at, "a node must be an object {id, type, position, data}")
+            continue
+        node_id = raw.get("id")
+        if not isinstance(node_id, str) or not node_id or len(node_id) > 200:
+            problems.add(f"{at}/id", "id must be a non-empty string of at most 200 characters")
+            node_id = None
+        elif node_id in nodes:
+            problems.add(f"{at}/id", f"duplicate node id {node_id!r}")
+            node_id = None
+        position = raw.get("position")
+        if position is not None and not (
+            isinstance(position, dict)
+            and _is_number(position.get("x"))
+            and _is_number(position.get("y"))
+        ):
+            problems.add(f"{at}/position", "position must be an object {x, y} of numbers")
+        checked = _check_node_type(raw, index, registry, settings, problems)
+        if node_id is not None:
+            nodes[node_id] = (
+                GraphNode(node_id, checked[0].spec.type, index, checked[0], checked[1])
+                if checked
+                else None
+            )
+    return nodes
+
+
+def _check_node_type(
+    raw: dict[str, Any], index: int, registry: Registry, settings: Settings, problems: _Problems
+) -> tuple[NodeType, Params] | None:
+    at = f"{ROOT}/nodes/{index}"
+    type_name = raw.get("type")
+    node = registry.get(type_name) if isinstance(type_name, str) else None
+    if node is None:
+        problems.add(f"{at}/type", f"unknown node type {type_name!r}; see GET /api/v1/node-types")
+        return None
+    reason = node.unavailable_reason(settings)
+    if reason:
+        problems.add(f"{at}/type", f"{type_name} is unavailable: {reason}")
+    data = raw.get("data", {})
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        problems.add(f"{at}/data", "data must be an object of params")
+        return None
+    try:
+        params = node.spec.params.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors(include_url=False):
+            loc = "/".join(_escape(str(part)) for part in err["loc"])
+            problems.add(f"{at}/data/{loc}" if loc else f"{at}/data", err["msg"])
+        return None
+    for message in node.param_problems(params):
+        problems.add(f"{at}/data", message)
+    return node, params
+
+
+def _check_edges(
+    raw_edges: list[Any], nodes: dict[str, GraphNode | None], problems: _Problems
+) -> dict[str, dict[str, list[str]]]:
+    inputs: dict[str, dict[str, list[str]]] = {node_id: {} for node_id in nodes}
+    edge_ids: set[str] = set()
+    for index, raw in enumerate(raw_edges):
+        at = f"{ROOT}/edges/{index}"
+        if not isinstance(raw, dict):
+            problems.add(at, "an edge must be an object {id, source, target}")
+            continue
+        edge_id = raw.get("id")
+        if not isinstance(edge_id, str) or not edge_id:
+            problems.add(f"{at}/id", "id must be a non-empty string")
+        elif edge_id in edge_ids:
+            problems.add(f"{at}/id", f"duplicate edge id {edge_id!r}")
+        else:
+            edge_ids.add(edge_id)
+        source, target = raw.get("source"), raw.get("target")
+        ok = True
+        for key, value in (("source", source), ("target", target)):
+            if not isinstance(value, str) or value not in nodes:
+                problems.add(f"{at}/{key}", f"{key} {value!r} is not a node of this graph")
+                ok = False
+        if not ok:
+            continue
+        assert isinstance(source, str) and isinstance(target, str)
+        if source == target:
+            problems.add(at, f"the graph has a cycle through nodes {source} -> {source}")
+            continue
+        src, dst = nodes[source], nodes[target]
+        if src is None or dst is None:
+            continue  # the node's own problem is already reported
+        source_handle = raw.get("sourceHandle")
+        if source_handle is not None and source_handle not in (
+            OUTPUT_HANDLE,
+            src.node.spec.output.kind.value,
+        ):
+            problems.add(
+                f"{at}/sourceHandle",
+                f"{src.type} has one output, {OUTPUT_HANDLE!r}; unknown handle {source_handle!r}",
+            )
+            continue
+        target_input = _target_input(raw.get("targetHandle"), dst, at, problems)
+        if target_input is None:
+            continue
+        spec_input = dst.node.spec.input(target_input)
+        assert spec_input is not None
+        if spec_input.kind != src.node.spec.output.kind:
+            problems.add(
+                f"{at}/target",
+                f"kind mismatch: {source} ({src.type}) outputs {src.node.spec.output.kind}, "
+                f"input {target_input!r} of {target} ({dst.type}) takes {spec_input.kind}",
+            )
+            continue
+        sources = inputs[target].setdefault(target_input, [])
+        if sources and not spec_input.multiple:
+            problems.add(
+                f"{at}/target",
+                f"input {target_input!r} of {target} takes one edge; it already has one",
+            )
+            continue
+        sources.append(source)
+    return inputs
+
+
+def _target_input(handle: Any, dst: GraphNode, at: str, problems: _Problems) -> str | None:
+    spec_inputs = dst.node.spec.inputs
+    if handle is None:
+        if len(spec_inputs) == 1:
+            return spec_inputs[0].name
+        if not spec_inputs:
+            problems.add(f"{at}/target", f"{dst.id} ({dst.type}) takes no inputs")
+        else:
+            names = ", ".join(i.name for i in spec_inputs)
+            problems.add(f"{at}/targetHandle", f"{dst.type} has several inputs ({names}): name one")
+        return None
+    if not isinstance(handle, str) or dst.node.spec.input(handle) is None:
+        names = ", ".join(i.name for i in spec_inputs) or "none"
+        problems.add(f"{at}/targetHandle", f"{dst.type} has no input {handle!r} (inputs: {names})")
+        return None
+    return handle
+
+
+def _check_required_inputs(
+    nodes: dict[str, GraphNode | None],
+    inputs: dict[str, dict[str, list[str]]],
+    problems: _Problems,
+) -> None:
+    for node_id, node in nodes.items():
+        if node is None:
+            continue
+        for spec_input in node.node.spec.inputs:
+            if spec_input.required and not inputs[node_id].get(spec_input.name):
+                problems.add(
+                    f"{ROOT}/nodes/{node.index}",
+                    f"required input {spec_input.name!r} of {node_id} ({node.type}) "
+                    "is not connected",
+                )
+
+
+def topological_order(node_ids: list[str], downstream: dict[str, list[str]]) -> list[str]:
+    """Kahn's algorithm, stable in the nodes' declared order. Nodes on a cycle are left out."""
+    indegree = dict.fromkeys(node_ids, 0)
+    for targets in downstream.values():
+        for target in targets:
+            indegree[target] += 1
+    queue = deque(n for n in node_ids if indegree[n] == 0)
+    order: list[str] = []
+    while queue:
+        current = queue.popleft()
+        order.append(current)
+        for target in downstream[current]:
+            indegree[target] -= 1
+            if indegree[target] == 0:
+                queue.append(target)
+    return order
+
+
+def find_cycle(candidates: list[str], downstream: dict[str, list[str]]) -> list[str]:
+    """One cycle among ``candidates`` (the nodes Kahn's algorithm could not order), in edge
+    order. Every leftover node has a predecessor among the leftovers, so walking backwards
+    must eventually revisit a node; the walk between the two visits is a cycle."""
+    allowed = set(candidates)
+    predecessor: dict[str, str] = {}
+    for source, targets in downstream.items():
+        if source in allowed:
+            for target in targets:
+                if target in allowed:
+                    predecessor.setdefault(target, source)
+    seen: dict[str, int] = {}
+    walk: list[str] = []
+    current = candidates[0]
+    while current not in seen:
+        seen[current] = len(walk)
+        walk.append(current)
+        current = predecessor[current]
+    cycle = walk[seen[current] :]
+    cycle.reverse()
+    return cycle

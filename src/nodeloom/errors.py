@@ -1,0 +1,171 @@
+"""The domain exception tree. Domain code raises these; ``api/problems.py`` alone maps them to
+RFC 9457 problem+json responses.
+
+    NodeloomError
+    ├── ConfigurationError          settings that cannot work (not a client error)
+    └── ProblemError                anything a client can cause; carries status and code
+        ├── InvalidRequest          400 invalid_request (with pointer errors)
+        │   └── InvalidGraph        400 invalid_graph
+        ├── Unauthorized            401 unauthorized
+        ├── InvalidCredentials      401 invalid_credentials
+        ├── InsufficientCredits     402 insufficient_credits
+        ├── Forbidden               403 forbidden
+        │   ├── JwtRequired         403 jwt_required
+        │   ├── PlanUpgradeRequired 403 plan_upgrade_required
+        │   ├── WebhookInactive     403 webhook_inactive
+        │   └── BadSignature        403 forbidden (signed URLs, webhook signatures)
+        ├── NotFound                404 not_found
+        ├── Conflict                409 conflict
+        ├── PayloadTooLarge         413 payload_too_large
+        ├── UnsupportedMediaType    415 unsupported_media_type
+        ├── RangeNotSatisfiable     416 range_not_satisfiable
+        ├── RateLimited             429 rate_limited
+        └── ServiceUnavailable      503 service_unavailable (database busy; retry)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+
+class NodeloomError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ConfigurationError(NodeloomError):
+    """The settings cannot work; raised at start-up, never answered to a client."""
+
+
+@dataclass(frozen=True)
+class FieldError:
+    """One problem in a request body, located by a JSON Pointer into the request."""
+
+    pointer: str
+    message: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {"pointer": self.pointer, "message": self.message}
+
+
+class ProblemError(NodeloomError):
+    status: ClassVar[int] = 400
+    code: ClassVar[str] = "invalid_request"
+    title: ClassVar[str] = "Invalid request"
+
+    def __init__(
+        self,
+        detail: str,
+        *,
+        errors: list[FieldError] | None = None,
+        headers: dict[str, str] | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(detail)
+        self.detail = detail
+        self.errors = errors or []
+        self.headers = headers or {}
+        self.extra = extra or {}
+
+
+class InvalidRequest(ProblemError):
+    pass
+
+
+class InvalidGraph(InvalidRequest):
+    code = "invalid_graph"
+    title = "Invalid graph"
+
+
+class Unauthorized(ProblemError):
+    status = 401
+    code = "unauthorized"
+    title = "Unauthorized"
+
+    def __init__(self, detail: str = "Missing or invalid credentials.") -> None:
+        super().__init__(detail, headers={"WWW-Authenticate": "Bearer"})
+
+
+class InvalidCredentials(ProblemError):
+    status = 401
+    code = "invalid_credentials"
+    title = "Invalid credentials"
+
+
+class InsufficientCredits(ProblemError):
+    status = 402
+    code = "insufficient_credits"
+    title = "Insufficient credits"
+
+    def __init__(self, required: int, available: int) -> None:
+        super().__init__(
+            f"This run needs {required} credits; {available} are available.",
+            extra={"required": required, "available": available},
+        )
+
+
+class Forbidden(ProblemError):
+    status = 403
+    code = "forbidden"
+    title = "Forbidden"
+
+
+class JwtRequired(Forbidden):
+    code = "jwt_required"
+    title = "JWT required"
+
+
+class PlanUpgradeRequired(Forbidden):
+    code = "plan_upgrade_required"
+    title = "Plan upgrade required"
+
+
+class WebhookInactive(Forbidden):
+    code = "webhook_inactive"
+    title = "Webhook inactive"
+
+
+class BadSignature(Forbidden):
+    title = "Bad signature"
+
+
+class NotFound(ProblemError):
+    status = 404
+    code = "not_found"
+    title = "Not found"
+
+
+class Conflict(ProblemError):
+    status = 409
+    code = "conflict"
+    title = "Conflict"
+
+
+class PayloadTooLarge(ProblemError):
+    status = 413
+    code = "payload_too_large"
+    title = "Payload too large"
+
+
+class UnsupportedMediaType(ProblemError):
+    status = 415
+    code = "unsupported_media_type"
+    title = "Unsupported media type"
+
+
+class RangeNotSatisfiable(ProblemError):
+    status = 416
+    code = "range_not_satisfiable"
+    title = "Range not satisfiable"
+
+
+class RateLimited(ProblemError):
+    status = 429
+    code = "rate_limited"
+    title = "Too many requests"
+
+
+class ServiceUnavailable(ProblemError):
+    status = 503
+    code = "service_unavailable"
+    title = "Service unavailable"

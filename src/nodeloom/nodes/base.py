@@ -1,0 +1,193 @@
+"""What a node type is: a declaration (``NodeSpec``, plain data) plus one async ``run``.
+
+The executor validates params against ``spec.params`` (a pydantic model), gathers the input
+artifacts named by the graph's edges and calls ``run``. A node returns ``Produced``: the bytes
+(or a file) of exactly one artifact of its declared output kind, with media metadata.
+Cost is part of the declaration so the estimate and the charge come from one place.
+"""
+
+from __future__ import annotations
+
+import builtins
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from pydantic import BaseModel, ConfigDict
+
+from nodeloom.settings import Settings
+
+
+class Kind(StrEnum):
+    TEXT = "text"
+    IMAGE = "image"
+    AUDIO = "audio"
+    VIDEO = "video"
+
+
+CONTENT_TYPES: dict[Kind, str] = {
+    Kind.TEXT: "text/plain",
+    Kind.IMAGE: "image/png",
+    Kind.AUDIO: "audio/mpeg",
+    Kind.VIDEO: "video/mp4",
+}
+
+
+@dataclass(frozen=True)
+class Input:
+    name: str
+    kind: Kind
+    required: bool = True
+    multiple: bool = False  # several edges allowed; values arrive in edge order
+
+
+@dataclass(frozen=True)
+class Output:
+    kind: Kind
+
+    @property
+    def content_type(self) -> str:
+        return CONTENT_TYPES[self.kind]
+
+
+@dataclass(frozen=True)
+class Cost:
+    credits: int
+    per_second: int = 0  # for media with a length: per started second of output
+
+
+class Params(BaseModel):
+    """Base of every params model. React Flow keeps UI fields (``label``...) in ``data``
+    beside the params, so unknown fields are ignored rather than refused."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+@dataclass(frozen=True)
+class NodeSpec:
+    type: str
+    version: int
+    category: str
+    title: str
+    description: str
+    inputs: tuple[Input, ...]
+    output: Output
+    params: builtins.type[Params]
+    cost: Cost
+    needs_provider: bool = False  # calls the configured OpenAI-compatible provider
+
+    def input(self, name: str) -> Input | None:
+        for item in self.inputs:
+            if item.name == name:
+                return item
+        return None
+
+
+@dataclass(frozen=True)
+class ArtifactRef:
+    """A completed artifact handed to a node as an input value."""
+
+    artifact_id: str
+    content_type: str
+    sha256: str
+    size_bytes: int
+    path: Path
+    width: int | None = None
+    height: int | None = None
+    duration_ms: int | None = None
+
+    def read_bytes(self) -> bytes:
+        return self.path.read_bytes()
+
+    def read_text(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+
+@dataclass
+class Produced:
+    """One artifact: either ``data`` in memory or a finished file at ``path`` (moved, not
+    copied, into the artifact store)."""
+
+    data: bytes | None = None
+    path: Path | None = None
+    width: int | None = None
+    height: int | None = None
+    duration_ms: int | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def text(cls, value: str) -> Produced:
+        return cls(data=value.encode("utf-8"))
+
+
+class NodeFailure(Exception):
+    """A node could not do its work; the message is shown to the user as the node's error."""
+
+    def __init__(self, message: str, code: str = "node_failed") -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+T = TypeVar("T")
+
+
+class NodeContext(Protocol):
+    """What the executor offers a running node."""
+
+    run_id: str
+    node_id: str
+    account_id: str
+    input: Mapping[str, Any] | None  # the run's input data (execute body or webhook body)
+    settings: Settings
+    scratch_dir: Path  # private to this node execution, removed afterwards
+
+    async def progress(self, fraction: float) -> None:
+        """Report progress 0..1 (announced as ``node.progress``; rate-limited by the caller)."""
+
+    async def to_thread(self, fn: Callable[..., T], /, *args: Any) -> T:
+        """Run blocking work (Pillow, PyAV, eSpeak) off the event loop."""
+
+
+InputValue = ArtifactRef | list[ArtifactRef] | None
+
+
+class NodeType(ABC):
+    spec: ClassVar[NodeSpec]
+
+    @abstractmethod
+    def run(
+        self, ctx: NodeContext, params: Any, inputs: Mapping[str, InputValue]
+    ) -> Awaitable[Produced]:
+        """Do the work. Raise ``NodeFailure`` for an error the user should read."""
+
+    def estimate_seconds(self, params: Any) -> float:
+        """Upper bound of the output's length in seconds, for per-second pricing."""
+        return 0.0
+
+    def param_problems(self, params: Any) -> list[str]:
+        """Problems the params schema cannot express (e.g. a template syntax error)."""
+        return []
+
+    def unavailable_reason(self, settings: Settings) -> str | None:
+        """Why this node cannot run with these settings (e.g. no provider), else None."""
+        return None
+
+    def estimate_credits(self, params: Any) -> int:
+        cost = self.spec.cost
+        if cost.per_second == 0:
+            return cost.credits
+        return cost.credits + cost.per_second * math.ceil(self.estimate_seconds(params))
+
+    def charge_credits(self, params: Any, produced_duration_ms: int | None) -> int:
+        """What a completed execution costs: flat price plus started seconds of output,
+        never more than the estimate that was held for it."""
+        cost = self.spec.cost
+        if cost.per_second == 0 or produced_duration_ms is None:
+            return cost.credits
+        actual = cost.credits + cost.per_second * math.ceil(produced_duration_ms / 1000)
+        return min(actual, self.estimate_credits(params))

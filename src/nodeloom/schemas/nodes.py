@@ -1,0 +1,40 @@
+"""The published node catalog (GET /node-types)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+Kind = Literal["text", "image", "audio", "video"]
+
+
+class NodeInputOut(BaseModel):
+    name: str
+    kind: Kind
+    required: bool
+    multiple: bool
+
+
+class NodeOutputOut(BaseModel):
+    kind: Kind
+    content_type: str
+
+
+class NodeCostOut(BaseModel):
+    credits: int
+    per_second: int
+
+
+class NodeTypeOut(BaseModel):
+    type: str
+    version: int
+    category: str
+    title: str
+    description: str
+    inputs: list[NodeInputOut]
+    output: NodeOutputOut
+    params_schema: dict[str, Any]
+    cost: NodeCostOut
+    available: bool
+    unavailable_reason: str | None

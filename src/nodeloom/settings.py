@@ -1,0 +1,157 @@
+"""Settings: every knob of the service, read from ``NODELOOM_*`` environment variables.
+
+Nothing here is read at import time; ``Settings()`` is built by the CLI (or a test) and injected
+into ``create_app(settings)``.
+"""
+
+from __future__ import annotations
+
+import secrets
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from nodeloom.errors import ConfigurationError
+
+SECRET_FILE_NAME = "secret_key"  # noqa: S105 - a file name
+MIN_SECRET_LENGTH = 32
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="NODELOOM_", extra="ignore")
+
+    data_dir: Path = Field(
+        default=Path("./data"),
+        description="Directory for the SQLite database, artifacts and the generated secret.",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy async URL; default sqlite+aiosqlite in the data directory.",
+    )
+    redis_url: str | None = Field(
+        default=None, description="Redis URL for scale-out dispatch, events and rate limits."
+    )
+    secret_key: SecretStr | None = Field(
+        default=None,
+        repr=False,
+        description="Server secret for JWTs, key hashes and URL signing. Generated when unset.",
+    )
+    base_url: str = Field(
+        default="http://127.0.0.1:8000", description="Public base address used in built URLs."
+    )
+    signup_enabled: bool = Field(
+        default=False, description="Allow sign-up after the first (owner) account exists."
+    )
+    owner_plan: str = Field(default="enterprise", description="Plan of the first account.")
+    owner_credits: int = Field(default=10_000, description="Credits granted to the first account.")
+    signup_plan: str = Field(default="free", description="Plan of later self-signed-up accounts.")
+    signup_credits: int = Field(default=100, description="Credits granted on later sign-ups.")
+    jwt_ttl_seconds: int = Field(default=86400, description="Access token lifetime.")
+    sqlite_synchronous: str = Field(
+        default="NORMAL",
+        description="SQLite synchronous pragma in WAL mode: NORMAL (crash-safe) or FULL "
+        "(also power-loss safe). See docs/adr/0003-sqlite-durability.md.",
+    )
+    run_executor: bool = Field(
+        default=True,
+        description="Run workflows in this process (embedded). Off for API-only replicas.",
+    )
+    max_concurrent_nodes: int = Field(
+        default=16, description="Nodes executing at once in this process, over all runs."
+    )
+    max_concurrent_nodes_per_run: int = Field(
+        default=4, description="Nodes of one run executing at once."
+    )
+    node_timeout_seconds: float = Field(default=600.0, description="Per-node time limit.")
+    shutdown_grace_seconds: float = Field(
+        default=20.0, description="How long running nodes may finish after SIGTERM."
+    )
+    lease_seconds: float = Field(
+        default=30.0, description="How long a run claim lasts without renewal."
+    )
+    rate_limit_api_key: int = Field(default=100, description="Requests per 60 s per API key.")
+    rate_limit_jwt: int = Field(default=300, description="Requests per 60 s per JWT account.")
+    rate_limit_webhook: int = Field(default=10, description="Triggers per 60 s per webhook.")
+    login_max_failures: int = Field(default=10, description="Failed logins per email / 15 min.")
+    signed_url_ttl_seconds: int = Field(default=3600, description="Lifetime of ?sig= URLs.")
+    log_level: str = Field(default="INFO", description="Python logging level.")
+    # Network-reaching nodes and the OpenAI-compatible provider (see docs/nodes.md).
+    provider_base_url: str | None = Field(
+        default=None, description="OpenAI-compatible API base, e.g. https://api.openai.com/v1."
+    )
+    provider_api_key: SecretStr | None = Field(
+        default=None, repr=False, description="Provider API key (else the encrypted key file)."
+    )
+    provider_llm_model: str = Field(default="gpt-4o-mini", description="Chat model for LLMText.")
+    provider_image_model: str = Field(default="gpt-image-1", description="Model for TextToImage.")
+    provider_tts_model: str = Field(default="tts-1", description="Model for provider speech.")
+    provider_timeout_seconds: float = Field(default=120.0, description="Per provider request.")
+    provider_max_retries: int = Field(default=3, description="Retries on 429/5xx/timeouts.")
+    http_allowlist: list[str] = Field(
+        default_factory=list,
+        description="Hosts or CIDRs that network nodes may reach although private/loopback.",
+    )
+    http_max_response_bytes: int = Field(default=10_000_000, description="HttpRequest cap.")
+    http_timeout_seconds: float = Field(default=30.0, description="HttpRequest time limit.")
+    max_image_pixels: int = Field(default=40_000_000, description="Largest image, in pixels.")
+    max_media_seconds: float = Field(default=600.0, description="Longest audio or video.")
+    max_artifact_bytes: int = Field(default=512_000_000, description="Largest artifact.")
+
+    @field_validator("sqlite_synchronous")
+    @classmethod
+    def _check_sync(cls, value: str) -> str:
+        value = value.upper()
+        if value not in {"NORMAL", "FULL"}:
+            raise ValueError("must be NORMAL or FULL")
+        return value
+
+    @property
+    def artifacts_dir(self) -> Path:
+        return self.data_dir / "artifacts"
+
+    @property
+    def effective_database_url(self) -> str:
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'nodeloom.db').resolve()}"
+
+    @property
+    def is_sqlite(self) -> bool:
+        return self.effective_database_url.startswith("sqlite")
+
+    def prepare(self) -> Settings:
+        """Create the data directory and settle the server secret; return self.
+
+        Embedded default: the secret is generated once and kept in the data directory (0600).
+        With a non-default database (a production deployment) a missing or weak secret is
+        refused, because replicas must share one secret and a generated one would differ.
+        """
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self.artifacts_dir.mkdir(parents=True, exist_ok=True)
+        if self.secret_key is not None:
+            if len(self.secret_key.get_secret_value()) < MIN_SECRET_LENGTH:
+                raise ConfigurationError(
+                    f"NODELOOM_SECRET_KEY must be at least {MIN_SECRET_LENGTH} characters"
+                )
+            return self
+        if self.database_url and not self.is_sqlite:
+            raise ConfigurationError(
+                "NODELOOM_SECRET_KEY is required when NODELOOM_DATABASE_URL names a server "
+                "database (every replica must share it)"
+            )
+        path = self.data_dir / SECRET_FILE_NAME
+        if not path.exists():
+            value = secrets.token_urlsafe(48)
+            fd = path.open("x", encoding="utf-8")
+            with fd:
+                path.chmod(0o600)
+                fd.write(value)
+        self.secret_key = SecretStr(path.read_text(encoding="utf-8").strip())
+        return self
+
+    @property
+    def secret(self) -> bytes:
+        if self.secret_key is None:
+            raise ConfigurationError("settings.prepare() was not called")
+        return self.secret_key.get_secret_value().encode()

@@ -1,0 +1,81 @@
+"""Workflows, scoped to their account. Deleted workflows are kept (soft delete) so their runs
+and artifacts stay consistent, but they are invisible to every query here."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nodeloom.db.models import Workflow, utcnow
+from nodeloom.store.paging import after_cursor
+
+
+async def create(
+    session: AsyncSession, *, account_id: str, name: str, graph_json: dict[str, Any]
+) -> Workflow:
+    now = utcnow()
+    workflow = Workflow(
+        id=str(uuid.uuid4()),
+        account_id=account_id,
+        name=name,
+        graph_json=graph_json,
+        node_count=len(graph_json["nodes"]),
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(workflow)
+    await session.flush()
+    return workflow
+
+
+async def get(session: AsyncSession, account_id: str, workflow_id: str) -> Workflow | None:
+    return await session.scalar(
+        sa.select(Workflow).where(
+            Workflow.id == workflow_id,
+            Workflow.account_id == account_id,
+            Workflow.deleted_at.is_(None),
+        )
+    )
+
+
+async def page(
+    session: AsyncSession, account_id: str, limit: int, cursor: str | None
+) -> list[sa.Row[str, str, datetime, int]]:
+    """Summaries only: the graph itself is never loaded for a list."""
+    query = (
+        sa.select(Workflow.id, Workflow.name, Workflow.created_at, Workflow.node_count)
+        .where(
+            Workflow.account_id == account_id,
+            Workflow.deleted_at.is_(None),
+            after_cursor(Workflow.created_at, Workflow.id, cursor),
+        )
+        .order_by(Workflow.created_at.desc(), Workflow.id.desc())
+        .limit(limit + 1)
+    )
+    return list((await session.execute(query)).all())
+
+
+async def update(
+    session: AsyncSession,
+    workflow: Workflow,
+    *,
+    name: str | None,
+    graph_json: dict[str, Any] | None,
+) -> Workflow:
+    if name is not None:
+        workflow.name = name
+    if graph_json is not None:
+        workflow.graph_json = graph_json
+        workflow.node_count = len(graph_json["nodes"])
+    workflow.updated_at = utcnow()
+    await session.flush()
+    return workflow
+
+
+async def soft_delete(session: AsyncSession, workflow: Workflow) -> None:
+    workflow.deleted_at = utcnow()
+    await session.flush()

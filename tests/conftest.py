@@ -1,0 +1,193 @@
+"""Fixtures: a real app on a real database (SQLite per test; PostgreSQL where parametrized),
+reached over HTTP through httpx's ASGI transport."""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import shutil
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from fastapi import FastAPI
+from sqlalchemy.ext.asyncio import create_async_engine
+
+from nodeloom.api.app import create_app
+from nodeloom.db.migrate import upgrade
+from nodeloom.settings import Settings
+from tests.services import POSTGRES_ADMIN_URL, require_postgres
+
+TEST_SECRET = "test-secret-" + "x" * 40
+PASSWORD = "correct horse battery"
+
+
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One migrated SQLite file, copied for each test (migrating per test is slow)."""
+    path = tmp_path_factory.mktemp("template") / "nodeloom.db"
+    upgrade(f"sqlite+aiosqlite:///{path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def postgres_template() -> Iterator[str]:
+    """A migrated PostgreSQL database that each test clones with CREATE DATABASE ... TEMPLATE."""
+    require_postgres()
+    name = f"nl_tpl_{uuid.uuid4().hex[:12]}"
+
+    def create() -> None:
+        asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+        upgrade(_pg_url(name))
+
+    # Requested from inside async fixtures: asyncio.run needs a thread without a loop.
+    _in_thread(create)
+    yield name
+    _in_thread(lambda: asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')))
+
+
+def _in_thread(fn: Callable[[], None]) -> None:
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        pool.submit(fn).result()
+
+
+def _pg_url(database: str) -> str:
+    return POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + "/" + database
+
+
+async def _admin(statement: str) -> None:
+    engine = create_async_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            await conn.execute(sa.text(statement))
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture(params=["sqlite"])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Overridden with params=["sqlite", "postgres"] by modules that run on both."""
+    return str(request.param)
+
+
+@pytest.fixture
+async def database_url(
+    backend: str, tmp_path: Path, sqlite_template: Path, request: pytest.FixtureRequest
+) -> AsyncIterator[str | None]:
+    if backend == "sqlite":
+        shutil.copy(sqlite_template, tmp_path / "nodeloom.db")
+        yield None
+        return
+    template = request.getfixturevalue("postgres_template")
+    name = f"nl_t_{uuid.uuid4().hex[:12]}"
+    await _admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    try:
+        yield _pg_url(name)
+    finally:
+        await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def settings_overrides() -> dict[str, object]:
+    return {}
+
+
+@pytest.fixture
+def settings(
+    tmp_path: Path, database_url: str | None, settings_overrides: dict[str, object]
+) -> Settings:
+    values: dict[str, object] = {
+        "data_dir": tmp_path,
+        "secret_key": TEST_SECRET,
+        "base_url": "http://testserver",
+    }
+    if database_url:
+        values["database_url"] = database_url
+    values.update(settings_overrides)
+    return Settings(**values).prepare()  # type: ignore[arg-type]
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    application = create_app(settings)
+    async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def client(app: FastAPI) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+        yield c
+
+
+@dataclass
+class User:
+    id: str
+    email: str
+    jwt: str
+    api_key: str
+
+    @property
+    def jwt_headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.jwt}"}
+
+    @property
+    def headers(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.api_key}"}
+
+
+async def make_user(client: httpx.AsyncClient, email: str) -> User:
+    r = await client.post("/api/v1/auth/signup", json={"email": email, "password": PASSWORD})
+    assert r.status_code == 201, r.text
+    account_id = r.json()["id"]
+    r = await client.post("/api/v1/auth/login", json={"email": email, "password": PASSWORD})
+    assert r.status_code == 200, r.text
+    jwt = r.json()["access_token"]
+    r = await client.post(
+        "/api/v1/api-keys", json={"name": "test"}, headers={"Authorization": f"Bearer {jwt}"}
+    )
+    assert r.status_code == 201, r.text
+    return User(account_id, email, jwt, r.json()["key"])
+
+
+@pytest.fixture
+async def owner(client: httpx.AsyncClient) -> User:
+    """The first account (sign-up always allowed for it)."""
+    return await make_user(client, "owner@example.com")
+
+
+@pytest.fixture
+async def other(client: httpx.AsyncClient, app: FastAPI, owner: User) -> User:
+    """A second account, created with sign-up switched on for the moment."""
+    settings: Settings = app.state.ctx.settings
+    settings.signup_enabled = True
+    try:
+        return await make_user(client, "other@example.com")
+    finally:
+        settings.signup_enabled = False
+
+
+def text_graph(template: str = "Hello {{ text }}!") -> dict[str, object]:
+    return {
+        "nodes": [
+            {
+                "id": "in",
+                "type": "TextInput",
+                "position": {"x": 0, "y": 0},
+                "data": {"text": "world"},
+            },
+            {
+                "id": "tpl",
+                "type": "TextTemplate",
+                "position": {"x": 200, "y": 0},
+                "data": {"template": template},
+            },
+        ],
+        "edges": [{"id": "e1", "source": "in", "target": "tpl"}],
+        "viewport": {"x": 0, "y": 0, "zoom": 1},
+    }

@@ -185,3 +185,7 @@ def accounts_list() -> None:
 
 def main() -> None:
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI
@@ -14,12 +16,18 @@ from nodeloom import __version__
 from nodeloom.api import problems
 from nodeloom.api.middleware import RateLimitHeaders
 from nodeloom.api.responses import OrjsonResponse
-from nodeloom.api.routes import auth, health, keys, node_types, workflows
+from nodeloom.api.routes import artifacts, auth, health, keys, node_types, runs, workflows
 from nodeloom.api.state import AppContext
+from nodeloom.artifacts.store import LocalArtifactStore
 from nodeloom.auth.usage import KeyUsage
 from nodeloom.db.engine import Database
+from nodeloom.engine.dispatch.local import LocalDispatcher
+from nodeloom.engine.runner import ExecutorEnv
+from nodeloom.engine.submit import GraphCache
+from nodeloom.events.bus import MemoryBus
 from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.ratelimit import RateLimiter
+from nodeloom.schemas.runs import ExecuteRequest
 from nodeloom.schemas.workflows import WorkflowCreate, WorkflowUpdate
 from nodeloom.settings import Settings
 
@@ -30,24 +38,46 @@ log = logging.getLogger("nodeloom")
 def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
     """The ASGI app. ``settings.prepare()`` must have run and the schema be migrated."""
     db = Database(settings)
+    registry = registry or build_registry()
+    store = LocalArtifactStore(
+        settings.artifacts_dir, fsync=settings.sqlite_synchronous == "FULL" or not db.is_sqlite
+    )
+    bus = MemoryBus()
+    threads = ThreadPoolExecutor(
+        max_workers=max(2, settings.max_concurrent_nodes), thread_name_prefix="node"
+    )
+    env = ExecutorEnv(
+        settings=settings,
+        db=db,
+        registry=registry,
+        store=store,
+        bus=bus,
+        slots=asyncio.Semaphore(settings.max_concurrent_nodes),
+        executor=threads,
+    )
     ctx = AppContext(
         settings=settings,
         db=db,
-        registry=registry or build_registry(),
+        registry=registry,
         limiter=RateLimiter(settings.redis_url),
         key_usage=KeyUsage(db),
+        store=store,
+        bus=bus,
+        dispatcher=LocalDispatcher(env),
+        graphs=GraphCache(registry, settings),
     )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        for start in ctx.extras.get("on_startup", []):
-            await start()
+        await bus.start()
+        await ctx.dispatcher.start()
         try:
             yield
         finally:
-            for stop in reversed(ctx.extras.get("on_shutdown", [])):
-                await stop()
+            await ctx.dispatcher.stop()
+            await bus.stop()
             await ctx.key_usage.close()
+            threads.shutdown(wait=False, cancel_futures=True)
             await db.dispose()
 
     app = FastAPI(
@@ -64,17 +94,10 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
     problems.install(app)
     app.add_middleware(RateLimitHeaders)
     app.include_router(health.router)
-    for module in (auth, keys, workflows, node_types):
+    for module in (auth, keys, workflows, runs, artifacts, node_types):
         app.include_router(module.router, prefix=API_PREFIX)
-    for extend in _extensions():
-        extend(app, ctx)
     _document_manual_bodies(app)
     return app
-
-
-def _extensions() -> list[Any]:
-    """Capabilities that add routes and lifecycle hooks (runs, webhooks, events)."""
-    return []
 
 
 def _document_manual_bodies(app: FastAPI) -> None:
@@ -90,7 +113,7 @@ def _document_manual_bodies(app: FastAPI) -> None:
             routes=app.routes,
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for model in (WorkflowCreate, WorkflowUpdate):
+        for model in (WorkflowCreate, WorkflowUpdate, ExecuteRequest):
             model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
             for name, sub in model_schema.pop("$defs", {}).items():
                 components.setdefault(name, sub)

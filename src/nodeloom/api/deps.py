@@ -12,7 +12,7 @@ from nodeloom.auth.authenticate import authenticate
 from nodeloom.auth.principal import CredentialKind, Principal
 from nodeloom.errors import JwtRequired, RateLimited
 
-_bearer = HTTPBearer(auto_error=False, description="An API key (nlk_...) or a JWT access token")
+bearer = HTTPBearer(auto_error=False, description="An API key (nlk_...) or a JWT access token")
 
 
 def get_ctx(request: Request) -> AppContext:
@@ -26,7 +26,7 @@ CtxDep = Annotated[AppContext, Depends(get_ctx)]
 async def get_principal(
     request: Request,
     ctx: CtxDep,
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
 ) -> Principal:
     token = credentials.credentials if credentials else None
     principal = await authenticate(ctx.db, ctx.settings.secret, ctx.key_usage, token)

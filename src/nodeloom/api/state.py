@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
 
+from nodeloom.artifacts.store import ArtifactStore
 from nodeloom.auth.usage import KeyUsage
 from nodeloom.db.engine import Database
+from nodeloom.engine.dispatch.base import Dispatcher
+from nodeloom.engine.submit import GraphCache
+from nodeloom.events.bus import EventBus
 from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
+from nodeloom.schemas.nodes import NodeTypeOut
 from nodeloom.settings import Settings
 
 
@@ -19,4 +24,9 @@ class AppContext:
     registry: Registry
     limiter: RateLimiter
     key_usage: KeyUsage
-    extras: dict[str, Any] = field(default_factory=dict)
+    store: ArtifactStore
+    bus: EventBus
+    dispatcher: Dispatcher
+    graphs: GraphCache
+    readiness_checks: dict[str, Callable[[], Awaitable[bool]]] = field(default_factory=dict)
+    node_types: list[NodeTypeOut] | None = None

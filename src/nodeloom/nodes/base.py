@@ -79,6 +79,11 @@ class NodeSpec:
     params: builtins.type[Params]
     cost: Cost
     needs_provider: bool = False  # calls the configured OpenAI-compatible provider
+    # The output cache may reuse an earlier result (false for nodes whose point is a side
+    # effect or whose answer changes with time, like Delay or an HTTP request).
+    cacheable: bool = True
+    # The output depends on the run's input data, so the cache key must include it.
+    uses_run_input: bool = False
 
     def input(self, name: str) -> Input | None:
         for item in self.inputs:
@@ -144,7 +149,10 @@ class NodeContext(Protocol):
     account_id: str
     input: Mapping[str, Any] | None  # the run's input data (execute body or webhook body)
     settings: Settings
-    scratch_dir: Path  # private to this node execution, removed afterwards
+
+    @property
+    def scratch_dir(self) -> Path:
+        """A directory private to this node execution, removed afterwards."""
 
     async def progress(self, fraction: float) -> None:
         """Report progress 0..1 (announced as ``node.progress``; rate-limited by the caller)."""

@@ -66,6 +66,7 @@ class TextInput(NodeType):
         output=Output(Kind.TEXT),
         params=TextInputParams,
         cost=Cost(credits=0),
+        uses_run_input=True,
     )
 
     async def run(
@@ -130,6 +131,10 @@ def render_template(source: str, variables: Mapping[str, Any]) -> str:
             parts.append(chunk)
     except TemplateError as exc:
         raise NodeFailure(f"template error: {exc}") from exc
+    except NodeFailure:
+        raise
+    except Exception as exc:  # a template can raise anything (1/0, bad arithmetic...)
+        raise NodeFailure(f"template error: {type(exc).__name__}: {exc}") from exc
     return "".join(parts)
 
 
@@ -144,6 +149,7 @@ class TextTemplate(NodeType):
         output=Output(Kind.TEXT),
         params=TextTemplateParams,
         cost=Cost(credits=1),
+        uses_run_input=True,
     )
 
     def param_problems(self, params: TextTemplateParams) -> list[str]:
@@ -173,6 +179,7 @@ class Delay(NodeType):
         output=Output(Kind.TEXT),
         params=DelayParams,
         cost=Cost(credits=0),
+        cacheable=False,
     )
 
     async def run(

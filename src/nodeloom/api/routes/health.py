@@ -25,7 +25,7 @@ async def readyz(ctx: CtxDep) -> dict[str, str]:
             await session.execute(sa.text("SELECT 1"))
     except Exception as exc:
         raise ServiceUnavailable("The database is not reachable.") from exc
-    for name, check in ctx.extras.get("readiness_checks", {}).items():
+    for name, check in ctx.readiness_checks.items():
         if not await check():
             raise ServiceUnavailable(f"{name} is not reachable.")
     return {"status": "ready"}

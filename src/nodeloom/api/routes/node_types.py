@@ -12,9 +12,8 @@ router = APIRouter(tags=["nodes"])
 
 @router.get("/node-types", response_model=list[NodeTypeOut])
 async def list_node_types(principal: PrincipalDep, ctx: CtxDep) -> list[NodeTypeOut]:
-    cached: list[NodeTypeOut] | None = ctx.extras.get("node_types")
-    if cached is not None:
-        return cached
+    if ctx.node_types is not None:
+        return ctx.node_types
     result = []
     for node in ctx.registry:
         spec = node.spec
@@ -37,5 +36,5 @@ async def list_node_types(principal: PrincipalDep, ctx: CtxDep) -> list[NodeType
                 unavailable_reason=reason,
             )
         )
-    ctx.extras["node_types"] = result
+    ctx.node_types = result
     return result

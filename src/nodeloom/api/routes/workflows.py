@@ -14,6 +14,7 @@ from nodeloom.db.models import Workflow
 from nodeloom.engine.graph import validate_graph
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
 from nodeloom.schemas.workflows import WorkflowCreate, WorkflowOut, WorkflowSummary, WorkflowUpdate
+from nodeloom.store import runs as run_store
 from nodeloom.store import workflows
 from nodeloom.store.paging import encode_cursor
 
@@ -145,6 +146,8 @@ async def delete_workflow(workflow_id: str, principal: PrincipalDep, ctx: CtxDep
         if row is None:
             raise NotFound("No such workflow.")
         await workflows.soft_delete(session, row)
-        for hook in ctx.extras.get("on_workflow_deleted", []):
-            await hook(session, row.id)
+        running = await run_store.running_ids_of_workflow(session, row.id)
+        await run_store.request_cancel(session, running)
+    for run_id in running:
+        await ctx.dispatcher.cancel(run_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,184 @@
+"""Artifact downloads, served like a CDN: ETag, If-None-Match, Range, signed URLs."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Annotated
+
+import anyio
+from fastapi import APIRouter, Depends, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials
+from starlette.responses import StreamingResponse
+
+from nodeloom.api.deps import CtxDep, PrincipalDep, bearer, get_principal
+from nodeloom.auth.tokens import check_signed_url, sign_url
+from nodeloom.db.models import Artifact
+from nodeloom.errors import BadSignature, NotFound, RangeNotSatisfiable
+from nodeloom.schemas.runs import ArtifactMetadata
+from nodeloom.store import runs as run_store
+
+router = APIRouter(tags=["artifacts"])
+
+CHUNK = 256 * 1024
+_RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
+CACHE_CONTROL = "private, max-age=31536000, immutable"  # content-addressed: never changes
+
+
+def _download_path(artifact_id: str) -> str:
+    return f"/api/v1/artifacts/{artifact_id}"
+
+
+def parse_range(header: str, size: int) -> tuple[int, int] | None:
+    """(first, last) inclusive for one satisfiable byte range; None to send everything.
+    Raises RangeNotSatisfiable for a range outside the file."""
+    match = _RANGE.match(header.strip())
+    if match is None:
+        return None  # multiple or malformed ranges: RFC 9110 lets us ignore Range
+    first_s, last_s = match.groups()
+    if not first_s and not last_s:
+        return None
+    if not first_s:
+        length = int(last_s)
+        if length == 0:
+            raise RangeNotSatisfiable(f"Range {header} selects nothing of {size} bytes.")
+        return max(0, size - length), size - 1
+    first = int(first_s)
+    last = min(int(last_s), size - 1) if last_s else size - 1
+    if first >= size or (last_s and int(last_s) < first):
+        raise RangeNotSatisfiable(
+            f"Range {header} is outside the {size} bytes of this artifact.",
+        )
+    return first, last
+
+
+async def _file_chunks(path: Path, first: int, length: int) -> AsyncIterator[bytes]:
+    async with await anyio.open_file(path, "rb") as handle:
+        await handle.seek(first)
+        remaining = length
+        while remaining > 0:
+            chunk = await handle.read(min(CHUNK, remaining))
+            if not chunk:
+                break
+            remaining -= len(chunk)
+            yield chunk
+
+
+async def _owned_or_signed(
+    request: Request,
+    ctx: CtxDep,
+    artifact_id: str,
+    credentials: HTTPAuthorizationCredentials | None,
+    exp: str | None,
+    sig: str | None,
+) -> Artifact:
+    if sig is not None or exp is not None:
+        if not check_signed_url(
+            ctx.settings.secret, _download_path(artifact_id), exp or "", sig or ""
+        ):
+            raise BadSignature("The signature is invalid or has expired.")
+        async with ctx.db.read() as session:
+            row = await run_store.artifact_any(session, artifact_id)
+    else:
+        principal = await get_principal(request, ctx, credentials)
+        async with ctx.db.read() as session:
+            row = await run_store.artifact(session, principal.account_id, artifact_id)
+    if row is None:
+        raise NotFound("No such artifact.")
+    return row
+
+
+@router.get(
+    "/artifacts/{artifact_id}",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "The file",
+            "content": {
+                "image/png": {},
+                "video/mp4": {},
+                "audio/mpeg": {},
+                "text/plain": {},
+            },
+        },
+        206: {"description": "Partial content (Range)"},
+        304: {"description": "Not modified (If-None-Match)"},
+        403: {"description": "Bad or expired signature"},
+        416: {"description": "Range not satisfiable"},
+    },
+)
+async def download(
+    artifact_id: str,
+    request: Request,
+    ctx: CtxDep,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    exp: Annotated[str | None, Query(max_length=20, description="Signed URL expiry")] = None,
+    sig: Annotated[str | None, Query(max_length=128, description="Signed URL signature")] = None,
+) -> Response:
+    """The file. Authorised by the owner's credentials or a signed ``?exp=&sig=`` URL."""
+    row = await _owned_or_signed(request, ctx, artifact_id, credentials, exp, sig)
+    path = ctx.store.path_for(row.sha256)
+    etag = f'"{row.sha256}"'
+    content_type = row.content_type + (
+        "; charset=utf-8" if row.content_type == "text/plain" else ""
+    )
+    headers = {
+        "ETag": etag,
+        "Accept-Ranges": "bytes",
+        "Cache-Control": CACHE_CONTROL,
+    }
+    if_none_match = request.headers.get("if-none-match")
+    if if_none_match and (
+        if_none_match.strip() == "*" or etag in [t.strip() for t in if_none_match.split(",")]
+    ):
+        return Response(status_code=304, headers=headers)
+    size = row.size_bytes
+    span = None
+    range_header = request.headers.get("range")
+    if range_header is not None:
+        if_range = request.headers.get("if-range")
+        if if_range is None or if_range.strip() == etag:
+            try:
+                span = parse_range(range_header, size)
+            except RangeNotSatisfiable as exc:
+                exc.headers["Content-Range"] = f"bytes */{size}"
+                raise
+    if span is None:
+        headers["Content-Length"] = str(size)
+        return StreamingResponse(
+            _file_chunks(path, 0, size), headers=headers, media_type=content_type
+        )
+    first, last = span
+    length = last - first + 1
+    headers["Content-Length"] = str(length)
+    headers["Content-Range"] = f"bytes {first}-{last}/{size}"
+    return StreamingResponse(
+        _file_chunks(path, first, length), status_code=206, headers=headers, media_type=content_type
+    )
+
+
+@router.get("/artifacts/{artifact_id}/metadata", response_model=ArtifactMetadata)
+async def metadata(artifact_id: str, principal: PrincipalDep, ctx: CtxDep) -> ArtifactMetadata:
+    """What the artifact is, with a signed ``download_url`` that needs no Authorization."""
+    async with ctx.db.read() as session:
+        row = await run_store.artifact(session, principal.account_id, artifact_id)
+    if row is None:
+        raise NotFound("No such artifact.")
+    settings = ctx.settings
+    path = _download_path(row.id)
+    query = sign_url(settings.secret, path, settings.signed_url_ttl_seconds)
+    return ArtifactMetadata(
+        id=row.id,
+        run_id=row.run_id,
+        workflow_id=row.workflow_id,
+        node_id=row.node_id,
+        content_type=row.content_type,
+        size_bytes=row.size_bytes,
+        sha256=row.sha256,
+        created_at=row.created_at,
+        download_url=f"{settings.base_url.rstrip('/')}{path}?{query}",
+        width=row.width,
+        height=row.height,
+        duration_ms=row.duration_ms,
+    )

@@ -1,0 +1,258 @@
+"""Execute a workflow, read runs, cancel a run."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Header, Query, Request, Response, status
+from pydantic import ValidationError
+from sqlalchemy.exc import IntegrityError
+
+from nodeloom.api.body import read_json
+from nodeloom.api.deps import CtxDep, PrincipalDep
+from nodeloom.api.paging import link_next
+from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
+from nodeloom.api.state import AppContext
+from nodeloom.db.models import NodeRun, Run, utcnow
+from nodeloom.engine.submit import create_run
+from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound, ServiceUnavailable
+from nodeloom.schemas.runs import (
+    ExecuteRequest,
+    ExecuteResponse,
+    NodeRunOut,
+    RunError,
+    RunOut,
+    RunStatusName,
+    RunSummary,
+)
+from nodeloom.store import runs as run_store
+from nodeloom.store import workflows
+from nodeloom.store.paging import encode_cursor
+
+router = APIRouter(tags=["runs"])
+
+MAX_EXECUTE_BODY = 1024 * 1024
+IDEMPOTENCY_TTL = timedelta(hours=24)
+
+
+def _ms(start: datetime | None, end: datetime | None) -> int | None:
+    if start is None:
+        return None
+    return max(0, int(((end or utcnow()) - start).total_seconds() * 1000))
+
+
+async def start_run(
+    ctx: AppContext,
+    *,
+    account_id: str,
+    workflow_id: str,
+    run_input: dict[str, Any] | None,
+    use_cache: bool,
+    webhook_id: str | None = None,
+    idempotency_key: str | None = None,
+) -> tuple[dict[str, Any], bool]:
+    """Validate, hold credits and create the run in one transaction, then dispatch it.
+    Returns the answer and whether it replays an earlier request with the same key."""
+    if not ctx.dispatcher.accepting:
+        raise ServiceUnavailable(
+            "The server is shutting down; retry shortly.", headers={"Retry-After": "2"}
+        )
+    try:
+        async with ctx.db.write() as session:
+            if idempotency_key is not None:
+                earlier = await run_store.idempotent_response(
+                    session, account_id, idempotency_key, utcnow() - IDEMPOTENCY_TTL
+                )
+                if earlier is not None:
+                    return earlier, True
+            workflow = await workflows.get(session, account_id, workflow_id)
+            if workflow is None:
+                raise NotFound("No such workflow.")
+            graph = ctx.graphs.get(workflow.id, workflow.updated_at, workflow.graph_json)
+            started = await create_run(
+                session,
+                account_id=account_id,
+                workflow_id=workflow.id,
+                graph_json=workflow.graph_json,
+                graph=graph,
+                run_input=run_input,
+                use_cache=use_cache,
+                webhook_id=webhook_id,
+            )
+            answer = started.response()
+            if idempotency_key is not None:
+                # A concurrent twin that committed first makes this fail (a unique key
+                # violation, or its row seen here) and the whole transaction — run, hold —
+                # roll back. SQLite serializes writers, so there it cannot happen.
+                await run_store.remember_idempotent(
+                    session,
+                    account_id,
+                    idempotency_key,
+                    started.run_id,
+                    answer,
+                    started.created_at,
+                    not_before=utcnow() - IDEMPOTENCY_TTL,
+                )
+    except (IntegrityError, run_store.IdempotencyRace):
+        if idempotency_key is None:
+            raise
+        async with ctx.db.read() as session:
+            earlier = await run_store.idempotent_response(
+                session, account_id, idempotency_key, utcnow() - IDEMPOTENCY_TTL
+            )
+        if earlier is None:
+            raise
+        return earlier, True
+    await ctx.dispatcher.submit(started.run_id)
+    return answer, False
+
+
+def _run_location(workflow_id: str, run_id: str) -> str:
+    return f"/api/v1/workflows/{workflow_id}/runs/{run_id}"
+
+
+@router.post(
+    "/workflows/{workflow_id}/execute",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=ExecuteResponse,
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/ExecuteRequest"}}
+            },
+        }
+    },
+    responses={
+        402: {"description": "Insufficient credits (insufficient_credits)"},
+        404: {"description": "No such workflow (not_found)"},
+    },
+)
+async def execute(
+    workflow_id: str,
+    request: Request,
+    response: Response,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(max_length=255, description="Repeat-safe: the same key within 24 h replays."),
+    ] = None,
+) -> dict[str, Any]:
+    """Start a run. The body is optional: ``{"input": {...}, "cache": true}``."""
+    raw = await read_json(request, MAX_EXECUTE_BODY, allow_empty=True)
+    try:
+        body = ExecuteRequest.model_validate(raw or {})
+    except ValidationError as exc:
+        errors = [
+            FieldError("/" + "/".join(str(p) for p in e["loc"]), e["msg"])
+            for e in exc.errors(include_url=False)
+        ]
+        raise InvalidRequest(
+            "; ".join(f"{e.pointer}: {e.message}" for e in errors), errors=errors
+        ) from exc
+    answer, replayed = await start_run(
+        ctx,
+        account_id=principal.account_id,
+        workflow_id=workflow_id,
+        run_input=body.input,
+        use_cache=body.cache,
+        idempotency_key=idempotency_key,
+    )
+    if replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    response.headers["Location"] = _run_location(workflow_id, answer["run_id"])
+    return answer
+
+
+def node_run_out(node: NodeRun) -> NodeRunOut:
+    return NodeRunOut(
+        node_id=node.node_id,
+        type=node.type,
+        status=node.status,
+        artifact_id=node.artifact_id,
+        credits_used=node.credits_used,
+        cached=node.cached,
+        started_at=node.started_at,
+        finished_at=node.finished_at,
+        duration_ms=_ms(node.started_at, node.finished_at) if node.started_at else None,
+        error=node.error,
+    )
+
+
+def run_summary(run: Run, credits_so_far: int | None = None) -> dict[str, Any]:
+    used = run.credits_used if run.status != "running" else (credits_so_far or 0)
+    return {
+        "id": run.id,
+        "workflow_id": run.workflow_id,
+        "status": run.status,
+        "credits_used": used,
+        "estimated_credits": run.estimated_credits,
+        "duration_ms": _ms(run.created_at, run.finished_at) or 0,
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
+        "error": RunError.model_validate(run.error) if run.error else None,
+    }
+
+
+@router.get("/workflows/{workflow_id}/runs/{run_id}", response_model=RunOut)
+async def get_run(workflow_id: str, run_id: str, principal: PrincipalDep, ctx: CtxDep) -> RunOut:
+    async with ctx.db.read() as session:
+        run = await run_store.get(session, principal.account_id, run_id, workflow_id)
+        if run is None:
+            raise NotFound("No such run of this workflow.")
+        nodes = await run_store.node_runs(session, run_id)
+    outs = [node_run_out(n) for n in nodes]
+    summary = run_summary(run, sum(n.credits_used for n in outs))
+    return RunOut(**summary, input=run.input, node_runs=outs)
+
+
+@router.get("/workflows/{workflow_id}/runs", response_model=list[RunSummary])
+async def list_runs(
+    workflow_id: str,
+    request: Request,
+    response: Response,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+    status_filter: Annotated[RunStatusName | None, Query(alias="status")] = None,
+) -> list[dict[str, Any]]:
+    """Newest first, paged; ``?status=running|completed|failed`` filters."""
+    async with ctx.db.read() as session:
+        if await workflows.get(session, principal.account_id, workflow_id) is None:
+            raise NotFound("No such workflow.")
+        rows = await run_store.page(
+            session, principal.account_id, workflow_id, status_filter, limit, cursor
+        )
+        if len(rows) > limit:
+            rows = rows[:limit]
+            response.headers["Link"] = link_next(
+                request, encode_cursor(rows[-1].created_at, rows[-1].id)
+            )
+        running = [r.id for r in rows if r.status == "running"]
+        so_far = await run_store.credits_used_so_far(session, running)
+    return [run_summary(r, so_far.get(r.id)) for r in rows]
+
+
+@router.post(
+    "/workflows/{workflow_id}/runs/{run_id}/cancel",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=RunSummary,
+    responses={409: {"description": "The run has already finished (conflict)"}},
+)
+async def cancel_run(
+    workflow_id: str, run_id: str, principal: PrincipalDep, ctx: CtxDep
+) -> dict[str, Any]:
+    """Ask the run to stop. It ends ``failed`` with error code ``cancelled``."""
+    async with ctx.db.write() as session:
+        run = await run_store.get(session, principal.account_id, run_id, workflow_id)
+        if run is None:
+            raise NotFound("No such run of this workflow.")
+        if run.status != "running":
+            raise Conflict(f"The run has already finished ({run.status}).")
+        await run_store.request_cancel(session, [run_id])
+        summary = run_summary(run)
+    await ctx.dispatcher.cancel(run_id)
+    return summary

@@ -1,0 +1,33 @@
+"""Output-cache keys: a node's type, type version, params and its inputs' content hashes
+(plus the run's input data for nodes that read it). Equal keys mean equal outputs."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import orjson
+
+from nodeloom.nodes.base import NodeSpec, Params
+
+
+def cache_key(
+    spec: NodeSpec,
+    params: Params,
+    input_hashes: Mapping[str, Sequence[str]],
+    run_input: Mapping[str, Any] | None,
+) -> str | None:
+    """The key, or None when this node's output must never be reused."""
+    if not spec.cacheable:
+        return None
+    material: dict[str, Any] = {
+        "type": spec.type,
+        "version": spec.version,
+        "params": params.model_dump(mode="json"),
+        "inputs": {name: list(hashes) for name, hashes in sorted(input_hashes.items())},
+    }
+    if spec.uses_run_input:
+        material["run_input"] = run_input or None
+    encoded = orjson.dumps(material, option=orjson.OPT_SORT_KEYS)
+    return hashlib.sha256(encoded).hexdigest()

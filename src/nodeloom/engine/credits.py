@@ -1,0 +1,59 @@
+"""Holding credits for a run: one conditional UPDATE, atomic on both databases.
+
+Read-check-write would let two concurrent executes both see enough credits and both spend
+them. ``UPDATE ... SET balance = balance - n WHERE id = ? AND balance >= n`` either holds
+the whole estimate or changes nothing, so the balance can never go negative.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import cast
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from nodeloom.db.models import Account, CreditEntry
+from nodeloom.errors import InsufficientCredits
+
+
+async def hold(
+    session: AsyncSession, account_id: str, run_id: str, amount: int, at: datetime
+) -> None:
+    accounts = cast(sa.Table, Account.__table__)
+    if amount > 0:
+        result = await session.execute(
+            sa.update(accounts)
+            .where(accounts.c.id == account_id, accounts.c.credits_balance >= amount)
+            .values(credits_balance=accounts.c.credits_balance - amount)
+        )
+        if result.rowcount != 1:  # type: ignore[attr-defined]
+            available = await session.scalar(
+                sa.select(accounts.c.credits_balance).where(accounts.c.id == account_id)
+            )
+            raise InsufficientCredits(required=amount, available=int(available or 0))
+    await session.execute(
+        sa.insert(cast(sa.Table, CreditEntry.__table__)).values(
+            account_id=account_id,
+            run_id=run_id,
+            node_id="",
+            kind="hold",
+            amount=amount,
+            created_at=at,
+        )
+    )
+
+
+async def ledger_balance(session: AsyncSession, account_id: str) -> int:
+    """The balance recomputed from the ledger: grants - holds + releases."""
+    ledger = cast(sa.Table, CreditEntry.__table__)
+    signed = sa.case(
+        (ledger.c.kind == "grant", ledger.c.amount),
+        (ledger.c.kind == "hold", -ledger.c.amount),
+        (ledger.c.kind == "release", ledger.c.amount),
+        else_=0,
+    )
+    total = await session.scalar(
+        sa.select(sa.func.coalesce(sa.func.sum(signed), 0)).where(ledger.c.account_id == account_id)
+    )
+    return int(total or 0)

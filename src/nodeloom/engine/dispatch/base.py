@@ -1,0 +1,23 @@
+"""How runs reach an executor. The API calls ``submit`` after the run is committed; a
+dispatcher must never be the only record of a run (the database is), so losing a submission
+only delays a run until the next sweep or resume."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+
+class Dispatcher(Protocol):
+    accepting: bool
+
+    async def start(self) -> None:
+        """Begin work; resume runs left ``running`` by an earlier process."""
+
+    async def submit(self, run_id: str) -> None:
+        """Have the run executed (soon, here or elsewhere)."""
+
+    async def cancel(self, run_id: str) -> None:
+        """The run's cancel flag is committed; make its executor act on it now."""
+
+    async def stop(self) -> None:
+        """Stop taking runs; let running nodes finish within the grace period."""

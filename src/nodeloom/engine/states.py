@@ -1,0 +1,52 @@
+"""The run and node state machines: which status may follow which.
+
+Every status change in the database is a conditional UPDATE whose WHERE clause names the
+allowed *from* states (see transitions.py), so a late or duplicated transition — a node
+finishing after its run was cancelled, a second worker resuming a run — changes nothing
+instead of corrupting the record.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunStatus(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+
+
+class NodeStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+FINISHED_NODE_STATES = frozenset(
+    {NodeStatus.COMPLETED, NodeStatus.FAILED, NodeStatus.SKIPPED, NodeStatus.CANCELLED}
+)
+
+# to-state -> allowed from-states
+NODE_FROM: dict[NodeStatus, frozenset[NodeStatus]] = {
+    NodeStatus.RUNNING: frozenset({NodeStatus.PENDING}),
+    # A cache hit goes straight from pending to completed.
+    NodeStatus.COMPLETED: frozenset({NodeStatus.RUNNING, NodeStatus.PENDING}),
+    NodeStatus.FAILED: frozenset({NodeStatus.RUNNING, NodeStatus.PENDING}),
+    NodeStatus.SKIPPED: frozenset({NodeStatus.PENDING}),
+    NodeStatus.CANCELLED: frozenset({NodeStatus.PENDING, NodeStatus.RUNNING}),
+    # Resume: a node interrupted by a crash runs again.
+    NodeStatus.PENDING: frozenset({NodeStatus.RUNNING}),
+}
+
+RUN_FROM: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.COMPLETED: frozenset({RunStatus.RUNNING}),
+    RunStatus.FAILED: frozenset({RunStatus.RUNNING}),
+}
+
+
+class StaleTransition(Exception):
+    """A conditional update matched nothing: someone else changed the run first."""

@@ -1,0 +1,70 @@
+"""Helpers for tests that execute workflows."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import httpx
+
+from tests.conftest import User
+
+
+async def create_workflow(
+    client: httpx.AsyncClient, user: User, graph: dict[str, Any], name: str = "wf"
+) -> str:
+    r = await client.post(
+        "/api/v1/workflows", json={"name": name, "graph_json": graph}, headers=user.headers
+    )
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+async def execute(
+    client: httpx.AsyncClient,
+    user: User,
+    workflow_id: str,
+    body: Any = None,
+    headers: dict[str, str] | None = None,
+) -> httpx.Response:
+    return await client.post(
+        f"/api/v1/workflows/{workflow_id}/execute",
+        json=body,
+        headers={**user.headers, **(headers or {})},
+    )
+
+
+async def wait_for_run(
+    client: httpx.AsyncClient, user: User, workflow_id: str, run_id: str, timeout: float = 20.0
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while True:
+        r = await client.get(f"/api/v1/workflows/{workflow_id}/runs/{run_id}", headers=user.headers)
+        assert r.status_code == 200, r.text
+        body: dict[str, Any] = r.json()
+        if body["status"] != "running":
+            return body
+        if time.monotonic() > deadline:
+            raise AssertionError(f"run {run_id} still running after {timeout}s: {body}")
+        await asyncio.sleep(0.02)
+
+
+async def balance(client: httpx.AsyncClient, user: User) -> int:
+    r = await client.get("/api/v1/me", headers=user.jwt_headers)
+    return int(r.json()["credits_balance"])
+
+
+def n(node_id: str, type_: str, **data: Any) -> dict[str, Any]:
+    return {"id": node_id, "type": type_, "position": {"x": 0, "y": 0}, "data": data}
+
+
+def e(source: str, target: str, handle: str | None = None) -> dict[str, Any]:
+    edge: dict[str, Any] = {"id": f"{source}->{target}", "source": source, "target": target}
+    if handle:
+        edge["targetHandle"] = handle
+    return edge
+
+
+def g(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"nodes": nodes, "edges": edges, "viewport": {"x": 0, "y": 0, "zoom": 1}}

@@ -1,0 +1,83 @@
+"""A real ``nodeloom serve`` process on 127.0.0.1 for tests that need one (crash recovery,
+WebSockets over a real socket). Always stopped by its own PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class ServerProcess:
+    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+        self.data_dir = data_dir
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.extra_env = env or {}
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir / f"server-{self.port}.log"
+
+    def start(self, timeout: float = 30.0) -> None:
+        env = {
+            **os.environ,
+            "NODELOOM_DATA_DIR": str(self.data_dir),
+            "NODELOOM_BASE_URL": self.base_url,
+            **self.extra_env,
+        }
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "nodeloom.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited early: {self.log_path.read_text()}")
+            try:
+                if httpx.get(f"{self.base_url}/healthz", timeout=1).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"server did not become healthy: {self.log_path.read_text()}")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handlers, exactly like a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)

@@ -16,7 +16,17 @@ from nodeloom import __version__
 from nodeloom.api import problems
 from nodeloom.api.middleware import RateLimitHeaders
 from nodeloom.api.responses import OrjsonResponse
-from nodeloom.api.routes import artifacts, auth, health, keys, node_types, runs, workflows
+from nodeloom.api.routes import (
+    artifacts,
+    auth,
+    events,
+    health,
+    keys,
+    node_types,
+    runs,
+    webhooks,
+    workflows,
+)
 from nodeloom.api.state import AppContext
 from nodeloom.artifacts.store import LocalArtifactStore
 from nodeloom.auth.usage import KeyUsage
@@ -94,7 +104,7 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
     problems.install(app)
     app.add_middleware(RateLimitHeaders)
     app.include_router(health.router)
-    for module in (auth, keys, workflows, runs, artifacts, node_types):
+    for module in (auth, keys, workflows, runs, artifacts, webhooks, events, node_types):
         app.include_router(module.router, prefix=API_PREFIX)
     _document_manual_bodies(app)
     return app

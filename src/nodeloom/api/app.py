@@ -35,6 +35,7 @@ from nodeloom.engine.dispatch.local import LocalDispatcher
 from nodeloom.engine.runner import ExecutorEnv
 from nodeloom.engine.submit import GraphCache
 from nodeloom.events.bus import MemoryBus
+from nodeloom.metrics import Metrics
 from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.ratelimit import RateLimiter
 from nodeloom.schemas.runs import ExecuteRequest
@@ -53,6 +54,7 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
         settings.artifacts_dir, fsync=settings.sqlite_synchronous == "FULL" or not db.is_sqlite
     )
     bus = MemoryBus()
+    metrics = Metrics()
     threads = ThreadPoolExecutor(
         max_workers=max(2, settings.max_concurrent_nodes), thread_name_prefix="node"
     )
@@ -64,6 +66,7 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
         bus=bus,
         slots=asyncio.Semaphore(settings.max_concurrent_nodes),
         executor=threads,
+        metrics=metrics,
     )
     ctx = AppContext(
         settings=settings,
@@ -75,6 +78,16 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
         bus=bus,
         dispatcher=LocalDispatcher(env),
         graphs=GraphCache(registry, settings),
+        metrics=metrics,
+    )
+    dispatcher = ctx.dispatcher
+    metrics.gauge(
+        "nodeloom_db_statements", "Statements sent to the database.", lambda: db.statements
+    )
+    metrics.gauge(
+        "nodeloom_runs_active",
+        "Runs driven by this process.",
+        lambda: float(getattr(dispatcher, "active_runs", 0)),
     )
 
     @contextlib.asynccontextmanager

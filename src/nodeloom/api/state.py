@@ -11,6 +11,7 @@ from nodeloom.db.engine import Database
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.submit import GraphCache
 from nodeloom.events.bus import EventBus
+from nodeloom.metrics import Metrics
 from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
 from nodeloom.schemas.nodes import NodeTypeOut
@@ -28,5 +29,6 @@ class AppContext:
     bus: EventBus
     dispatcher: Dispatcher
     graphs: GraphCache
+    metrics: Metrics
     readiness_checks: dict[str, Callable[[], Awaitable[bool]]] = field(default_factory=dict)
     node_types: list[NodeTypeOut] | None = None

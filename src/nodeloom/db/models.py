@@ -71,11 +71,13 @@ class Workflow(Base):
     id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
     account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
     name: Mapped[str] = mapped_column(sa.String(500))
-    graph_json: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
     node_count: Mapped[int]
     created_at: Mapped[datetime]
     updated_at: Mapped[datetime]
     deleted_at: Mapped[datetime | None]
+    # Large columns last: SQLite reads a row's columns in order, so anything stored after a
+    # big JSON value costs a walk through its overflow pages.
+    graph_json: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
 
     __table_args__ = (sa.Index("ix_workflows_account_created", "account_id", "created_at", "id"),)
 
@@ -88,9 +90,6 @@ class Run(Base):
     workflow_id: Mapped[str] = mapped_column(sa.ForeignKey("workflows.id", ondelete="CASCADE"))
     webhook_id: Mapped[str | None] = mapped_column(sa.String(36))
     status: Mapped[str] = mapped_column(sa.String(16))
-    # The graph as it was when the run started: later edits never change a run.
-    graph_json: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
-    input: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     use_cache: Mapped[bool]
     estimated_credits: Mapped[int] = mapped_column(sa.BigInteger)
     credits_used: Mapped[int] = mapped_column(sa.BigInteger)
@@ -101,6 +100,10 @@ class Run(Base):
     lease_owner: Mapped[str | None] = mapped_column(sa.String(64))
     lease_expires_at: Mapped[datetime | None]
     event_seq: Mapped[int] = mapped_column(default=0)
+    # Large columns last (see Workflow). The graph as it was when the run started: later
+    # edits never change a run.
+    input: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    graph_json: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
 
     __table_args__ = (
         sa.Index("ix_runs_workflow_created", "workflow_id", "created_at", "id"),

@@ -29,6 +29,7 @@ from nodeloom.engine.graph import Graph, GraphNode, validate_graph
 from nodeloom.engine.states import FINISHED_NODE_STATES, NodeStatus, RunStatus, StaleTransition
 from nodeloom.engine.transitions import Batch, NewArtifact, apply
 from nodeloom.events.bus import EventBus
+from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import ArtifactRef, InputValue, NodeFailure, Produced
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
@@ -36,6 +37,12 @@ from nodeloom.store import runs as run_store
 
 log = logging.getLogger("nodeloom.engine")
 
+_COUNTED = {
+    "run.completed": "nodeloom_runs_completed_total",
+    "run.failed": "nodeloom_runs_failed_total",
+    "node.completed": "nodeloom_nodes_completed_total",
+    "node.failed": "nodeloom_nodes_failed_total",
+}
 INLINE_WRITE_LIMIT = 64 * 1024  # smaller artifacts are written without a thread hop
 PROGRESS_INTERVAL = 1.0
 
@@ -49,6 +56,7 @@ class ExecutorEnv:
     bus: EventBus
     slots: asyncio.Semaphore  # nodes executing at once in this process
     executor: Executor
+    metrics: Metrics
 
 
 @dataclass
@@ -297,6 +305,10 @@ class RunDriver:
                 events = await apply(session, batch, self._seq + 1)
             self._seq += len(events)
             await self.env.bus.publish(events)
+        metrics = self.env.metrics
+        for event in events:
+            if event.type in _COUNTED:
+                metrics.inc(_COUNTED[event.type], help_="Finished runs and nodes by type.")
 
     async def _progress(self, node_id: str, fraction: float) -> None:
         now = time.monotonic()

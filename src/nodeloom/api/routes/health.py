@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sqlalchemy as sa
 from fastapi import APIRouter
+from fastapi.responses import PlainTextResponse
 
 from nodeloom.api.deps import CtxDep
 from nodeloom.errors import ServiceUnavailable
@@ -29,3 +30,9 @@ async def readyz(ctx: CtxDep) -> dict[str, str]:
         if not await check():
             raise ServiceUnavailable(f"{name} is not reachable.")
     return {"status": "ready"}
+
+
+@router.get("/metrics", response_class=PlainTextResponse)
+async def metrics(ctx: CtxDep) -> PlainTextResponse:
+    """Prometheus text format."""
+    return PlainTextResponse(ctx.metrics.render(), media_type="text/plain; version=0.0.4")

@@ -2,7 +2,7 @@
 
 Revision ID: 0001
 Revises:
-Create Date: 2026-11-22 07:48:22.161303
+Create Date: 2026-11-22
 """
 
 from __future__ import annotations
@@ -116,11 +116,11 @@ def upgrade() -> None:
         sa.Column("id", sa.String(length=36), nullable=False),
         sa.Column("account_id", sa.String(length=36), nullable=False),
         sa.Column("name", sa.String(length=500), nullable=False),
-        sa.Column("graph_json", sa.JSON(), nullable=False),
         sa.Column("node_count", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.Column("deleted_at", sa.DateTime(), nullable=True),
+        sa.Column("graph_json", sa.JSON(), nullable=False),
         sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
     )
@@ -136,8 +136,6 @@ def upgrade() -> None:
         sa.Column("workflow_id", sa.String(length=36), nullable=False),
         sa.Column("webhook_id", sa.String(length=36), nullable=True),
         sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("graph_json", sa.JSON(), nullable=False),
-        sa.Column("input", sa.JSON(), nullable=True),
         sa.Column("use_cache", sa.Boolean(), nullable=False),
         sa.Column("estimated_credits", sa.BigInteger(), nullable=False),
         sa.Column("credits_used", sa.BigInteger(), nullable=False),
@@ -148,6 +146,8 @@ def upgrade() -> None:
         sa.Column("lease_owner", sa.String(length=64), nullable=True),
         sa.Column("lease_expires_at", sa.DateTime(), nullable=True),
         sa.Column("event_seq", sa.Integer(), nullable=False),
+        sa.Column("input", sa.JSON(), nullable=True),
+        sa.Column("graph_json", sa.JSON(), nullable=False),
         sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
         sa.ForeignKeyConstraint(["workflow_id"], ["workflows.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),

@@ -1,0 +1,249 @@
+"""Shared pieces of the benchmarks: a real ``nodeloom serve`` on 127.0.0.1 with a fresh data
+directory, an account with an API key, wrk runs, and writing results into docs/benchmarks.md.
+
+Benchmarks only ever send traffic to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import platform
+import re
+import shutil
+import signal
+import socket
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH_MD = ROOT / "docs" / "benchmarks.md"
+PASSWORD = "benchmark password"
+RAISED_LIMITS = {
+    "NODELOOM_RATE_LIMIT_API_KEY": "100000000",
+    "NODELOOM_RATE_LIMIT_JWT": "100000000",
+    "NODELOOM_RATE_LIMIT_WEBHOOK": "100000000",
+    "NODELOOM_LOG_LEVEL": "WARNING",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Server:
+    proc: subprocess.Popen[bytes]
+    base_url: str
+    data_dir: Path
+
+    def rss_mb(self) -> float:
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        match = re.search(r"VmRSS:\s+(\d+) kB", status)
+        return int(match.group(1)) / 1024 if match else 0.0
+
+    def peak_rss_mb(self) -> float:
+        status = Path(f"/proc/{self.proc.pid}/status").read_text()
+        match = re.search(r"VmHWM:\s+(\d+) kB", status)
+        return int(match.group(1)) / 1024 if match else 0.0
+
+
+@contextmanager
+def server(env: dict[str, str] | None = None) -> Iterator[Server]:
+    data_dir = Path(tempfile.mkdtemp(prefix="nodeloom-bench-"))
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    full_env = {
+        **os.environ,
+        **RAISED_LIMITS,
+        "NODELOOM_DATA_DIR": str(data_dir),
+        "NODELOOM_BASE_URL": base_url,
+        **(env or {}),
+    }
+    log = (data_dir / "server.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "nodeloom.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        env=full_env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError((data_dir / "server.log").read_text())
+            time.sleep(0.1)
+        yield Server(proc, base_url, data_dir)
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        log.close()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+def make_account(base_url: str) -> tuple[str, str]:
+    """Sign up the owner, log in, create an API key. Returns (jwt, api_key)."""
+    with httpx.Client(base_url=base_url, timeout=10) as http:
+        http.post("/api/v1/auth/signup", json={"email": "bench@example.com", "password": PASSWORD})
+        jwt = http.post(
+            "/api/v1/auth/login", json={"email": "bench@example.com", "password": PASSWORD}
+        ).json()["access_token"]
+        key = http.post(
+            "/api/v1/api-keys", json={"name": "bench"}, headers={"Authorization": f"Bearer {jwt}"}
+        ).json()["key"]
+    return jwt, key
+
+
+def grant_credits(data_dir: Path, email: str = "bench@example.com", credits: int = 10**12) -> None:
+    env = {**os.environ, "NODELOOM_DATA_DIR": str(data_dir)}
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nodeloom.cli",
+            "accounts",
+            "set",
+            "--email",
+            email,
+            "--credits",
+            str(credits),
+        ],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+
+
+@dataclass
+class WrkResult:
+    rps: float
+    p50_ms: float
+    p99_ms: float
+    requests: int
+    non_2xx: int
+
+
+def wrk(url: str, *, connections: int, seconds: int, lua: str, threads: int = 1) -> WrkResult:
+    assert url.startswith("http://127.0.0.1:"), "benchmarks target loopback only"
+    if shutil.which("wrk") is None:
+        raise SystemExit("wrk is not installed: apt-get install -y wrk")
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as handle:
+        handle.write(lua + LUA_REPORT)
+        script = handle.name
+    try:
+        out = subprocess.run(
+            [
+                "wrk",
+                f"-t{threads}",
+                f"-c{connections}",
+                f"-d{seconds}s",
+                "--latency",
+                "-s",
+                script,
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    finally:
+        os.unlink(script)
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))  # type: ignore[union-attr]
+    report = re.search(r"REPORT p50=([\d.]+) p99=([\d.]+) non2xx=(\d+)", out)
+    total = int(re.search(r"(\d+) requests in", out).group(1))  # type: ignore[union-attr]
+    assert report, out
+    return WrkResult(
+        rps, float(report.group(1)), float(report.group(2)), total, int(report.group(3))
+    )
+
+
+LUA_REPORT = """
+local non2xx = 0
+response = function(status, headers, body)
+  if status < 200 or status > 299 then non2xx = non2xx + 1 end
+end
+done = function(summary, latency, requests)
+  io.write(string.format("REPORT p50=%.3f p99=%.3f non2xx=%d\\n",
+    latency:percentile(50)/1000, latency:percentile(99)/1000, non2xx))
+end
+"""
+# Per-thread counters in wrk are separate Lua states; with -t1 the count is exact.
+
+
+def lua_request(method: str, headers: dict[str, str], body: str | None = None) -> str:
+    lines = [f'wrk.method = "{method}"']
+    for name, value in headers.items():
+        lines.append(f'wrk.headers["{name}"] = "{value}"')
+    if body is not None:
+        escaped = body.replace("\\", "\\\\").replace('"', '\\"')
+        lines.append(f'wrk.body = "{escaped}"')
+    return "\n".join(lines) + "\n"
+
+
+def percentile(values: list[float], pct: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    index = min(len(ordered) - 1, max(0, round(pct / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def machine_line() -> str:
+    mem = Path("/proc/meminfo").read_text().split("\n")[0].split()[1]
+    return (
+        f"{os.cpu_count()} cores, {int(mem) // 1024 // 1024} GiB, "
+        f"Python {platform.python_version()}, SQLite {sqlite3.sqlite_version}, {platform.machine()}"
+    )
+
+
+def write_section(name: str, command: str, body: str) -> None:
+    """Replace (or append) the section ``name`` of docs/benchmarks.md."""
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    section = (
+        f"<!-- bench:{name}:start -->\n"
+        f"Measured {stamp} on {machine_line()}.\n"
+        f"Reproduce: `{command}`\n\n{body.strip()}\n"
+        f"<!-- bench:{name}:end -->"
+    )
+    text = BENCH_MD.read_text() if BENCH_MD.exists() else "# Benchmarks\n"
+    pattern = re.compile(
+        rf"<!-- bench:{re.escape(name)}:start -->.*?<!-- bench:{re.escape(name)}:end -->", re.S
+    )
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section, text)
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    BENCH_MD.parent.mkdir(parents=True, exist_ok=True)
+    BENCH_MD.write_text(text)
+
+
+def table(rows: list[tuple[Any, ...]], header: tuple[str, ...]) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)

@@ -121,7 +121,8 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path) -> None:
         server.stop()
     with sqlite3.connect(tmp_path / "data" / "nodeloom.db") as db:
         charges = db.execute(
-            "select run_id, node_id, count(*) from credit_ledger where kind = 'charge' group by run_id, node_id"
+            "select run_id, node_id, count(*) from credit_ledger"
+            " where kind = 'charge' group by run_id, node_id"
         ).fetchall()
         attempts = dict(
             db.execute("select node_id, max(attempts) from node_runs group by node_id").fetchall()

@@ -12,6 +12,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
@@ -43,6 +44,13 @@ class LocalArtifactStore:
         self.root = root
         self.fsync = fsync
         root.mkdir(parents=True, exist_ok=True)
+        # Directories known to exist: a mkdir per write costs more than the write itself.
+        self._dirs: set[Path] = set()
+
+    def _ensure_dir(self, path: Path) -> None:
+        if path not in self._dirs:
+            path.mkdir(parents=True, exist_ok=True)
+            self._dirs.add(path)
 
     def path_for(self, sha256: str) -> Path:
         return self.root / sha256[:2] / sha256[2:4] / sha256
@@ -69,7 +77,7 @@ class LocalArtifactStore:
         if target.exists():
             path.unlink(missing_ok=True)
             return StoredBlob(digest, size)
-        target.parent.mkdir(parents=True, exist_ok=True)
+        self._ensure_dir(target.parent)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
         os.close(fd)
         try:
@@ -84,15 +92,21 @@ class LocalArtifactStore:
         return StoredBlob(digest, size)
 
     def _write_atomically(self, target: Path, data: bytes) -> None:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".tmp-")
+        self._ensure_dir(target.parent)
+        tmp = target.parent / f".tmp-{uuid.uuid4().hex}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-                if self.fsync:
-                    handle.flush()
-                    os.fsync(handle.fileno())
+            view = memoryview(data)
+            while view:
+                written = os.write(fd, view)
+                view = view[written:]
+            if self.fsync:
+                os.fsync(fd)
+            os.close(fd)
+            fd = -1
             os.replace(tmp, target)
         except BaseException:
-            Path(tmp).unlink(missing_ok=True)
+            if fd >= 0:
+                os.close(fd)
+            tmp.unlink(missing_ok=True)
             raise

@@ -5,13 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
 
+_IGNORING: dict[tuple[str, Any], Insert] = {}
 
-def insert_ignoring_conflicts(session: AsyncSession, table: Any) -> Insert:
-    """INSERT ... ON CONFLICT DO NOTHING, spelled for the session's database."""
-    bind = session.bind
-    if bind is not None and bind.dialect.name == "postgresql":
-        return postgresql.insert(table).on_conflict_do_nothing()
-    return sqlite.insert(table).on_conflict_do_nothing()
+
+def insert_ignoring_conflicts(conn: Connection, table: Any) -> Insert:
+    """INSERT ... ON CONFLICT DO NOTHING, spelled for the connection's database."""
+    name = conn.dialect.name
+    statement = _IGNORING.get((name, table))
+    if statement is None:
+        module = postgresql if name == "postgresql" else sqlite
+        statement = module.insert(table).on_conflict_do_nothing()
+        _IGNORING[(name, table)] = statement
+    return statement

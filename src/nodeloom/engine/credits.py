@@ -11,36 +11,43 @@ from datetime import datetime
 from typing import cast
 
 import sqlalchemy as sa
+from sqlalchemy.engine import Connection
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from nodeloom.db.models import Account, CreditEntry
 from nodeloom.errors import InsufficientCredits
 
+_ACCOUNTS = cast(sa.Table, Account.__table__)
+_LEDGER = cast(sa.Table, CreditEntry.__table__)
+_HOLD = (
+    sa.update(_ACCOUNTS)
+    .where(
+        _ACCOUNTS.c.id == sa.bindparam("account"),
+        _ACCOUNTS.c.credits_balance >= sa.bindparam("amount"),
+    )
+    .values(credits_balance=_ACCOUNTS.c.credits_balance - sa.bindparam("amount"))
+)
+_BALANCE = sa.select(_ACCOUNTS.c.credits_balance).where(_ACCOUNTS.c.id == sa.bindparam("account"))
+_INSERT_LEDGER = sa.insert(_LEDGER)
 
-async def hold(
-    session: AsyncSession, account_id: str, run_id: str, amount: int, at: datetime
-) -> None:
-    accounts = cast(sa.Table, Account.__table__)
+
+def hold(conn: Connection, account_id: str, run_id: str, amount: int, at: datetime) -> None:
     if amount > 0:
-        result = await session.execute(
-            sa.update(accounts)
-            .where(accounts.c.id == account_id, accounts.c.credits_balance >= amount)
-            .values(credits_balance=accounts.c.credits_balance - amount)
-        )
-        if result.rowcount != 1:  # type: ignore[attr-defined]
-            available = await session.scalar(
-                sa.select(accounts.c.credits_balance).where(accounts.c.id == account_id)
-            )
+        result = conn.execute(_HOLD, {"account": account_id, "amount": amount})
+        if result.rowcount != 1:
+            available = conn.execute(_BALANCE, {"account": account_id}).scalar()
             raise InsufficientCredits(required=amount, available=int(available or 0))
-    await session.execute(
-        sa.insert(cast(sa.Table, CreditEntry.__table__)).values(
-            account_id=account_id,
-            run_id=run_id,
-            node_id="",
-            kind="hold",
-            amount=amount,
-            created_at=at,
-        )
+    conn.execute(
+        _INSERT_LEDGER,
+        {
+            "account_id": account_id,
+            "run_id": run_id,
+            "node_id": "",
+            "kind": "hold",
+            "amount": amount,
+            "note": None,
+            "created_at": at,
+        },
     )
 
 

@@ -301,8 +301,8 @@ class RunDriver:
         if not batch:
             return
         async with self._commit_lock:
-            async with self.env.db.write() as session:
-                events = await apply(session, batch, self._seq + 1)
+            next_seq = self._seq + 1
+            events = await self.env.db.run_write(lambda conn: apply(conn, batch, next_seq))
             self._seq += len(events)
             await self.env.bus.publish(events)
         metrics = self.env.metrics

@@ -1,4 +1,4 @@
-"""Starting a run: hold the estimate, write the run and its pending nodes, in the caller's
+"""Starting a run: hold the estimate, write the run and its pending nodes, in one write
 transaction. Used by execute and by webhook triggers alike."""
 
 from __future__ import annotations
@@ -6,17 +6,17 @@ from __future__ import annotations
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.engine import Connection
 
-from nodeloom.db.models import NodeRun, Run, utcnow
+from nodeloom.db.models import IdempotencyKey, NodeRun, Run, Workflow, utcnow
 from nodeloom.engine import credits
 from nodeloom.engine.graph import Graph, validate_graph
 from nodeloom.engine.states import NodeStatus, RunStatus
-from nodeloom.errors import InvalidGraph
+from nodeloom.errors import InvalidGraph, NotFound
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 
@@ -63,8 +63,105 @@ class GraphCache:
         return checked
 
 
-async def create_run(
-    session: AsyncSession,
+_RUNS = cast(sa.Table, Run.__table__)
+_NODES = cast(sa.Table, NodeRun.__table__)
+_WORKFLOWS = cast(sa.Table, Workflow.__table__)
+_IDEMPOTENCY = cast(sa.Table, IdempotencyKey.__table__)
+_INSERT_RUN = sa.insert(_RUNS)
+_INSERT_NODES = sa.insert(_NODES)
+_WORKFLOW = sa.select(_WORKFLOWS.c.id, _WORKFLOWS.c.updated_at, _WORKFLOWS.c.graph_json).where(
+    _WORKFLOWS.c.id == sa.bindparam("id"),
+    _WORKFLOWS.c.account_id == sa.bindparam("account"),
+    _WORKFLOWS.c.deleted_at.is_(None),
+)
+_EARLIER = sa.select(_IDEMPOTENCY.c.response, _IDEMPOTENCY.c.created_at).where(
+    _IDEMPOTENCY.c.account_id == sa.bindparam("account"), _IDEMPOTENCY.c.key == sa.bindparam("key")
+)
+_FORGET_EXPIRED = sa.delete(_IDEMPOTENCY).where(
+    _IDEMPOTENCY.c.account_id == sa.bindparam("account"),
+    _IDEMPOTENCY.c.key == sa.bindparam("key"),
+    _IDEMPOTENCY.c.created_at < sa.bindparam("cutoff", type_=_IDEMPOTENCY.c.created_at.type),
+)
+_REMEMBER = sa.insert(_IDEMPOTENCY)
+IDEMPOTENCY_TTL = timedelta(hours=24)
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    account_id: str
+    workflow_id: str
+    run_input: dict[str, Any] | None
+    use_cache: bool
+    webhook_id: str | None = None
+    idempotency_key: str | None = None
+
+
+@dataclass(frozen=True)
+class Accepted:
+    answer: dict[str, Any]
+    replayed: bool
+
+
+def earlier_answer(conn: Connection, account_id: str, key: str) -> dict[str, Any] | None:
+    """The stored answer for an Idempotency-Key used in the last 24 hours, if any."""
+    row = conn.execute(_EARLIER, {"account": account_id, "key": key}).first()
+    if row is None or row.created_at < utcnow() - IDEMPOTENCY_TTL:
+        return None
+    answer: dict[str, Any] = row.response
+    return answer
+
+
+def start_run(conn: Connection, request: RunRequest, graphs: GraphCache) -> Accepted:
+    """The whole of accepting a run, as one transaction: replay an idempotent request, or
+    load and check the workflow, hold the estimate and write the run with pending nodes.
+
+    A concurrent request with the same Idempotency-Key that commits first makes the key
+    insert fail (unique violation) and this whole transaction — run, hold — roll back; the
+    caller then replays the winner's answer. SQLite serializes writers, so there it cannot
+    happen.
+    """
+    key = request.idempotency_key
+    if key is not None:
+        earlier = earlier_answer(conn, request.account_id, key)
+        if earlier is not None:
+            return Accepted(earlier, replayed=True)
+    row = conn.execute(
+        _WORKFLOW, {"id": request.workflow_id, "account": request.account_id}
+    ).first()
+    if row is None:
+        raise NotFound("No such workflow.")
+    graph = graphs.get(row.id, row.updated_at, row.graph_json)
+    started = create_run(
+        conn,
+        account_id=request.account_id,
+        workflow_id=row.id,
+        graph_json=row.graph_json,
+        graph=graph,
+        run_input=request.run_input,
+        use_cache=request.use_cache,
+        webhook_id=request.webhook_id,
+    )
+    answer = started.response()
+    if key is not None:
+        conn.execute(
+            _FORGET_EXPIRED,
+            {"account": request.account_id, "key": key, "cutoff": utcnow() - IDEMPOTENCY_TTL},
+        )
+        conn.execute(
+            _REMEMBER,
+            {
+                "account_id": request.account_id,
+                "key": key,
+                "run_id": started.run_id,
+                "response": answer,
+                "created_at": started.created_at,
+            },
+        )
+    return Accepted(answer, replayed=False)
+
+
+def create_run(
+    conn: Connection,
     *,
     account_id: str,
     workflow_id: str,
@@ -77,26 +174,31 @@ async def create_run(
     run_id = str(uuid.uuid4())
     now = utcnow()
     estimate = graph.estimate_credits()
-    await credits.hold(session, account_id, run_id, estimate, now)
-    await session.execute(
-        sa.insert(cast(sa.Table, Run.__table__)).values(
-            id=run_id,
-            account_id=account_id,
-            workflow_id=workflow_id,
-            webhook_id=webhook_id,
-            status=RunStatus.RUNNING.value,
-            graph_json=graph_json,
-            input=run_input,
-            use_cache=use_cache,
-            estimated_credits=estimate,
-            credits_used=0,
-            created_at=now,
-            cancel_requested=False,
-            event_seq=0,
-        )
+    credits.hold(conn, account_id, run_id, estimate, now)
+    conn.execute(
+        _INSERT_RUN,
+        {
+            "id": run_id,
+            "account_id": account_id,
+            "workflow_id": workflow_id,
+            "webhook_id": webhook_id,
+            "status": RunStatus.RUNNING.value,
+            "use_cache": use_cache,
+            "estimated_credits": estimate,
+            "credits_used": 0,
+            "error": None,
+            "created_at": now,
+            "finished_at": None,
+            "cancel_requested": False,
+            "lease_owner": None,
+            "lease_expires_at": None,
+            "event_seq": 0,
+            "input": run_input,
+            "graph_json": graph_json,
+        },
     )
-    await session.execute(
-        sa.insert(cast(sa.Table, NodeRun.__table__)),
+    conn.execute(
+        _INSERT_NODES,
         [
             {
                 "run_id": run_id,
@@ -104,8 +206,13 @@ async def create_run(
                 "position": position,
                 "type": node.type,
                 "status": NodeStatus.PENDING.value,
+                "artifact_id": None,
                 "credits_used": 0,
                 "cached": False,
+                "cache_key": None,
+                "started_at": None,
+                "finished_at": None,
+                "error": None,
                 "attempts": 0,
             }
             for position, node in enumerate(graph.nodes.values())

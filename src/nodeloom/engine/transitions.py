@@ -14,7 +14,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.engine import Connection
 
 from nodeloom.db.dialect import insert_ignoring_conflicts
 from nodeloom.db.models import (
@@ -159,155 +159,228 @@ def _from(status: NodeStatus) -> list[str]:
     return [s.value for s in NODE_FROM[status]]
 
 
-async def apply(session: AsyncSession, batch: Batch, next_seq: int) -> list[Event]:
-    """Write the batch; return its events with their seq (starting at ``next_seq``).
-    Raises StaleTransition (the caller rolls back) when a change no longer applies."""
-    run_id = batch.run_id
-    node = _t(NodeRun)
-    if batch.reset:
-        await session.execute(
-            sa.update(node)
-            .where(
-                node.c.run_id == run_id,
-                node.c.node_id.in_(batch.reset),
-                node.c.status.in_(_from(NodeStatus.PENDING)),
-            )
-            .values(status=NodeStatus.PENDING.value, started_at=None)
-        )
-    for end in batch.ended:
-        await _end_node(session, batch, end)
-    for status, node_ids, at, error in batch.bulk:
-        await session.execute(
-            sa.update(node)
-            .where(
-                node.c.run_id == run_id,
-                node.c.node_id.in_(node_ids),
-                node.c.status.in_(_from(status)),
-            )
-            .values(status=status.value, finished_at=at, error=error)
-        )
-    if batch.started:
-        ids = [node_id for node_id, _ in batch.started]
-        result = await session.execute(
-            sa.update(node)
-            .where(
-                node.c.run_id == run_id,
-                node.c.node_id.in_(ids),
-                node.c.status.in_(_from(NodeStatus.RUNNING)),
-            )
-            .values(
-                status=NodeStatus.RUNNING.value,
-                started_at=batch.started[0][1],
-                attempts=node.c.attempts + 1,
-            )
-        )
-        if result.rowcount != len(ids):  # type: ignore[attr-defined]
-            raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending")
-    if batch.run_end is not None:
-        await _end_run(session, batch)
-    return await _write_events(session, batch, next_seq)
+# Statements are built once: building a statement costs more than executing it.
+_NODE = _t(NodeRun)
+_RUN = _t(Run)
+_ACCOUNT = _t(Account)
+_LEDGER = _t(CreditEntry)
+_CACHE = _t(CacheEntry)
+_ARTIFACT = _t(Artifact)
+_EVENTS = _t(RunEvent)
+_IDS: sa.BindParameter[list[str]] = sa.bindparam("ids", expanding=True)
 
-
-async def _end_node(session: AsyncSession, batch: Batch, end: _NodeEnd) -> None:
-    node = _t(NodeRun)
-    if end.new_artifact is not None:
-        art = end.new_artifact
-        await session.execute(
-            sa.insert(_t(Artifact)).values(
-                id=art.id,
-                account_id=batch.account_id,
-                run_id=batch.run_id,
-                workflow_id=batch.workflow_id,
-                node_id=end.node_id,
-                content_type=art.content_type,
-                size_bytes=art.size_bytes,
-                sha256=art.sha256,
-                width=art.width,
-                height=art.height,
-                duration_ms=art.duration_ms,
-                created_at=end.at,
-            )
-        )
-    result = await session.execute(
-        sa.update(node)
-        .where(
-            node.c.run_id == batch.run_id,
-            node.c.node_id == end.node_id,
-            node.c.status.in_(_from(end.status)),
-        )
-        .values(
-            status=end.status.value,
-            finished_at=end.at,
-            artifact_id=end.artifact_id,
-            credits_used=end.credits,
-            cached=end.cached,
-            cache_key=end.cache_key,
-            error=end.error,
-        )
+_RESET = (
+    sa.update(_NODE)
+    .where(
+        _NODE.c.run_id == sa.bindparam("run"),
+        _NODE.c.node_id.in_(_IDS),
+        _NODE.c.status.in_(_from(NodeStatus.PENDING)),
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        raise StaleTransition(f"run {batch.run_id}: node {end.node_id} is no longer running")
-    if end.credits > 0:
-        # Unique (run, node, kind): a second charge for the same node fails loudly.
-        await session.execute(
-            sa.insert(_t(CreditEntry)).values(
-                account_id=batch.account_id,
-                run_id=batch.run_id,
-                node_id=end.node_id,
-                kind="charge",
-                amount=end.credits,
-                created_at=end.at,
-            )
-        )
-    if end.cache_key is not None and not end.cached and end.artifact_id is not None:
-        await session.execute(
-            insert_ignoring_conflicts(session, _t(CacheEntry)).values(
-                account_id=batch.account_id,
-                cache_key=end.cache_key,
-                artifact_id=end.artifact_id,
-                created_at=end.at,
-            )
-        )
+    .values(status=NodeStatus.PENDING.value, started_at=None)
+)
+_START = (
+    sa.update(_NODE)
+    .where(
+        _NODE.c.run_id == sa.bindparam("run"),
+        _NODE.c.node_id.in_(_IDS),
+        _NODE.c.status.in_(_from(NodeStatus.RUNNING)),
+    )
+    .values(
+        status=NodeStatus.RUNNING.value,
+        started_at=sa.bindparam("at", type_=_NODE.c.started_at.type),
+        attempts=_NODE.c.attempts + 1,
+    )
+)
 
 
-async def _end_run(session: AsyncSession, batch: Batch) -> None:
-    assert batch.run_end is not None
-    status, at, error, credits_used, release = batch.run_end
-    runs = _t(Run)
-    result = await session.execute(
-        sa.update(runs)
-        .where(runs.c.id == batch.run_id, runs.c.status.in_([s.value for s in RUN_FROM[status]]))
+def _end_statement(status: NodeStatus) -> sa.Update:
+    return (
+        sa.update(_NODE)
+        .where(
+            _NODE.c.run_id == sa.bindparam("run"),
+            _NODE.c.node_id == sa.bindparam("node"),
+            _NODE.c.status.in_(_from(status)),
+        )
         .values(
             status=status.value,
-            finished_at=at,
-            error=error,
-            credits_used=credits_used,
+            finished_at=sa.bindparam("at", type_=_NODE.c.finished_at.type),
+            artifact_id=sa.bindparam("artifact"),
+            credits_used=sa.bindparam("credits"),
+            cached=sa.bindparam("cached"),
+            cache_key=sa.bindparam("key"),
+            error=sa.bindparam("error", type_=_NODE.c.error.type),
+        )
+    )
+
+
+def _bulk_statement(status: NodeStatus) -> sa.Update:
+    return (
+        sa.update(_NODE)
+        .where(
+            _NODE.c.run_id == sa.bindparam("run"),
+            _NODE.c.node_id.in_(_IDS),
+            _NODE.c.status.in_(_from(status)),
+        )
+        .values(
+            status=status.value,
+            finished_at=sa.bindparam("at", type_=_NODE.c.finished_at.type),
+            error=sa.bindparam("error", type_=_NODE.c.error.type),
+        )
+    )
+
+
+_END = {status: _end_statement(status) for status in (NodeStatus.COMPLETED, NodeStatus.FAILED)}
+_BULK = {status: _bulk_statement(status) for status in (NodeStatus.SKIPPED, NodeStatus.CANCELLED)}
+
+
+def _run_end_statement(status: RunStatus) -> sa.Update:
+    return (
+        sa.update(_RUN)
+        .where(
+            _RUN.c.id == sa.bindparam("run"), _RUN.c.status.in_([s.value for s in RUN_FROM[status]])
+        )
+        .values(
+            status=status.value,
+            finished_at=sa.bindparam("at", type_=_RUN.c.finished_at.type),
+            error=sa.bindparam("error", type_=_RUN.c.error.type),
+            credits_used=sa.bindparam("used"),
             lease_owner=None,
             lease_expires_at=None,
         )
     )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
+
+
+_RUN_END = {
+    status: _run_end_statement(status) for status in (RunStatus.COMPLETED, RunStatus.FAILED)
+}
+_RELEASE = (
+    sa.update(_ACCOUNT)
+    .where(_ACCOUNT.c.id == sa.bindparam("account"))
+    .values(credits_balance=_ACCOUNT.c.credits_balance + sa.bindparam("amount"))
+)
+_INSERT_LEDGER = sa.insert(_LEDGER)
+_INSERT_ARTIFACT = sa.insert(_ARTIFACT)
+_INSERT_EVENTS = sa.insert(_EVENTS)
+
+
+def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
+    """Write the batch; return its events with their seq (starting at ``next_seq``).
+    Raises StaleTransition (the transaction rolls back) when a change no longer applies."""
+    run_id = batch.run_id
+    if batch.reset:
+        conn.execute(_RESET, {"run": run_id, "ids": batch.reset})
+    ledger: list[dict[str, Any]] = []
+    artifacts: list[dict[str, Any]] = []
+    cache: list[dict[str, Any]] = []
+    for end in batch.ended:
+        _end_node(conn, batch, end, ledger, artifacts, cache)
+    if artifacts:
+        conn.execute(_INSERT_ARTIFACT, artifacts)
+    if cache:
+        conn.execute(insert_ignoring_conflicts(conn, _CACHE), cache)
+    for status, node_ids, at, error in batch.bulk:
+        conn.execute(_BULK[status], {"run": run_id, "ids": node_ids, "at": at, "error": error})
+    if batch.started:
+        ids = [node_id for node_id, _ in batch.started]
+        result = conn.execute(_START, {"run": run_id, "ids": ids, "at": batch.started[0][1]})
+        if result.rowcount != len(ids):
+            raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending")
+    if batch.run_end is not None:
+        _end_run(conn, batch, ledger)
+    if ledger:
+        # Unique (run, node, kind): a second charge for the same node fails loudly.
+        conn.execute(_INSERT_LEDGER, ledger)
+    return _write_events(conn, batch, next_seq)
+
+
+def _end_node(
+    conn: Connection,
+    batch: Batch,
+    end: _NodeEnd,
+    ledger: list[dict[str, Any]],
+    artifacts: list[dict[str, Any]],
+    cache: list[dict[str, Any]],
+) -> None:
+    if end.new_artifact is not None:
+        art = end.new_artifact
+        artifacts.append(
+            {
+                "id": art.id,
+                "account_id": batch.account_id,
+                "run_id": batch.run_id,
+                "workflow_id": batch.workflow_id,
+                "node_id": end.node_id,
+                "content_type": art.content_type,
+                "size_bytes": art.size_bytes,
+                "sha256": art.sha256,
+                "width": art.width,
+                "height": art.height,
+                "duration_ms": art.duration_ms,
+                "created_at": end.at,
+            }
+        )
+    result = conn.execute(
+        _END[end.status],
+        {
+            "run": batch.run_id,
+            "node": end.node_id,
+            "at": end.at,
+            "artifact": end.artifact_id,
+            "credits": end.credits,
+            "cached": end.cached,
+            "key": end.cache_key,
+            "error": end.error,
+        },
+    )
+    if result.rowcount != 1:
+        raise StaleTransition(f"run {batch.run_id}: node {end.node_id} is no longer running")
+    if end.credits > 0:
+        ledger.append(
+            {
+                "account_id": batch.account_id,
+                "run_id": batch.run_id,
+                "node_id": end.node_id,
+                "kind": "charge",
+                "amount": end.credits,
+                "note": None,
+                "created_at": end.at,
+            }
+        )
+    if end.cache_key is not None and not end.cached and end.artifact_id is not None:
+        cache.append(
+            {
+                "account_id": batch.account_id,
+                "cache_key": end.cache_key,
+                "artifact_id": end.artifact_id,
+                "created_at": end.at,
+            }
+        )
+
+
+def _end_run(conn: Connection, batch: Batch, ledger: list[dict[str, Any]]) -> None:
+    assert batch.run_end is not None
+    status, at, error, credits_used, release = batch.run_end
+    result = conn.execute(
+        _RUN_END[status], {"run": batch.run_id, "at": at, "error": error, "used": credits_used}
+    )
+    if result.rowcount != 1:
         raise StaleTransition(f"run {batch.run_id} is no longer running")
     if release > 0:
-        accounts = _t(Account)
-        await session.execute(
-            sa.update(accounts)
-            .where(accounts.c.id == batch.account_id)
-            .values(credits_balance=accounts.c.credits_balance + release)
-        )
-        await session.execute(
-            sa.insert(_t(CreditEntry)).values(
-                account_id=batch.account_id,
-                run_id=batch.run_id,
-                node_id="",
-                kind="release",
-                amount=release,
-                created_at=at,
-            )
+        conn.execute(_RELEASE, {"account": batch.account_id, "amount": release})
+        ledger.append(
+            {
+                "account_id": batch.account_id,
+                "run_id": batch.run_id,
+                "node_id": "",
+                "kind": "release",
+                "amount": release,
+                "note": None,
+                "created_at": at,
+            }
         )
 
 
-async def _write_events(session: AsyncSession, batch: Batch, next_seq: int) -> list[Event]:
+def _write_events(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
     if not batch.events:
         return []
     events = [
@@ -323,8 +396,8 @@ async def _write_events(session: AsyncSession, batch: Batch, next_seq: int) -> l
         )
         for i, (type_, node_id, data, at) in enumerate(batch.events)
     ]
-    await session.execute(
-        sa.insert(_t(RunEvent)),
+    conn.execute(
+        _INSERT_EVENTS,
         [
             {
                 "run_id": e.run_id,

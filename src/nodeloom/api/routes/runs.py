@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
@@ -15,7 +15,8 @@ from nodeloom.api.paging import link_next
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.state import AppContext
 from nodeloom.db.models import NodeRun, Run, utcnow
-from nodeloom.engine.submit import create_run
+from nodeloom.engine import submit
+from nodeloom.engine.submit import Accepted, RunRequest
 from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound, ServiceUnavailable
 from nodeloom.schemas.runs import (
     ExecuteRequest,
@@ -33,7 +34,6 @@ from nodeloom.store.paging import encode_cursor
 router = APIRouter(tags=["runs"])
 
 MAX_EXECUTE_BODY = 1024 * 1024
-IDEMPOTENCY_TTL = timedelta(hours=24)
 
 
 def _ms(start: datetime | None, end: datetime | None) -> int | None:
@@ -42,70 +42,28 @@ def _ms(start: datetime | None, end: datetime | None) -> int | None:
     return max(0, int(((end or utcnow()) - start).total_seconds() * 1000))
 
 
-async def start_run(
-    ctx: AppContext,
-    *,
-    account_id: str,
-    workflow_id: str,
-    run_input: dict[str, Any] | None,
-    use_cache: bool,
-    webhook_id: str | None = None,
-    idempotency_key: str | None = None,
-) -> tuple[dict[str, Any], bool]:
-    """Validate, hold credits and create the run in one transaction, then dispatch it.
-    Returns the answer and whether it replays an earlier request with the same key."""
+async def start_run(ctx: AppContext, request: RunRequest) -> Accepted:
+    """Accept a run in one write transaction (see engine.submit), then dispatch it."""
     if not ctx.dispatcher.accepting:
         raise ServiceUnavailable(
             "The server is shutting down; retry shortly.", headers={"Retry-After": "2"}
         )
     try:
-        async with ctx.db.write() as session:
-            if idempotency_key is not None:
-                earlier = await run_store.idempotent_response(
-                    session, account_id, idempotency_key, utcnow() - IDEMPOTENCY_TTL
-                )
-                if earlier is not None:
-                    return earlier, True
-            workflow = await workflows.get(session, account_id, workflow_id)
-            if workflow is None:
-                raise NotFound("No such workflow.")
-            graph = ctx.graphs.get(workflow.id, workflow.updated_at, workflow.graph_json)
-            started = await create_run(
-                session,
-                account_id=account_id,
-                workflow_id=workflow.id,
-                graph_json=workflow.graph_json,
-                graph=graph,
-                run_input=run_input,
-                use_cache=use_cache,
-                webhook_id=webhook_id,
-            )
-            answer = started.response()
-            if idempotency_key is not None:
-                # A concurrent twin that committed first makes this fail (a unique key
-                # violation, or its row seen here) and the whole transaction — run, hold —
-                # roll back. SQLite serializes writers, so there it cannot happen.
-                await run_store.remember_idempotent(
-                    session,
-                    account_id,
-                    idempotency_key,
-                    started.run_id,
-                    answer,
-                    started.created_at,
-                    not_before=utcnow() - IDEMPOTENCY_TTL,
-                )
-    except (IntegrityError, run_store.IdempotencyRace):
-        if idempotency_key is None:
+        accepted = await ctx.db.run_write(lambda conn: submit.start_run(conn, request, ctx.graphs))
+    except IntegrityError:
+        key = request.idempotency_key
+        if key is None:
             raise
-        async with ctx.db.read() as session:
-            earlier = await run_store.idempotent_response(
-                session, account_id, idempotency_key, utcnow() - IDEMPOTENCY_TTL
+        async with ctx.db.read_core() as conn:
+            earlier = await conn.run_sync(
+                lambda sync: submit.earlier_answer(sync, request.account_id, key)
             )
         if earlier is None:
             raise
-        return earlier, True
-    await ctx.dispatcher.submit(started.run_id)
-    return answer, False
+        return Accepted(earlier, replayed=True)
+    if not accepted.replayed:
+        await ctx.dispatcher.submit(accepted.answer["run_id"])
+    return accepted
 
 
 def _run_location(workflow_id: str, run_id: str) -> str:
@@ -152,15 +110,18 @@ async def execute(
         raise InvalidRequest(
             "; ".join(f"{e.pointer}: {e.message}" for e in errors), errors=errors
         ) from exc
-    answer, replayed = await start_run(
+    accepted = await start_run(
         ctx,
-        account_id=principal.account_id,
-        workflow_id=workflow_id,
-        run_input=body.input,
-        use_cache=body.cache,
-        idempotency_key=idempotency_key,
+        RunRequest(
+            account_id=principal.account_id,
+            workflow_id=workflow_id,
+            run_input=body.input,
+            use_cache=body.cache,
+            idempotency_key=idempotency_key,
+        ),
     )
-    if replayed:
+    answer = accepted.answer
+    if accepted.replayed:
         response.headers["Idempotent-Replayed"] = "true"
     response.headers["Location"] = _run_location(workflow_id, answer["run_id"])
     return answer

@@ -15,6 +15,7 @@ from nodeloom.auth.principal import Plan
 from nodeloom.db.engine import Database
 from nodeloom.db.migrate import upgrade
 from nodeloom.errors import ConfigurationError
+from nodeloom.nodes.provider_cli import provider_app
 from nodeloom.schemas.accounts import _email
 from nodeloom.settings import Settings
 from nodeloom.store import accounts as account_store
@@ -24,6 +25,7 @@ db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 accounts_app = typer.Typer(help="Accounts (server-side administration).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(accounts_app, name="accounts")
+app.add_typer(provider_app, name="provider")
 console = Console()
 
 

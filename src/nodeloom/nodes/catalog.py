@@ -2,9 +2,18 @@
 
 from __future__ import annotations
 
-from nodeloom.nodes import text
+from nodeloom.nodes import audio, http, image, providers, speech, text, text_extra, video
 from nodeloom.nodes.base import NodeType
 
 
 def all_nodes() -> list[NodeType]:
-    return [*text.NODES]
+    return [
+        *text.NODES,
+        *text_extra.NODES,
+        *image.NODES,
+        *audio.NODES,
+        *speech.NODES,
+        *video.NODES,
+        *http.NODES,
+        *providers.NODES,
+    ]

@@ -1,0 +1,311 @@
+"""Provider-backed generative nodes over an OpenAI-compatible HTTP API.
+
+Configured by settings: ``provider_base_url`` (required), the key from
+``provider_api_key`` or else the encrypted ``<data_dir>/provider_key.enc`` written by
+``nodeloom provider set-key`` (optional: local servers such as Ollama need none), model names
+and timeouts. Transient failures (429, 5xx, timeouts, dropped connections) are retried with
+exponential back-off, honouring ``Retry-After``; anything else becomes a ``NodeFailure`` with
+the provider's own message. The key never appears in errors or logs.
+
+The provider address is chosen by the operator, not by workflow authors, so it is trusted and
+may be private (a GPU box on the LAN, Ollama on localhost); the SSRF guard of ``HttpRequest``
+protects against user-supplied URLs and is not applied here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import email.utils
+import io
+import random
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any
+
+import httpx
+from PIL import Image, UnidentifiedImageError
+from pydantic import Field
+
+from nodeloom.auth.tokens import decrypt
+from nodeloom.nodes import media
+from nodeloom.nodes.base import (
+    Cost,
+    Input,
+    InputValue,
+    Kind,
+    NodeContext,
+    NodeFailure,
+    NodeSpec,
+    NodeType,
+    Output,
+    Params,
+    Produced,
+)
+from nodeloom.nodes.text import input_text
+from nodeloom.settings import Settings
+
+KEY_FILE_NAME = "provider_key.enc"
+BACKOFF_BASE = 0.5  # seconds; doubled per attempt, with jitter
+BACKOFF_MAX = 30.0
+RETRY_AFTER_MAX = 60.0  # never sleep longer than this on a provider's say-so
+
+
+def key_file(settings: Settings) -> Path:
+    return settings.data_dir / KEY_FILE_NAME
+
+
+def api_key(settings: Settings) -> str | None:
+    """The provider key: the setting first, else the encrypted key file, else none."""
+    if settings.provider_api_key is not None:
+        return settings.provider_api_key.get_secret_value()
+    path = key_file(settings)
+    if not path.is_file() or settings.secret_key is None:
+        return None
+    return decrypt(settings.secret, path.read_text(encoding="utf-8").strip())
+
+
+def unavailable_reason(settings: Settings) -> str | None:
+    if not settings.provider_base_url:
+        return (
+            "no AI provider is configured: set NODELOOM_PROVIDER_BASE_URL to an "
+            "OpenAI-compatible API (and a key with NODELOOM_PROVIDER_API_KEY or "
+            "`nodeloom provider set-key`)"
+        )
+    return None
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _error_message(response: httpx.Response) -> str:
+    """The provider's own explanation (OpenAI shape: {"error": {"message": ...}})."""
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:300]
+    if isinstance(body, dict):
+        error = body.get("error")
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            return str(error["message"])[:300]
+        if isinstance(error, str):
+            return error[:300]
+    return response.text[:300]
+
+
+async def call(settings: Settings, path: str, payload: Mapping[str, Any]) -> httpx.Response:
+    """POST ``payload`` to ``{base_url}{path}`` with retries; the successful response."""
+    reason = unavailable_reason(settings)
+    if reason:
+        raise NodeFailure(reason, code="provider_unavailable")
+    assert settings.provider_base_url is not None
+    url = settings.provider_base_url.rstrip("/") + path
+    headers = {"Accept": "application/json, audio/mpeg"}
+    key = api_key(settings)
+    if key:
+        headers["Authorization"] = f"Bearer {key}"
+    timeout = httpx.Timeout(settings.provider_timeout_seconds)
+    attempts = settings.provider_max_retries + 1
+    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = await client.post(url, json=dict(payload), headers=headers)
+            except (httpx.TimeoutException, httpx.NetworkError) as exc:
+                if last:
+                    raise NodeFailure(
+                        f"the AI provider did not answer after {attempts} attempts "
+                        f"({type(exc).__name__})",
+                        code="provider_error",
+                    ) from exc
+                await asyncio.sleep(_backoff(attempt))
+                continue
+            if response.status_code < 400:
+                return response
+            if _transient(response.status_code) and not last:
+                wait = _retry_after(response)
+                await asyncio.sleep(
+                    min(RETRY_AFTER_MAX, wait) if wait is not None else _backoff(attempt)
+                )
+                continue
+            raise NodeFailure(
+                f"the AI provider refused the request (HTTP {response.status_code}): "
+                f"{_error_message(response)}",
+                code="provider_error",
+            )
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def _transient(status: int) -> bool:
+    """Worth another try: rate limited, request timeout, or a server-side failure."""
+    return status in (408, 429) or status >= 500
+
+
+def _backoff(attempt: int) -> float:
+    delay: float = min(BACKOFF_MAX, BACKOFF_BASE * 2**attempt)
+    return delay * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not cryptography
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise NodeFailure("the AI provider answered with invalid JSON", "provider_error") from exc
+    if not isinstance(body, dict):
+        raise NodeFailure("the AI provider answered with unexpected JSON", "provider_error")
+    return body
+
+
+async def speech(settings: Settings, text: str, voice: str, speed: float) -> bytes:
+    """MP3 bytes from ``/audio/speech`` (the TextToSpeech provider engine)."""
+    payload = {
+        "model": settings.provider_tts_model,
+        "input": text,
+        "voice": voice,
+        "speed": speed,
+        "response_format": "mp3",
+    }
+    response = await call(settings, "/audio/speech", payload)
+    if len(response.content) > settings.max_artifact_bytes:
+        raise NodeFailure("the provider's audio exceeds the artifact size limit", "limit_exceeded")
+    return response.content
+
+
+# ----------------------------------------------------------------------------- nodes
+
+
+class LLMTextParams(Params):
+    system: str = Field(
+        default="", max_length=20_000, description="System prompt (instructions to the model)."
+    )
+    model: str = Field(default="", max_length=200, description="Model; empty: the configured one.")
+    temperature: Annotated[float, Field(ge=0, le=2)] = Field(default=0.7, description="Sampling.")
+    max_tokens: Annotated[int, Field(ge=1, le=32_000)] = Field(
+        default=1024, description="Longest answer, in tokens."
+    )
+
+
+class LLMText(NodeType):
+    spec = NodeSpec(
+        type="LLMText",
+        version=1,
+        category="ai",
+        title="LLM text",
+        description="Send the input text as a prompt to the configured chat model; outputs "
+        "its answer.",
+        inputs=(Input("text", Kind.TEXT),),
+        output=Output(Kind.TEXT),
+        params=LLMTextParams,
+        cost=Cost(credits=5),
+        needs_provider=True,
+    )
+
+    def unavailable_reason(self, settings: Settings) -> str | None:
+        return unavailable_reason(settings)
+
+    async def run(
+        self, ctx: NodeContext, params: LLMTextParams, inputs: Mapping[str, InputValue]
+    ) -> Produced:
+        prompt = input_text(inputs) or ""
+        if not prompt.strip():
+            raise NodeFailure("the prompt is empty")
+        messages = [{"role": "system", "content": params.system}] if params.system else []
+        messages.append({"role": "user", "content": prompt})
+        payload = {
+            "model": params.model or ctx.settings.provider_llm_model,
+            "messages": messages,
+            "temperature": params.temperature,
+            "max_tokens": params.max_tokens,
+        }
+        body = _json(await call(ctx.settings, "/chat/completions", payload))
+        try:
+            content = body["choices"][0]["message"]["content"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise NodeFailure("the AI provider's answer has no message", "provider_error") from exc
+        if not isinstance(content, str):
+            raise NodeFailure("the AI provider's answer has no text", "provider_error")
+        return Produced.text(content)
+
+
+class TextToImageParams(Params):
+    size: str = Field(
+        default="1024x1024",
+        pattern=r"^[1-9][0-9]{1,4}x[1-9][0-9]{1,4}$",
+        description="WIDTHxHEIGHT as the provider accepts it (e.g. 1024x1024, 1536x1024).",
+    )
+    model: str = Field(default="", max_length=200, description="Model; empty: the configured one.")
+    quality: str = Field(default="", max_length=20, description="Provider quality; empty: default.")
+
+
+def decode_provider_image(data: bytes, settings: Settings) -> Produced:
+    """Check the provider's image like any untrusted input, and store it as PNG."""
+    try:
+        image = Image.open(io.BytesIO(data), formats=media.IMAGE_FORMATS)
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError) as exc:
+        raise NodeFailure("the AI provider returned no readable image", "provider_error") from exc
+    with image:
+        media.check_pixels(settings, *image.size, what="generated image")
+        image.load()
+        if image.format == "PNG":
+            media.check_bytes(settings, len(data), "image")
+            return Produced(data=data, width=image.width, height=image.height)
+        return media.png_bytes(image.convert("RGBA" if "A" in image.mode else "RGB"), settings)
+
+
+class TextToImage(NodeType):
+    spec = NodeSpec(
+        type="TextToImage",
+        version=1,
+        category="ai",
+        title="Text to image",
+        description="Generate an image from the input text with the configured image model.",
+        inputs=(Input("text", Kind.TEXT),),
+        output=Output(Kind.IMAGE),
+        params=TextToImageParams,
+        cost=Cost(credits=20),
+        needs_provider=True,
+    )
+
+    def unavailable_reason(self, settings: Settings) -> str | None:
+        return unavailable_reason(settings)
+
+    async def run(
+        self, ctx: NodeContext, params: TextToImageParams, inputs: Mapping[str, InputValue]
+    ) -> Produced:
+        prompt = input_text(inputs) or ""
+        if not prompt.strip():
+            raise NodeFailure("the prompt is empty")
+        width, height = (int(v) for v in params.size.split("x"))
+        media.check_pixels(ctx.settings, width, height)
+        model = params.model or ctx.settings.provider_image_model
+        payload: dict[str, Any] = {"model": model, "prompt": prompt, "n": 1, "size": params.size}
+        if model.startswith("dall-e"):
+            payload["response_format"] = "b64_json"  # gpt-image-* always answer b64 and refuse it
+        if params.quality:
+            payload["quality"] = params.quality
+        body = _json(await call(ctx.settings, "/images/generations", payload))
+        try:
+            encoded = body["data"][0]["b64_json"]
+            data = base64.b64decode(encoded, validate=True)
+        except (KeyError, IndexError, TypeError, binascii.Error) as exc:
+            raise NodeFailure(
+                "the AI provider's answer has no b64_json image", "provider_error"
+            ) from exc
+        return await ctx.to_thread(decode_provider_image, data, ctx.settings)
+
+
+NODES: list[NodeType] = [LLMText(), TextToImage()]

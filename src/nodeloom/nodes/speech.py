@@ -1,0 +1,251 @@
+"""Speech synthesis: eSpeak NG through ctypes (local, offline), or the configured provider.
+
+eSpeak NG keeps global state (current voice, rate, callback) and is not thread-safe, so every
+use goes through ``_LOCK``: one synthesis at a time per process. It is fast (roughly 50x real
+time), so the lock costs little. The library and its voice data come from the
+``espeakng-loader`` wheel; nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import av
+import numpy as np
+from pydantic import Field
+
+from nodeloom.nodes import media, providers
+from nodeloom.nodes.base import (
+    Cost,
+    Input,
+    InputValue,
+    Kind,
+    NodeContext,
+    NodeFailure,
+    NodeSpec,
+    NodeType,
+    Output,
+    Params,
+    Produced,
+)
+from nodeloom.nodes.text import input_text
+from nodeloom.settings import Settings
+
+# espeak_ng.h constants
+_AUDIO_OUTPUT_SYNCHRONOUS = 2
+_INITIALIZE_DONT_EXIT = 0x8000  # report errors instead of calling exit() inside the library
+_CHARS_UTF8 = 1
+_POS_CHARACTER = 1
+_PARAM_RATE = 1
+_EE_OK = 0
+DEFAULT_RATE = 175  # words per minute at speed 1.0
+MIN_RATE, MAX_RATE = 80, 450  # eSpeak's own bounds
+MAX_TEXT_CHARS = 100_000
+VOICE_PATTERN = r"^[a-z]{2,3}(-[a-z0-9]{1,8})*(\+[a-z0-9]{1,12})?$"  # "en", "en-us", "de+f3"
+PROVIDER_VOICES = ("alloy", "ash", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer")
+
+
+class _Event(ctypes.Structure):
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("unique_identifier", ctypes.c_uint),
+        ("text_position", ctypes.c_int),
+        ("length", ctypes.c_int),
+        ("audio_position", ctypes.c_int),
+        ("sample", ctypes.c_int),
+        ("user_data", ctypes.c_void_p),
+        ("id", ctypes.c_char * 8),
+    ]
+
+
+_CALLBACK = ctypes.CFUNCTYPE(
+    ctypes.c_int, ctypes.POINTER(ctypes.c_short), ctypes.c_int, ctypes.POINTER(_Event)
+)
+_LOCK = threading.Lock()
+
+
+@dataclass
+class _Engine:
+    lib: Any
+    sample_rate: int
+    callback: Any = None  # keep the ctypes callback alive while the library holds it
+
+
+_engine: _Engine | None = None
+
+
+def _load() -> _Engine:
+    """Load and initialise the library once per process (caller holds ``_LOCK``)."""
+    global _engine
+    if _engine is not None:
+        return _engine
+    import espeakng_loader
+
+    lib = ctypes.CDLL(espeakng_loader.get_library_path())
+    lib.espeak_Initialize.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+    lib.espeak_Initialize.restype = ctypes.c_int
+    lib.espeak_SetSynthCallback.argtypes = [_CALLBACK]
+    lib.espeak_SetVoiceByName.argtypes = [ctypes.c_char_p]
+    lib.espeak_SetVoiceByName.restype = ctypes.c_int
+    lib.espeak_SetParameter.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int]
+    lib.espeak_Synth.argtypes = [
+        ctypes.c_void_p,
+        ctypes.c_size_t,
+        ctypes.c_uint,
+        ctypes.c_int,
+        ctypes.c_uint,
+        ctypes.c_uint,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
+    lib.espeak_Synth.restype = ctypes.c_int
+    data = espeakng_loader.get_data_path().encode()
+    rate = lib.espeak_Initialize(_AUDIO_OUTPUT_SYNCHRONOUS, 0, data, _INITIALIZE_DONT_EXIT)
+    if rate <= 0:
+        raise NodeFailure("the eSpeak NG speech engine failed to initialise")
+    _engine = _Engine(lib=lib, sample_rate=rate)
+    return _engine
+
+
+def synthesize(
+    text: str, voice: str, speed: float, max_seconds: float, progress: media.Progress
+) -> tuple[np.ndarray[Any, np.dtype[np.int16]], int]:
+    """Speak ``text``; returns mono int16 samples and their rate. Blocking: call in a thread."""
+    text = text.replace("\x00", "")[:MAX_TEXT_CHARS]
+    encoded = text.encode("utf-8") + b"\x00"
+    chunks: list[bytes] = []
+    state = {"samples": 0, "too_long": False}
+    with _LOCK:
+        engine = _load()
+        limit = int(max_seconds * engine.sample_rate)
+
+        def on_audio(wav: Any, count: int, events: Any) -> int:
+            if events and events[0].text_position > 0 and text:
+                progress.fraction = min(0.95, events[0].text_position / len(text))
+            if wav and count > 0:
+                chunks.append(ctypes.string_at(wav, count * 2))
+                state["samples"] += count
+            if state["samples"] > limit:
+                state["too_long"] = True
+                return 1  # abort synthesis
+            return 1 if progress.cancelled else 0
+
+        engine.callback = _CALLBACK(on_audio)
+        engine.lib.espeak_SetSynthCallback(engine.callback)
+        if engine.lib.espeak_SetVoiceByName(voice.encode()) != _EE_OK:
+            raise NodeFailure(f"eSpeak NG has no voice {voice!r} (try en, en-us, de, fr, ru)")
+        wpm = max(MIN_RATE, min(MAX_RATE, round(DEFAULT_RATE * speed)))
+        engine.lib.espeak_SetParameter(_PARAM_RATE, wpm, 0)
+        result = engine.lib.espeak_Synth(
+            encoded, len(encoded), 0, _POS_CHARACTER, 0, _CHARS_UTF8, None, None
+        )
+        rate = engine.sample_rate
+    if progress.cancelled:
+        raise media.Cancelled
+    if state["too_long"]:
+        raise NodeFailure(f"speech is longer than max_seconds ({max_seconds:g} s)")
+    if result != _EE_OK:
+        raise NodeFailure(f"eSpeak NG failed to synthesise (error {result})")
+    if not chunks:
+        raise NodeFailure("the text has nothing speakable in it")
+    return np.frombuffer(b"".join(chunks), dtype=np.int16), rate
+
+
+def to_stereo_44k(samples: np.ndarray[Any, np.dtype[np.int16]], rate: int) -> media.FloatArray:
+    """Resample mono int16 speech to the float32 stereo 44.1 kHz every audio path uses."""
+    if samples.size == 0:
+        return np.zeros((media.CHANNELS, 0), dtype=np.float32)
+    frame = av.AudioFrame.from_ndarray(samples.reshape(1, -1), format="s16", layout="mono")
+    frame.sample_rate = rate
+    resampler = av.AudioResampler(format="fltp", layout="stereo", rate=media.SAMPLE_RATE)
+    out = [f.to_ndarray() for f in (*resampler.resample(frame), *resampler.resample(None))]
+    return np.concatenate(out, axis=1).astype(np.float32, copy=False)
+
+
+class TextToSpeechParams(Params):
+    voice: Annotated[str, Field(min_length=2, max_length=32)] = Field(
+        default="en",
+        description="Local engine: an eSpeak NG voice (en, en-us, de, fr, es, ru, ... with an "
+        "optional variant like en+f3). Provider: a voice name such as alloy; a local voice "
+        "name falls back to alloy, and a provider voice name to en locally.",
+    )
+    speed: Annotated[float, Field(ge=0.5, le=2.0)] = Field(
+        default=1.0, description="Speaking rate; 1.0 is normal (about 175 words a minute)."
+    )
+    engine: Literal["auto", "local", "provider"] = Field(
+        default="auto", description="auto: the provider when one is configured, else local."
+    )
+    max_seconds: Annotated[float, Field(gt=0, le=600)] = Field(
+        default=120,
+        description="Longest speech allowed; the price is estimated (and capped) from it.",
+    )
+
+
+def _use_provider(settings: Settings, engine: str) -> bool:
+    if engine == "local":
+        return False
+    reason = providers.unavailable_reason(settings)
+    if engine == "provider" and reason:
+        raise NodeFailure(reason, code="provider_unavailable")
+    return reason is None
+
+
+class TextToSpeech(NodeType):
+    spec = NodeSpec(
+        type="TextToSpeech",
+        version=1,
+        category="audio",
+        title="Text to speech",
+        description="Speak text as MP3: local eSpeak NG, or the configured provider's voices.",
+        inputs=(Input("text", Kind.TEXT),),
+        output=Output(Kind.AUDIO),
+        params=TextToSpeechParams,
+        cost=Cost(credits=1, per_second=1),
+    )
+
+    def estimate_seconds(self, params: TextToSpeechParams) -> float:
+        return params.max_seconds
+
+    async def run(
+        self, ctx: NodeContext, params: TextToSpeechParams, inputs: Mapping[str, InputValue]
+    ) -> Produced:
+        text = (input_text(inputs) or "").strip()
+        if not text:
+            raise NodeFailure("there is no text to speak")
+        max_seconds = min(params.max_seconds, ctx.settings.max_media_seconds)
+        path = media.scratch_file(ctx, ".mp3")
+        if _use_provider(ctx.settings, params.engine):
+            voice = params.voice if params.voice in PROVIDER_VOICES else "alloy"
+            data = await providers.speech(ctx.settings, text, voice, params.speed)
+            path.write_bytes(data)
+            return await ctx.to_thread(_check_provider_audio, path, ctx.settings, max_seconds)
+        voice = "en" if params.voice in PROVIDER_VOICES else params.voice
+        if not re.fullmatch(VOICE_PATTERN, voice):
+            raise NodeFailure(f"{voice!r} is not an eSpeak NG voice name")
+
+        def work(progress: media.Progress) -> Produced:
+            samples, rate = synthesize(text, voice, params.speed, max_seconds, progress)
+            return media.encode_mp3(to_stereo_44k(samples, rate), path, ctx.settings)
+
+        return await media.run_with_progress(ctx, work)
+
+
+def _check_provider_audio(path: Path, settings: Settings, max_seconds: float) -> Produced:
+    """Keep the provider's MP3 only if it decodes and respects the length limit."""
+    media.check_bytes(settings, path.stat().st_size, "audio")
+    samples = media.decode_audio(path, settings, max_seconds)
+    if samples.shape[1] == 0:
+        raise NodeFailure("the provider returned empty audio")
+    info = media.probe(path)
+    if info.audio_codec != "mp3":
+        return media.encode_mp3(samples, path.with_suffix(".re.mp3"), settings)
+    return Produced(path=path, duration_ms=info.duration_ms)
+
+
+NODES: list[NodeType] = [TextToSpeech()]

@@ -216,8 +216,18 @@ def _check_edges(
             problems.add(at, f"the graph has a cycle through nodes {source} -> {source}")
             continue
         src, dst = nodes[source], nodes[target]
-        if src is None or dst is None:
+        if dst is None:
             continue  # the node's own problem is already reported
+        if src is None:
+            # The source is invalid (reported already); still count the edge as connecting
+            # its input, so the target is not also blamed for a missing input.
+            handle = raw.get("targetHandle")
+            name = handle if isinstance(handle, str) else None
+            if name is None and len(dst.node.spec.inputs) == 1:
+                name = dst.node.spec.inputs[0].name
+            if name is not None and dst.node.spec.input(name) is not None:
+                inputs[target].setdefault(name, []).append(source)
+            continue
         source_handle = raw.get("sourceHandle")
         if source_handle is not None and source_handle not in (
             OUTPUT_HANDLE,

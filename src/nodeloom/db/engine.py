@@ -103,15 +103,15 @@ def _sqlite_engine(url: str, synchronous: str, *, writer: bool) -> AsyncEngine:
     return engine
 
 
-def _sqlite_sync_writer(url: str, synchronous: str) -> Engine:
-    """A plain (sync) engine for the hot write path, used from one dedicated thread."""
+def _sqlite_sync_writer(url: str, synchronous: str, busy_timeout_ms: int) -> Engine:
+    """A plain (sync) engine for the hot write path."""
     engine = sa.create_engine(
         "sqlite:///" + _sqlite_path(url),
         json_serializer=_json_dumps,
         json_deserializer=orjson.loads,
         pool_size=1,
         max_overflow=0,
-        connect_args={"check_same_thread": False, "timeout": 30},
+        connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
     )
 
     @event.listens_for(engine, "connect")
@@ -119,7 +119,7 @@ def _sqlite_sync_writer(url: str, synchronous: str) -> Engine:
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
         cursor.execute(f"PRAGMA synchronous={synchronous}")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.close()
 
@@ -130,14 +130,24 @@ def _sqlite_sync_writer(url: str, synchronous: str) -> Engine:
     return engine
 
 
+def _is_busy(exc: sa.exc.OperationalError) -> bool:
+    """SQLite's 'database is locked' / 'busy': another connection holds the write lock."""
+    text = str(exc.orig).lower()
+    return "locked" in text or "busy" in text
+
+
 class Database:
     """Owns the engines; ``read()`` and ``write()`` hand out sessions in a transaction, and
     ``run_write(fn)`` runs a sync function of a Core connection as one write transaction.
 
-    ``run_write`` is the hot path (execute, node transitions). On SQLite it costs a single
-    hop to the writer thread for the whole transaction, instead of several hops per
-    statement through aiosqlite; on PostgreSQL the same function runs through
-    ``AsyncConnection.run_sync``. Either way the SQL is the same Core code.
+    ``run_write`` is the hot path (execute, node transitions). On SQLite the transaction
+    runs right on the event loop: it is a few hundred microseconds of C work, and any hop to
+    a thread costs more than that (each hop is a wake-up and a GIL hand-over, and a thread
+    holding the GIL can stall the loop for the whole switch interval). It starts with
+    ``BEGIN IMMEDIATE`` and a zero busy timeout, so it never waits on the loop: if another
+    process holds the write lock, the same function runs again in the writer thread with the
+    normal 30 s busy timeout. On PostgreSQL it runs through ``AsyncConnection.run_sync``.
+    Either way the SQL is the same Core code.
     """
 
     def __init__(self, settings: Settings) -> None:
@@ -148,7 +158,12 @@ class Database:
             self.read_engine = _sqlite_engine(url, settings.sqlite_synchronous, writer=False)
             self.write_engine = _sqlite_engine(url, settings.sqlite_synchronous, writer=True)
             self._write_lock: asyncio.Lock | None = asyncio.Lock()
-            self._sync_writer: Engine | None = _sqlite_sync_writer(url, settings.sqlite_synchronous)
+            self._sync_writer: Engine | None = _sqlite_sync_writer(
+                url, settings.sqlite_synchronous, busy_timeout_ms=30_000
+            )
+            self._inline_writer: Engine | None = _sqlite_sync_writer(
+                url, settings.sqlite_synchronous, busy_timeout_ms=0
+            )
             self._writer_thread: ThreadPoolExecutor | None = ThreadPoolExecutor(
                 1, thread_name_prefix="sqlite-writer"
             )
@@ -164,13 +179,15 @@ class Database:
             self.read_engine = self.write_engine = engine
             self._write_lock = None
             self._sync_writer = None
+            self._inline_writer = None
             self._writer_thread = None
         # Round trips to the database, for /metrics and the benchmarks.
         self.statements = 0
         for engine in {self.read_engine, self.write_engine}:
             event.listen(engine.sync_engine, "before_cursor_execute", self._count)
-        if self._sync_writer is not None:
-            event.listen(self._sync_writer, "before_cursor_execute", self._count)
+        for sync_engine in (self._sync_writer, self._inline_writer):
+            if sync_engine is not None:
+                event.listen(sync_engine, "before_cursor_execute", self._count)
         self._read_sessions = async_sessionmaker(self.read_engine, expire_on_commit=False)
         self._write_sessions = async_sessionmaker(self.write_engine, expire_on_commit=False)
 
@@ -204,8 +221,14 @@ class Database:
         if self._sync_writer is None or self._writer_thread is None:
             async with self.write_engine.begin() as conn:
                 return await conn.run_sync(fn)
-        assert self._write_lock is not None
+        assert self._write_lock is not None and self._inline_writer is not None
         async with self._write_lock:
+            try:
+                with self._inline_writer.begin() as conn:
+                    return fn(conn)
+            except sa.exc.OperationalError as exc:
+                if not _is_busy(exc):
+                    raise
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._writer_thread, self._in_transaction, fn)
 
@@ -215,6 +238,8 @@ class Database:
             return fn(conn)
 
     async def dispose(self) -> None:
+        if self._inline_writer is not None:
+            self._inline_writer.dispose()
         if self._writer_thread is not None and self._sync_writer is not None:
             await asyncio.get_running_loop().run_in_executor(
                 self._writer_thread, self._sync_writer.dispose

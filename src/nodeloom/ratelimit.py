@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 from limits import RateLimitItemPerSecond
 from limits.aio.storage import MemoryStorage, RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
+
+from nodeloom.errors import ServiceUnavailable
+
+LOCK_SECONDS = 10
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,9 @@ class RateLimiter:
             self.storage = RedisStorage(url, implementation="redispy", key_prefix=namespace)
         else:
             self.storage = MemoryStorage()
+        self.shared = bool(redis_url)
         self._limiter = MovingWindowRateLimiter(self.storage)
+        self._local_locks: dict[str, tuple[asyncio.Lock, int]] = {}
 
     async def hit(self, key: str, limit: int, window_seconds: int = 60) -> Decision:
         """Count one request against ``key``; refused requests do not count."""
@@ -58,3 +67,49 @@ class RateLimiter:
 
     async def clear(self, key: str, limit: int, window_seconds: int = 60) -> None:
         await self._limiter.clear(RateLimitItemPerSecond(limit, window_seconds), key)
+
+    @contextlib.asynccontextmanager
+    async def exclusive(self, key: str, wait_seconds: float = LOCK_SECONDS) -> AsyncIterator[None]:
+        """Run a ``check`` -> act -> ``hit`` sequence for ``key`` alone.
+
+        ``limits`` cannot take a hit back, so a limit that must count only *accepted* requests
+        checks first and hits after the work succeeded. Between the two, a concurrent request
+        could pass the same last slot; holding this lock around the sequence prevents that.
+        In one process an asyncio lock serialises; with Redis a lock made of a limit-1 moving
+        window (atomic in Redis, expires after LOCK_SECONDS if its holder dies) serialises
+        replicas too.
+        """
+        lock, users = self._local_locks.get(key, (asyncio.Lock(), 0))
+        self._local_locks[key] = (lock, users + 1)
+        try:
+            async with lock:
+                if not self.shared:
+                    yield
+                    return
+                item = RateLimitItemPerSecond(1, LOCK_SECONDS)
+                lock_key = f"lock:{key}"
+                deadline = time.monotonic() + wait_seconds
+                while not await self._limiter.hit(item, lock_key):
+                    if time.monotonic() > deadline:
+                        raise ServiceUnavailable(
+                            "The rate-limit lock is busy; retry shortly.",
+                            headers={"Retry-After": "1"},
+                        )
+                    await asyncio.sleep(0.005)
+                try:
+                    yield
+                finally:
+                    await self._limiter.clear(item, lock_key)
+        finally:
+            lock, users = self._local_locks[key]
+            if users <= 1:
+                del self._local_locks[key]
+            else:
+                self._local_locks[key] = (lock, users - 1)
+
+    async def close(self) -> None:
+        """Close the Redis connection pool (nothing to do in memory)."""
+        if isinstance(self.storage, RedisStorage):
+            client = getattr(self.storage.bridge, "storage", None)
+            if client is not None:
+                await client.aclose()

@@ -100,6 +100,7 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
             await ctx.dispatcher.stop()
             await bus.stop()
             await ctx.key_usage.close()
+            await ctx.limiter.close()
             threads.shutdown(wait=False, cancel_futures=True)
             await db.dispose()
 

@@ -1,7 +1,309 @@
-"""Webhook triggers: management under a workflow, and the public trigger endpoint."""
+"""Webhook triggers: management under a workflow, and the public trigger endpoint.
+
+Management (SPEC §2, §7) needs the workflow owner's credentials and a plan that allows it
+(``auth/plans.py``). The trigger, ``POST /webhooks/{token}``, needs nothing but the token.
+Its checks run cheapest-first, and nothing is counted or spent until the run is accepted:
+
+    404 not_found              malformed, unknown or deleted token, or deleted workflow
+    403 webhook_inactive       the webhook is switched off
+    403 plan_upgrade_required  the owner's current plan is below pro
+    429 rate_limited           already N accepted triggers in the last 60 s (checked, not hit)
+    415 unsupported_media_type Content-Type is not JSON
+    403 forbidden              signature header missing, malformed or stale (signed webhooks)
+    413 payload_too_large      over 1,048,576 bytes, refused while reading
+    403 forbidden              signature does not match the body (signed webhooks)
+    400 invalid_request        not valid JSON, or not a JSON object
+    402 insufficient_credits   (or 429 when a concurrent trigger took the last slot)
+    202                        run created, credits held, then the trigger is counted
+
+The token is the credential, so it is resolved first (as 401 precedes everything on
+authenticated routes); the rest is ordered so that no body is read for a request that can
+already be refused. See docs/webhooks.md.
+"""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+import re
+import secrets
+from typing import Annotated, Any
+
+import orjson
+from fastapi import APIRouter, Depends, Request, Response, status
+
+from nodeloom.api.body import is_json_content_type, read_limited
+from nodeloom.api.deps import CtxDep, PrincipalDep
+from nodeloom.api.paging import link_next
+from nodeloom.api.routes.runs import start_run
+from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
+from nodeloom.api.state import AppContext
+from nodeloom.auth import signatures
+from nodeloom.auth.plans import require_webhook_management, require_webhook_trigger
+from nodeloom.auth.principal import Principal
+from nodeloom.auth.tokens import decrypt, encrypt, keyed_hash
+from nodeloom.db.models import Webhook
+from nodeloom.engine.submit import RunRequest
+from nodeloom.errors import (
+    FieldError,
+    InvalidRequest,
+    NodeloomError,
+    NotFound,
+    RateLimited,
+    UnsupportedMediaType,
+    WebhookInactive,
+)
+from nodeloom.schemas.webhooks import TriggerAccepted, WebhookCreate, WebhookOut, WebhookUpdate
+from nodeloom.store import webhooks as webhook_store
+from nodeloom.store import workflows
+from nodeloom.store.paging import encode_cursor
 
 router = APIRouter(tags=["webhooks"])
+
+MAX_TRIGGER_BODY = 1_048_576
+TOKEN_BYTES = 32
+TOKEN_PURPOSE = "webhook-token"  # noqa: S105 - a hash domain separator, not a secret
+_TOKEN_SHAPE = re.compile(r"[A-Za-z0-9_-]{32,128}")
+
+
+async def get_webhook_manager(principal: PrincipalDep) -> Principal:
+    require_webhook_management(principal)
+    return principal
+
+
+ManagerDep = Annotated[Principal, Depends(get_webhook_manager)]
+
+
+def _token_hash(ctx: AppContext, token: str) -> str:
+    return keyed_hash(ctx.settings.secret, token, TOKEN_PURPOSE)
+
+
+def _out(ctx: AppContext, row: Webhook) -> WebhookOut:
+    token = decrypt(ctx.settings.secret, row.token_encrypted)
+    if token is None:
+        raise NodeloomError(f"webhook {row.id}: token does not decrypt with the server secret")
+    return WebhookOut(
+        id=row.id,
+        workflow_id=row.workflow_id,
+        name=row.name,
+        token=token,
+        url=f"{ctx.settings.base_url.rstrip('/')}/api/v1/webhooks/{token}",
+        active=row.active,
+        signed=row.secret_encrypted is not None,
+        created_at=row.created_at,
+    )
+
+
+_MANAGE_ERRORS: dict[int | str, dict[str, Any]] = {
+    403: {"description": "The plan or credential does not allow webhooks (plan_upgrade_required)"},
+    404: {"description": "No such workflow or webhook (not_found)"},
+}
+
+
+@router.post(
+    "/workflows/{workflow_id}/webhooks",
+    status_code=status.HTTP_201_CREATED,
+    response_model=WebhookOut,
+    responses=_MANAGE_ERRORS,
+)
+async def create_webhook(
+    workflow_id: str, body: WebhookCreate, principal: ManagerDep, ctx: CtxDep
+) -> WebhookOut:
+    """Create a trigger. ``token`` is 32 random bytes, base64url; the server keeps it
+    encrypted (to show the URL again) and finds it by a keyed hash."""
+    token = secrets.token_urlsafe(TOKEN_BYTES)
+    secret = ctx.settings.secret
+    async with ctx.db.write() as session:
+        if await workflows.get(session, principal.account_id, workflow_id) is None:
+            raise NotFound("No such workflow.")
+        row = await webhook_store.create(
+            session,
+            account_id=principal.account_id,
+            workflow_id=workflow_id,
+            name=body.name,
+            active=body.active,
+            token_hash=_token_hash(ctx, token),
+            token_encrypted=encrypt(secret, token),
+            secret_encrypted=encrypt(secret, body.secret) if body.secret else None,
+        )
+    return _out(ctx, row)
+
+
+@router.get(
+    "/workflows/{workflow_id}/webhooks",
+    response_model=list[WebhookOut],
+    responses=_MANAGE_ERRORS,
+)
+async def list_webhooks(
+    workflow_id: str,
+    request: Request,
+    response: Response,
+    principal: ManagerDep,
+    ctx: CtxDep,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> list[WebhookOut]:
+    """Newest first; the next page is in the ``Link: <...>; rel="next"`` header."""
+    async with ctx.db.read() as session:
+        if await workflows.get(session, principal.account_id, workflow_id) is None:
+            raise NotFound("No such workflow.")
+        rows = await webhook_store.page(session, principal.account_id, workflow_id, limit, cursor)
+    if len(rows) > limit:
+        rows = rows[:limit]
+        response.headers["Link"] = link_next(
+            request, encode_cursor(rows[-1].created_at, rows[-1].id)
+        )
+    return [_out(ctx, row) for row in rows]
+
+
+async def _get_or_404(
+    ctx: AppContext, session: Any, account_id: str, workflow_id: str, webhook_id: str
+) -> Webhook:
+    if await workflows.get(session, account_id, workflow_id) is None:
+        raise NotFound("No such workflow.")
+    row = await webhook_store.get(session, account_id, workflow_id, webhook_id)
+    if row is None:
+        raise NotFound("No such webhook of this workflow.")
+    return row
+
+
+@router.patch(
+    "/workflows/{workflow_id}/webhooks/{webhook_id}",
+    response_model=WebhookOut,
+    responses=_MANAGE_ERRORS,
+)
+async def update_webhook(
+    workflow_id: str, webhook_id: str, body: WebhookUpdate, principal: ManagerDep, ctx: CtxDep
+) -> WebhookOut:
+    """Rename, switch on or off (``active``), or set / remove (``null``) the signing secret.
+    The token never changes: to rotate it, create a new webhook and delete the old one."""
+    change_secret = "secret" in body.model_fields_set
+    async with ctx.db.write() as session:
+        row = await _get_or_404(ctx, session, principal.account_id, workflow_id, webhook_id)
+        row = await webhook_store.update(
+            session,
+            row,
+            name=body.name,
+            active=body.active,
+            change_secret=change_secret,
+            secret_encrypted=encrypt(ctx.settings.secret, body.secret) if body.secret else None,
+        )
+    return _out(ctx, row)
+
+
+@router.delete(
+    "/workflows/{workflow_id}/webhooks/{webhook_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=_MANAGE_ERRORS,
+)
+async def delete_webhook(
+    workflow_id: str, webhook_id: str, principal: ManagerDep, ctx: CtxDep
+) -> Response:
+    """Delete at once: the very next trigger with its token gets 404."""
+    async with ctx.db.write() as session:
+        row = await _get_or_404(ctx, session, principal.account_id, workflow_id, webhook_id)
+        await webhook_store.soft_delete(session, row)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+def _parse_object(raw: bytes) -> dict[str, Any]:
+    if not raw.strip():
+        raise InvalidRequest(
+            "A JSON object body is required.", errors=[FieldError("", "the body is empty")]
+        )
+    try:
+        value = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(
+            "The body is not valid JSON.", errors=[FieldError("", f"invalid JSON: {exc}")]
+        ) from exc
+    if not isinstance(value, dict):
+        raise InvalidRequest(
+            "The body must be a JSON object.", errors=[FieldError("", "expected an object")]
+        )
+    return value
+
+
+def _rate_limited(limit: int, reset_seconds: int, headers: dict[str, str]) -> RateLimited:
+    return RateLimited(
+        f"This webhook accepted {limit} triggers in the last 60 s; retry in {reset_seconds} s.",
+        headers=headers,
+    )
+
+
+@router.post(
+    "/webhooks/{token}",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=TriggerAccepted,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {
+                    "schema": {"type": "object", "additionalProperties": True},
+                    "example": {"text": "A sunset over the sea", "category": "travel"},
+                }
+            },
+        }
+    },
+    responses={
+        400: {"description": "Not valid JSON, or not a JSON object (invalid_request)"},
+        402: {"description": "Insufficient credits (insufficient_credits)"},
+        403: {"description": "webhook_inactive, plan_upgrade_required or forbidden (signature)"},
+        404: {"description": "Unknown or deleted webhook (not_found)"},
+        413: {"description": "Body over 1,048,576 bytes (payload_too_large)"},
+        415: {"description": "Content-Type is not JSON (unsupported_media_type)"},
+        429: {"description": "Too many accepted triggers in 60 s (rate_limited)"},
+    },
+)
+async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
+    """Start a run of the webhook's workflow with the JSON object body as its input.
+    The token in the path is the only credential."""
+    if not _TOKEN_SHAPE.fullmatch(token):
+        raise NotFound("No such webhook.")
+    async with ctx.db.read() as session:
+        target = await webhook_store.for_trigger(session, _token_hash(ctx, token))
+    if target is None:
+        raise NotFound("No such webhook.")
+    if not target.active:
+        raise WebhookInactive("This webhook is inactive; its owner can switch it on again.")
+    require_webhook_trigger(target.plan)
+
+    key = f"webhook:{target.webhook_id}"
+    limit = ctx.settings.rate_limit_webhook
+    decision = await ctx.limiter.check(key, limit)
+    request.state.ratelimit = decision
+    if not decision.allowed:
+        raise _rate_limited(limit, decision.reset_seconds, decision.headers())
+
+    if not is_json_content_type(request.headers.get("content-type")):
+        raise UnsupportedMediaType("Send the body as Content-Type: application/json.")
+    signature: tuple[int, list[str]] | None = None
+    if target.secret_encrypted is not None:
+        signature = signatures.parse_header(request.headers.get(signatures.HEADER))
+    raw = await read_limited(request, MAX_TRIGGER_BODY)
+    if signature is not None:
+        secret = decrypt(ctx.settings.secret, target.secret_encrypted or "")
+        if secret is None:
+            raise NodeloomError(f"webhook {target.webhook_id}: secret does not decrypt")
+        signatures.verify(secret, raw, *signature)
+    run_input = _parse_object(raw)
+
+    # Count only accepted triggers: check, start the run, then hit, with the sequence held
+    # exclusive per webhook so two concurrent triggers cannot both take the last slot.
+    async with ctx.limiter.exclusive(key):
+        decision = await ctx.limiter.check(key, limit)
+        request.state.ratelimit = decision
+        if not decision.allowed:
+            raise _rate_limited(limit, decision.reset_seconds, decision.headers())
+        accepted = await start_run(
+            ctx,
+            RunRequest(
+                account_id=target.account_id,
+                workflow_id=target.workflow_id,
+                run_input=run_input,
+                use_cache=True,
+                webhook_id=target.webhook_id,
+            ),
+        )
+        request.state.ratelimit = await ctx.limiter.hit(key, limit)
+    return accepted.answer

@@ -1,0 +1,57 @@
+"""Webhook trigger bodies (SPEC §7, the seed's "Webhook trigger" resource)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from nodeloom.schemas.common import Timestamp
+
+SECRET_MIN, SECRET_MAX = 16, 256
+
+
+class WebhookCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1, max_length=200)
+    active: bool = Field(default=True, description="Inactive webhooks answer 403.")
+    secret: str | None = Field(
+        default=None,
+        min_length=SECRET_MIN,
+        max_length=SECRET_MAX,
+        repr=False,
+        description="Optional HMAC-SHA256 signing secret. When set, every trigger must carry "
+        "X-Nodeloom-Signature (see docs/webhooks.md). Stored encrypted, never returned.",
+    )
+
+
+class WebhookUpdate(BaseModel):
+    """Only the fields sent change. ``"secret": null`` removes the signing secret."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    active: bool | None = None
+    secret: str | None = Field(
+        default=None,
+        min_length=SECRET_MIN,
+        max_length=SECRET_MAX,
+        repr=False,
+        description="A new signing secret; null removes it.",
+    )
+
+
+class WebhookOut(BaseModel):
+    id: str
+    workflow_id: str
+    name: str
+    token: str = Field(description="The credential of the trigger URL. Treat it as a secret.")
+    url: str = Field(description="{base_url}/api/v1/webhooks/{token}")
+    active: bool
+    signed: bool = Field(description="Whether triggers must carry X-Nodeloom-Signature.")
+    created_at: Timestamp
+
+
+class TriggerAccepted(BaseModel):
+    run_id: str
+    status: str = "running"
+    estimated_credits: int

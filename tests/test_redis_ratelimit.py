@@ -1,0 +1,160 @@
+"""SPEC §8 "limits hold across replicas": the Redis-backed limiter, shared by two limiters and
+by two app instances (replicas) on one Redis. Skipped when Redis is absent, a failure under
+NODELOOM_REQUIRE_SERVICES=1. Every test uses its own key namespace so runs never collide."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+from fastapi import FastAPI
+
+from nodeloom.api.app import create_app
+from nodeloom.ratelimit import RateLimiter
+from nodeloom.settings import Settings
+from tests.api.test_auth import assert_problem
+from tests.api.test_webhooks import make_webhook, trigger
+from tests.conftest import User, text_graph
+from tests.services import REDIS_URL, require_redis
+
+pytestmark = pytest.mark.redis
+
+API_KEY_LIMIT = 5
+
+
+@pytest.fixture
+def namespace() -> str:
+    require_redis()
+    return f"nltest-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def settings_overrides(namespace: str) -> dict[str, object]:
+    return {
+        "redis_url": REDIS_URL,
+        "rate_limit_api_key": API_KEY_LIMIT,
+        "rate_limit_jwt": 100_000,
+    }
+
+
+async def _replica(settings: Settings, namespace: str) -> AsyncIterator[FastAPI]:
+    application = create_app(settings)
+    assert application.state.ctx.limiter.shared  # settings.redis_url selects Redis
+    # Same Redis, but this test's own key namespace.
+    application.state.ctx.limiter = RateLimiter(REDIS_URL, namespace=namespace)
+    try:
+        async with application.router.lifespan_context(application):
+            yield application
+    finally:
+        await application.state.ctx.limiter.close()
+
+
+@pytest.fixture
+async def app(settings: Settings, namespace: str) -> AsyncIterator[FastAPI]:
+    """Replica A (the conftest ``client`` and ``owner`` go through it)."""
+    async for application in _replica(settings, namespace):
+        yield application
+
+
+@pytest.fixture
+async def client_b(
+    settings: Settings, namespace: str, app: FastAPI
+) -> AsyncIterator[httpx.AsyncClient]:
+    """Replica B: another app instance on the same database and the same Redis."""
+    async for application in _replica(settings, namespace):
+        transport = httpx.ASGITransport(app=application)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+            yield c
+
+
+class TestRedisLimiter:
+    async def test_two_limiters_share_one_window(self, namespace: str) -> None:
+        a, b = (
+            RateLimiter(REDIS_URL, namespace=namespace),
+            RateLimiter(REDIS_URL, namespace=namespace),
+        )
+        try:
+            assert a.shared and b.shared
+            for i in range(3):
+                decision = await a.hit("k", 5)
+                assert decision.allowed and decision.remaining == 4 - i
+            assert (await b.hit("k", 5)).allowed
+            assert (await b.check("k", 5)).allowed  # check counts nothing
+            assert (await a.hit("k", 5)).allowed
+            refused = await b.hit("k", 5)
+            assert not refused.allowed and refused.remaining == 0
+            assert 1 <= int(refused.headers()["Retry-After"]) <= 60
+            assert not (await a.check("k", 5)).allowed
+            # A different key (or namespace) is a different window.
+            other = RateLimiter(REDIS_URL, namespace=namespace + "-other")
+            try:
+                assert (await other.hit("k", 5)).allowed
+            finally:
+                await other.close()
+        finally:
+            await a.clear("k", 5)
+            await a.close()
+            await b.close()
+
+    async def test_exclusive_sections_serialise_across_limiters(self, namespace: str) -> None:
+        """check -> slow work -> hit, from two "replicas" at once: never more than the limit."""
+        limiters = [RateLimiter(REDIS_URL, namespace=namespace) for _ in range(2)]
+        accepted = 0
+
+        async def attempt(rl: RateLimiter) -> None:
+            nonlocal accepted
+            async with rl.exclusive("hook"):
+                if not (await rl.check("hook", 4)).allowed:
+                    return
+                await asyncio.sleep(0.01)  # the run being created
+                accepted += 1
+                assert (await rl.hit("hook", 4)).allowed
+
+        try:
+            await asyncio.gather(*(attempt(limiters[i % 2]) for i in range(12)))
+            assert accepted == 4
+        finally:
+            for rl in limiters:
+                await rl.clear("hook", 4)
+                await rl.close()
+
+
+class TestReplicas:
+    async def test_api_key_limit_holds_across_replicas(
+        self, client: httpx.AsyncClient, client_b: httpx.AsyncClient, owner: User
+    ) -> None:
+        for i in range(API_KEY_LIMIT):
+            c = client if i % 2 == 0 else client_b
+            r = await c.get("/api/v1/workflows", headers=owner.headers)
+            assert r.status_code == 200
+            assert r.headers["ratelimit-remaining"] == str(API_KEY_LIMIT - 1 - i)
+        for c in (client, client_b):
+            r = await c.get("/api/v1/workflows", headers=owner.headers)
+            assert_problem(r, 429, "rate_limited")
+            assert r.headers["retry-after"] and r.headers["ratelimit-remaining"] == "0"
+
+    async def test_webhook_limit_holds_across_replicas(
+        self, client: httpx.AsyncClient, client_b: httpx.AsyncClient, owner: User
+    ) -> None:
+        # Management with the JWT (enterprise): the API key's limit is tiny here.
+        r = await client.post(
+            "/api/v1/workflows",
+            json={"name": "wf", "graph_json": text_graph()},
+            headers=owner.jwt_headers,
+        )
+        workflow = r.json()["id"]
+        hook = await make_webhook(client, owner, workflow, headers=owner.jwt_headers)
+        for i in range(4):
+            assert (await trigger(client if i % 2 else client_b, hook["token"])).status_code == 202
+        # 12 at once, half through each replica: exactly the 6 remaining slots are taken.
+        results = await asyncio.gather(
+            *(trigger(client if i % 2 else client_b, hook["token"]) for i in range(12))
+        )
+        assert sorted(r.status_code for r in results) == [202] * 6 + [429] * 6
+        for c in (client, client_b):
+            assert_problem(await trigger(c, hook["token"]), 429, "rate_limited")
+        r = await client.get(f"/api/v1/workflows/{workflow}/runs", headers=owner.jwt_headers)
+        assert len(r.json()) == 10

@@ -5,7 +5,11 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
+from nodeloom.auth.authenticate import authenticate
+from nodeloom.auth.tokens import new_api_key
+from nodeloom.auth.usage import KeyUsage
 from nodeloom.db.engine import Database
+from nodeloom.errors import Unauthorized
 from nodeloom.settings import Settings
 from nodeloom.store import accounts, api_keys, workflows
 from nodeloom.store.paging import encode_cursor
@@ -66,23 +70,27 @@ class TestAccounts:
 
 class TestApiKeys:
     async def test_lookup_and_revoke(self, db: Database) -> None:
+        secret = b"s" * 40
+        new = new_api_key(secret)
+        usage = KeyUsage(db)
         async with db.write() as s:
             account = await accounts.create(
                 s, email="a@example.com", password_hash="h", plan="business", credits=0
             )
             key = await api_keys.create(
-                s, account_id=account.id, name="k", prefix="nlk_abcdefgh", key_hash="f" * 64
+                s, account_id=account.id, name="k", prefix=new.prefix, key_hash=new.key_hash
             )
-        async with db.read() as s:
-            owner = await api_keys.owner_by_hash(s, "f" * 64)
-            assert owner is not None and owner.plan == "business" and owner.revoked_at is None
-            assert await api_keys.owner_by_hash(s, "0" * 64) is None
+        principal = await authenticate(db, secret, usage, new.key)
+        assert principal.account_id == account.id and principal.plan == "business"
+        assert principal.api_key_id == key.id
+        with pytest.raises(Unauthorized):
+            await authenticate(db, secret, usage, new_api_key(secret).key)
         async with db.write() as s:
             assert await api_keys.revoke(s, account.id, key.id)
             assert not await api_keys.revoke(s, "someone-else", key.id)
-        async with db.read() as s:
-            owner = await api_keys.owner_by_hash(s, "f" * 64)
-            assert owner is not None and owner.revoked_at is not None
+        with pytest.raises(Unauthorized):
+            await authenticate(db, secret, usage, new.key)
+        await usage.close()
 
 
 class TestWorkflows:

@@ -1,14 +1,31 @@
 """Turn a bearer credential into a Principal: an API key (one indexed look-up of its keyed
-hash, no argon2) or a JWT (signature check plus the account's current plan)."""
+hash, no argon2) or a JWT (signature check plus the account's current plan).
+
+This runs on every request, so the look-ups are prebuilt Core statements on a plain
+connection: no ORM session, no statement construction per request.
+"""
 
 from __future__ import annotations
+
+from typing import cast
+
+import sqlalchemy as sa
 
 from nodeloom.auth.principal import CredentialKind, Plan, Principal
 from nodeloom.auth.tokens import api_key_hash, looks_like_api_key, read_jwt
 from nodeloom.auth.usage import KeyUsage
 from nodeloom.db.engine import Database
+from nodeloom.db.models import Account, ApiKey
 from nodeloom.errors import Unauthorized
-from nodeloom.store import accounts, api_keys
+
+_KEYS = cast(sa.Table, ApiKey.__table__)
+_ACCOUNTS = cast(sa.Table, Account.__table__)
+_KEY_OWNER = (
+    sa.select(_KEYS.c.id, _KEYS.c.account_id, _ACCOUNTS.c.plan, _KEYS.c.revoked_at)
+    .join(_ACCOUNTS, _ACCOUNTS.c.id == _KEYS.c.account_id)
+    .where(_KEYS.c.key_hash == sa.bindparam("hash"))
+)
+_PLAN = sa.select(_ACCOUNTS.c.plan).where(_ACCOUNTS.c.id == sa.bindparam("id"))
 
 
 async def authenticate(
@@ -17,17 +34,19 @@ async def authenticate(
     if not credential:
         raise Unauthorized("Send Authorization: Bearer <API key or access token>.")
     if looks_like_api_key(credential):
-        async with db.read() as session:
-            owner = await api_keys.owner_by_hash(session, api_key_hash(secret, credential))
-        if owner is None or owner.revoked_at is not None:
+        async with db.read_core() as conn:
+            row = (
+                await conn.execute(_KEY_OWNER, {"hash": api_key_hash(secret, credential)})
+            ).first()
+        if row is None or row.revoked_at is not None:
             raise Unauthorized("The API key is invalid or has been revoked.")
-        usage.record(owner.key_id)
-        return Principal(owner.account_id, Plan(owner.plan), CredentialKind.API_KEY, owner.key_id)
+        usage.record(row.id)
+        return Principal(row.account_id, Plan(row.plan), CredentialKind.API_KEY, row.id)
     account_id = read_jwt(secret, credential)
     if account_id is None:
         raise Unauthorized("The access token is invalid or has expired.")
-    async with db.read() as session:
-        plan = await accounts.plan_of(session, account_id)
+    async with db.read_core() as conn:
+        plan = (await conn.execute(_PLAN, {"id": account_id})).scalar()
     if plan is None:
         raise Unauthorized("The access token's account no longer exists.")
     return Principal(account_id, Plan(plan), CredentialKind.JWT)

@@ -27,6 +27,7 @@ from nodeloom.engine.cache import cache_key
 from nodeloom.engine.context import RunNodeContext
 from nodeloom.engine.graph import Graph, GraphNode, validate_graph
 from nodeloom.engine.states import FINISHED_NODE_STATES, NodeStatus, RunStatus, StaleTransition
+from nodeloom.engine.submit import PreparedRun
 from nodeloom.engine.transitions import Batch, NewArtifact, apply
 from nodeloom.events.bus import EventBus
 from nodeloom.metrics import Metrics
@@ -86,9 +87,10 @@ def _ref(row: Artifact, store: ArtifactStore) -> ArtifactRef:
 
 
 class RunDriver:
-    def __init__(self, env: ExecutorEnv, run_id: str) -> None:
+    def __init__(self, env: ExecutorEnv, run_id: str, prepared: PreparedRun | None = None) -> None:
         self.env = env
         self.run_id = run_id
+        self._prepared = prepared
         self.cancel_requested = asyncio.Event()
         self.draining = False
         self._commit_lock = asyncio.Lock()
@@ -103,8 +105,24 @@ class RunDriver:
 
     # -- loading ---------------------------------------------------------------------------
 
+    def _adopt(self, prepared: PreparedRun) -> None:
+        """A run this process just created: nothing has happened to it yet."""
+        self.graph: Graph | None = prepared.graph
+        self.account_id = prepared.account_id
+        self.workflow_id = prepared.workflow_id
+        self.run_input: dict[str, Any] | None = prepared.run_input
+        self.use_cache = prepared.use_cache
+        self.estimate = prepared.estimate
+        self.created_at = prepared.created_at
+        for node_id in prepared.graph.nodes:
+            self._status[node_id] = NodeStatus.PENDING
+            self._credits[node_id] = 0
+
     async def _load(self) -> bool:
         env = self.env
+        if self._prepared is not None:
+            self._adopt(self._prepared)
+            return True
         async with env.db.read() as session:
             run = await run_store.by_id(session, self.run_id)
             if run is None or run.status != RunStatus.RUNNING:
@@ -115,14 +133,14 @@ class RunDriver:
             )
             self._seq = await run_store.last_seq(session, self.run_id)
         checked = validate_graph(run.graph_json, env.registry, env.settings)
-        self.graph: Graph | None = None
+        self.graph = None
         if isinstance(checked, list):
             self._graph_problem = "; ".join(f"{p.pointer}: {p.message}" for p in checked[:3])
         else:
             self.graph = checked
         self.account_id = run.account_id
         self.workflow_id = run.workflow_id
-        self.run_input: dict[str, Any] | None = run.input
+        self.run_input = run.input
         self.use_cache = run.use_cache
         self.estimate = run.estimated_credits
         self.created_at = run.created_at

@@ -22,10 +22,26 @@ from nodeloom.settings import Settings
 
 
 @dataclass(frozen=True)
+class PreparedRun:
+    """Everything a driver needs to start a run it just saw created, so a fresh run does
+    not have to be read back from the database."""
+
+    run_id: str
+    account_id: str
+    workflow_id: str
+    graph: Graph
+    run_input: dict[str, Any] | None
+    use_cache: bool
+    estimate: int
+    created_at: datetime
+
+
+@dataclass(frozen=True)
 class Started:
     run_id: str
     estimated_credits: int
     created_at: datetime
+    prepared: PreparedRun | None = None
 
     def response(self) -> dict[str, Any]:
         return {
@@ -100,6 +116,7 @@ class RunRequest:
 class Accepted:
     answer: dict[str, Any]
     replayed: bool
+    prepared: PreparedRun | None = None
 
 
 def earlier_answer(conn: Connection, account_id: str, key: str) -> dict[str, Any] | None:
@@ -157,7 +174,7 @@ def start_run(conn: Connection, request: RunRequest, graphs: GraphCache) -> Acce
                 "created_at": started.created_at,
             },
         )
-    return Accepted(answer, replayed=False)
+    return Accepted(answer, replayed=False, prepared=started.prepared)
 
 
 def create_run(
@@ -218,4 +235,14 @@ def create_run(
             for position, node in enumerate(graph.nodes.values())
         ],
     )
-    return Started(run_id, estimate, now)
+    prepared = PreparedRun(
+        run_id=run_id,
+        account_id=account_id,
+        workflow_id=workflow_id,
+        graph=graph,
+        run_input=run_input,
+        use_cache=use_cache,
+        estimate=estimate,
+        created_at=now,
+    )
+    return Started(run_id, estimate, now, prepared)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
+
+import orjson
 
 from nodeloom.schemas.common import format_timestamp
 
@@ -32,6 +35,11 @@ class Event:
             message["node_id"] = self.node_id
         message["data"] = self.data
         return message
+
+    @cached_property
+    def message_json(self) -> str:
+        """The message as JSON text, encoded once however many listeners it fans out to."""
+        return orjson.dumps(self.as_message()).decode()
 
     @property
     def is_final(self) -> bool:

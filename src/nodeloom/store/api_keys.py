@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 from datetime import datetime
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nodeloom.db.models import Account, ApiKey, utcnow
+from nodeloom.db.models import ApiKey, utcnow
 
 
 async def create(
@@ -44,28 +43,6 @@ async def revoke(session: AsyncSession, account_id: str, key_id: str) -> bool:
         .values(revoked_at=sa.func.coalesce(ApiKey.revoked_at, utcnow()))
     )
     return bool(result.rowcount)  # type: ignore[attr-defined]
-
-
-@dataclass(frozen=True)
-class KeyOwner:
-    key_id: str
-    account_id: str
-    plan: str
-    revoked_at: datetime | None
-
-
-async def owner_by_hash(session: AsyncSession, key_hash: str) -> KeyOwner | None:
-    """One indexed look-up per request: the key and its account's plan."""
-    row = (
-        await session.execute(
-            sa.select(ApiKey.id, ApiKey.account_id, Account.plan, ApiKey.revoked_at)
-            .join(Account, Account.id == ApiKey.account_id)
-            .where(ApiKey.key_hash == key_hash)
-        )
-    ).first()
-    if row is None:
-        return None
-    return KeyOwner(row[0], row[1], row[2], row[3])
 
 
 async def touch(session: AsyncSession, key_ids: list[str], when: datetime) -> None:

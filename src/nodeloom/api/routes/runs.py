@@ -62,7 +62,7 @@ async def start_run(ctx: AppContext, request: RunRequest) -> Accepted:
             raise
         return Accepted(earlier, replayed=True)
     if not accepted.replayed:
-        await ctx.dispatcher.submit(accepted.answer["run_id"])
+        await ctx.dispatcher.submit(accepted.answer["run_id"], accepted.prepared)
     return accepted
 
 

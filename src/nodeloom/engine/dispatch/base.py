@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from nodeloom.engine.submit import PreparedRun
+
 
 class Dispatcher(Protocol):
     accepting: bool
@@ -13,8 +15,9 @@ class Dispatcher(Protocol):
     async def start(self) -> None:
         """Begin work; resume runs left ``running`` by an earlier process."""
 
-    async def submit(self, run_id: str) -> None:
-        """Have the run executed (soon, here or elsewhere)."""
+    async def submit(self, run_id: str, prepared: PreparedRun | None = None) -> None:
+        """Have the run executed (soon, here or elsewhere). ``prepared`` lets an in-process
+        executor skip reading back a run it has just seen created."""
 
     async def cancel(self, run_id: str) -> None:
         """The run's cancel flag is committed; make its executor act on it now."""

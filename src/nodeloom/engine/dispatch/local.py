@@ -14,6 +14,7 @@ import contextlib
 import logging
 
 from nodeloom.engine.runner import ExecutorEnv, RunDriver
+from nodeloom.engine.submit import PreparedRun
 from nodeloom.store import runs as run_store
 
 log = logging.getLogger("nodeloom.dispatch")
@@ -55,12 +56,12 @@ class LocalDispatcher:
             except Exception:
                 log.warning("run sweep failed", exc_info=True)
 
-    async def submit(self, run_id: str) -> None:
+    async def submit(self, run_id: str, prepared: PreparedRun | None = None) -> None:
         if self.accepting and run_id not in self._tasks:
-            self._launch(run_id)
+            self._launch(run_id, prepared)
 
-    def _launch(self, run_id: str) -> None:
-        driver = RunDriver(self.env, run_id)
+    def _launch(self, run_id: str, prepared: PreparedRun | None = None) -> None:
+        driver = RunDriver(self.env, run_id, prepared)
         self._drivers[run_id] = driver
         task = asyncio.create_task(self._drive(driver), name=f"run:{run_id}")
         self._tasks[run_id] = task

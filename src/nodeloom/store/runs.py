@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import Any
-
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from nodeloom.db.models import Artifact, CacheEntry, IdempotencyKey, NodeRun, Run, RunEvent
-from nodeloom.store.paging import after_cursor
+from nodeloom.db.models import Artifact, CacheEntry, NodeRun, Run, RunEvent
 
 
 async def get(
@@ -28,40 +24,6 @@ async def by_id(session: AsyncSession, run_id: str) -> Run | None:
 async def node_runs(session: AsyncSession, run_id: str) -> list[NodeRun]:
     query = sa.select(NodeRun).where(NodeRun.run_id == run_id).order_by(NodeRun.position)
     return list(await session.scalars(query))
-
-
-async def page(
-    session: AsyncSession,
-    account_id: str,
-    workflow_id: str,
-    status: str | None,
-    limit: int,
-    cursor: str | None,
-) -> list[Run]:
-    query = (
-        sa.select(Run)
-        .where(
-            Run.account_id == account_id,
-            Run.workflow_id == workflow_id,
-            after_cursor(Run.created_at, Run.id, cursor),
-        )
-        .order_by(Run.created_at.desc(), Run.id.desc())
-        .limit(limit + 1)
-    )
-    if status is not None:
-        query = query.where(Run.status == status)
-    return list(await session.scalars(query))
-
-
-async def credits_used_so_far(session: AsyncSession, run_ids: list[str]) -> dict[str, int]:
-    if not run_ids:
-        return {}
-    rows = await session.execute(
-        sa.select(NodeRun.run_id, sa.func.sum(NodeRun.credits_used))
-        .where(NodeRun.run_id.in_(run_ids))
-        .group_by(NodeRun.run_id)
-    )
-    return {run_id: int(total or 0) for run_id, total in rows.all()}
 
 
 async def running_ids(session: AsyncSession) -> list[str]:
@@ -124,39 +86,3 @@ async def last_seq(session: AsyncSession, run_id: str) -> int:
         sa.select(sa.func.max(RunEvent.seq)).where(RunEvent.run_id == run_id)
     )
     return int(value or 0)
-
-
-async def idempotent_response(
-    session: AsyncSession, account_id: str, key: str, not_before: datetime
-) -> dict[str, Any] | None:
-    row = await session.get(IdempotencyKey, (account_id, key))
-    if row is None or row.created_at < not_before:
-        return None
-    return row.response
-
-
-class IdempotencyRace(Exception):
-    """Another request with the same key committed first; roll back and replay its answer."""
-
-
-async def remember_idempotent(
-    session: AsyncSession,
-    account_id: str,
-    key: str,
-    run_id: str,
-    response: dict[str, Any],
-    at: datetime,
-    not_before: datetime,
-) -> None:
-    existing = await session.get(IdempotencyKey, (account_id, key))
-    if existing is not None and existing.created_at >= not_before:
-        raise IdempotencyRace(key)
-    if existing is not None:  # an expired key is reused for the new run
-        existing.run_id, existing.response, existing.created_at = run_id, response, at
-    else:
-        session.add(
-            IdempotencyKey(
-                account_id=account_id, key=key, run_id=run_id, response=response, created_at=at
-            )
-        )
-    await session.flush()

@@ -12,23 +12,23 @@ from sqlalchemy.exc import IntegrityError
 from nodeloom.api.body import read_json
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.paging import link_next
+from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.state import AppContext
-from nodeloom.db.models import NodeRun, Run, utcnow
+from nodeloom.db.models import utcnow
 from nodeloom.engine import submit
 from nodeloom.engine.submit import Accepted, RunRequest
 from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound, ServiceUnavailable
+from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.runs import (
     ExecuteRequest,
     ExecuteResponse,
-    NodeRunOut,
-    RunError,
     RunOut,
     RunStatusName,
     RunSummary,
 )
+from nodeloom.store import run_views
 from nodeloom.store import runs as run_store
-from nodeloom.store import workflows
 from nodeloom.store.paging import encode_cursor
 
 router = APIRouter(tags=["runs"])
@@ -127,22 +127,25 @@ async def execute(
     return answer
 
 
-def node_run_out(node: NodeRun) -> NodeRunOut:
-    return NodeRunOut(
-        node_id=node.node_id,
-        type=node.type,
-        status=node.status,
-        artifact_id=node.artifact_id,
-        credits_used=node.credits_used,
-        cached=node.cached,
-        started_at=node.started_at,
-        finished_at=node.finished_at,
-        duration_ms=_ms(node.started_at, node.finished_at) if node.started_at else None,
-        error=node.error,
-    )
+def node_run_out(node: Any) -> dict[str, Any]:
+    """A node run row as the API shows it (``NodeRunOut``)."""
+    return {
+        "node_id": node.node_id,
+        "type": node.type,
+        "status": node.status,
+        "artifact_id": node.artifact_id,
+        "credits_used": node.credits_used,
+        "cached": node.cached,
+        "started_at": _ts(node.started_at),
+        "finished_at": _ts(node.finished_at),
+        "duration_ms": _ms(node.started_at, node.finished_at) if node.started_at else None,
+        "error": node.error,
+    }
 
 
-def run_summary(run: Run, credits_so_far: int | None = None) -> dict[str, Any]:
+def run_summary(run: Any, credits_so_far: int | None = None) -> dict[str, Any]:
+    """A run row as the API shows it (``RunSummary``): running runs show what their
+    completed nodes were charged so far."""
     used = run.credits_used if run.status != "running" else (credits_so_far or 0)
     return {
         "id": run.id,
@@ -151,50 +154,67 @@ def run_summary(run: Run, credits_so_far: int | None = None) -> dict[str, Any]:
         "credits_used": used,
         "estimated_credits": run.estimated_credits,
         "duration_ms": _ms(run.created_at, run.finished_at) or 0,
-        "created_at": run.created_at,
-        "finished_at": run.finished_at,
-        "error": RunError.model_validate(run.error) if run.error else None,
+        "created_at": _ts(run.created_at),
+        "finished_at": _ts(run.finished_at),
+        "error": _error(run.error),
+    }
+
+
+def _ts(value: datetime | None) -> str | None:
+    return format_timestamp(value) if value is not None else None
+
+
+def _error(value: dict[str, Any] | None) -> dict[str, Any] | None:
+    if not value:
+        return None
+    return {
+        "code": value.get("code", "error"),
+        "message": value.get("message", ""),
+        "node_id": value.get("node_id"),
     }
 
 
 @router.get("/workflows/{workflow_id}/runs/{run_id}", response_model=RunOut)
-async def get_run(workflow_id: str, run_id: str, principal: PrincipalDep, ctx: CtxDep) -> RunOut:
-    async with ctx.db.read() as session:
-        run = await run_store.get(session, principal.account_id, run_id, workflow_id)
+async def get_run(
+    workflow_id: str, run_id: str, principal: PrincipalDep, ctx: CtxDep
+) -> OrjsonResponse:
+    """The run with every node. Built straight from two indexed reads (this endpoint is
+    polled), so the body is encoded once, without a validation pass."""
+    async with ctx.db.read_core() as conn:
+        run = await run_views.run(conn, principal.account_id, workflow_id, run_id)
         if run is None:
             raise NotFound("No such run of this workflow.")
-        nodes = await run_store.node_runs(session, run_id)
-    outs = [node_run_out(n) for n in nodes]
-    summary = run_summary(run, sum(n.credits_used for n in outs))
-    return RunOut(**summary, input=run.input, node_runs=outs)
+        nodes = [node_run_out(n) for n in await run_views.node_runs(conn, run_id)]
+    body = run_summary(run, sum(n["credits_used"] for n in nodes))
+    body["input"] = run.input
+    body["node_runs"] = nodes
+    return OrjsonResponse(body)
 
 
 @router.get("/workflows/{workflow_id}/runs", response_model=list[RunSummary])
 async def list_runs(
     workflow_id: str,
     request: Request,
-    response: Response,
     principal: PrincipalDep,
     ctx: CtxDep,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
     status_filter: Annotated[RunStatusName | None, Query(alias="status")] = None,
-) -> list[dict[str, Any]]:
+) -> OrjsonResponse:
     """Newest first, paged; ``?status=running|completed|failed`` filters."""
-    async with ctx.db.read() as session:
-        if await workflows.get(session, principal.account_id, workflow_id) is None:
+    headers: dict[str, str] = {}
+    async with ctx.db.read_core() as conn:
+        if not await run_views.workflow_exists(conn, principal.account_id, workflow_id):
             raise NotFound("No such workflow.")
-        rows = await run_store.page(
-            session, principal.account_id, workflow_id, status_filter, limit, cursor
+        rows = await run_views.page(
+            conn, principal.account_id, workflow_id, status_filter, limit, cursor
         )
         if len(rows) > limit:
             rows = rows[:limit]
-            response.headers["Link"] = link_next(
-                request, encode_cursor(rows[-1].created_at, rows[-1].id)
-            )
+            headers["Link"] = link_next(request, encode_cursor(rows[-1].created_at, rows[-1].id))
         running = [r.id for r in rows if r.status == "running"]
-        so_far = await run_store.credits_used_so_far(session, running)
-    return [run_summary(r, so_far.get(r.id)) for r in rows]
+        so_far = await run_views.credits_so_far(conn, running)
+    return OrjsonResponse([run_summary(r, so_far.get(r.id)) for r in rows], headers=headers)
 
 
 @router.post(

@@ -53,10 +53,6 @@ class Settings(BaseSettings):
         description="SQLite synchronous pragma in WAL mode: NORMAL (crash-safe) or FULL "
         "(also power-loss safe). See docs/adr/0003-sqlite-durability.md.",
     )
-    run_executor: bool = Field(
-        default=True,
-        description="Run workflows in this process (embedded). Off for API-only replicas.",
-    )
     max_concurrent_nodes: int = Field(
         default=16, description="Nodes executing at once in this process, over all runs."
     )

@@ -84,6 +84,12 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
     metrics.gauge(
         "nodeloom_db_statements", "Statements sent to the database.", lambda: db.statements
     )
+    metrics.gauge("nodeloom_db_write_groups", "SQLite group commits.", lambda: db.write_groups)
+    metrics.gauge(
+        "nodeloom_db_grouped_writes",
+        "Write transactions carried by SQLite group commits.",
+        lambda: db.grouped_writes,
+    )
     metrics.gauge(
         "nodeloom_runs_active",
         "Runs driven by this process.",

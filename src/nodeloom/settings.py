@@ -53,6 +53,15 @@ class Settings(BaseSettings):
         description="SQLite synchronous pragma in WAL mode: NORMAL (crash-safe) or FULL "
         "(also power-loss safe). See docs/adr/0003-sqlite-durability.md.",
     )
+    max_concurrent_accepts: int = Field(
+        default=4, ge=1, description="Execute/trigger transactions being prepared at once."
+    )
+    max_active_runs: int = Field(
+        default=64,
+        ge=1,
+        description="Runs driven at once by this process; more wait in a queue (they are "
+        "already safe in the database).",
+    )
     max_concurrent_nodes: int = Field(
         default=16, description="Nodes executing at once in this process, over all runs."
     )

@@ -79,6 +79,7 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
         dispatcher=LocalDispatcher(env),
         graphs=GraphCache(registry, settings),
         metrics=metrics,
+        admission=asyncio.Semaphore(settings.max_concurrent_accepts),
     )
     dispatcher = ctx.dispatcher
     metrics.gauge(
@@ -94,6 +95,11 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
         "nodeloom_runs_active",
         "Runs driven by this process.",
         lambda: float(getattr(dispatcher, "active_runs", 0)),
+    )
+    metrics.gauge(
+        "nodeloom_runs_waiting",
+        "Accepted runs waiting for a driver slot in this process.",
+        lambda: float(getattr(dispatcher, "waiting_runs", 0)),
     )
 
     @contextlib.asynccontextmanager

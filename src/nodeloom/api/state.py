@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -30,5 +31,8 @@ class AppContext:
     dispatcher: Dispatcher
     graphs: GraphCache
     metrics: Metrics
+    # Run acceptances in progress at once: under a flood of executes, the rest wait here
+    # (cheaply) instead of all sharing the event loop with status polls.
+    admission: asyncio.Semaphore
     readiness_checks: dict[str, Callable[[], Awaitable[bool]]] = field(default_factory=dict)
     node_types: list[NodeTypeOut] | None = None

@@ -57,9 +57,7 @@ _SO_FAR = (
 )
 
 
-async def run(
-    conn: AsyncConnection, account_id: str, workflow_id: str, run_id: str
-) -> Any:
+async def run(conn: AsyncConnection, account_id: str, workflow_id: str, run_id: str) -> Any:
     params = {"run": run_id, "account": account_id, "workflow": workflow_id}
     return (await conn.execute(_RUN, params)).first()
 

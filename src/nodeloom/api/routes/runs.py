@@ -49,7 +49,10 @@ async def start_run(ctx: AppContext, request: RunRequest) -> Accepted:
             "The server is shutting down; retry shortly.", headers={"Retry-After": "2"}
         )
     try:
-        accepted = await ctx.db.run_write(lambda conn: submit.start_run(conn, request, ctx.graphs))
+        async with ctx.admission:
+            accepted = await ctx.db.run_write(
+                lambda conn: submit.start_run(conn, request, ctx.graphs)
+            )
     except IntegrityError:
         key = request.idempotency_key
         if key is None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+from collections import OrderedDict
 
 from nodeloom.engine.runner import ExecutorEnv, RunDriver
 from nodeloom.engine.submit import PreparedRun
@@ -30,10 +31,16 @@ class LocalDispatcher:
         self._drivers: dict[str, RunDriver] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        # Runs waiting for a driver slot, in arrival order (bounded memory per waiting run).
+        self._waiting: OrderedDict[str, PreparedRun | None] = OrderedDict()
 
     @property
     def active_runs(self) -> int:
         return len(self._tasks)
+
+    @property
+    def waiting_runs(self) -> int:
+        return len(self._waiting)
 
     async def start(self) -> None:
         self.accepting = True
@@ -44,9 +51,9 @@ class LocalDispatcher:
         async with self.env.db.read() as session:
             run_ids = await run_store.running_ids(session)
         for run_id in run_ids:
-            if run_id not in self._tasks:
+            if run_id not in self._tasks and run_id not in self._waiting:
                 log.info("resuming run %s", run_id)
-                self._launch(run_id)
+                self._enqueue(run_id, None)
 
     async def _sweep_forever(self) -> None:
         while True:
@@ -58,7 +65,22 @@ class LocalDispatcher:
 
     async def submit(self, run_id: str, prepared: PreparedRun | None = None) -> None:
         if self.accepting and run_id not in self._tasks:
+            self._enqueue(run_id, prepared)
+
+    def _enqueue(self, run_id: str, prepared: PreparedRun | None) -> None:
+        """Drive now if a slot is free (``max_active_runs``), else wait in line."""
+        if len(self._tasks) < self.env.settings.max_active_runs:
             self._launch(run_id, prepared)
+        else:
+            self._waiting.setdefault(run_id, prepared)
+
+    def _next(self) -> None:
+        while self._waiting and self.accepting:
+            if len(self._tasks) >= self.env.settings.max_active_runs:
+                return
+            run_id, prepared = self._waiting.popitem(last=False)
+            if run_id not in self._tasks:
+                self._launch(run_id, prepared)
 
     def _launch(self, run_id: str, prepared: PreparedRun | None = None) -> None:
         driver = RunDriver(self.env, run_id, prepared)
@@ -77,16 +99,21 @@ class LocalDispatcher:
         finally:
             self._drivers.pop(driver.run_id, None)
             self._tasks.pop(driver.run_id, None)
+            self._next()
 
     async def cancel(self, run_id: str) -> None:
         driver = self._drivers.get(run_id)
         if driver is not None:
             driver.cancel_requested.set()
         elif self.accepting:
-            self._launch(run_id)  # not driven here: drive it, and it will see the flag
+            # Not driven here (or still waiting): drive it first; it reads the flag and
+            # cancels before anything runs.
+            self._waiting.pop(run_id, None)
+            self._launch(run_id)
 
     async def stop(self) -> None:
         self.accepting = False
+        self._waiting.clear()  # still "running" in the database: resumed on the next start
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

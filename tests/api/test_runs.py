@@ -296,6 +296,19 @@ class TestIdempotency:
         third = await execute(client, owner, wf, headers={"Idempotency-Key": "abc-2"})
         assert third.json()["run_id"] != first.json()["run_id"]
 
+    async def test_same_key_on_another_workflow_is_409(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        first = await create_workflow(client, owner, text_graph())
+        second = await create_workflow(client, owner, text_graph("other {{ text }}"))
+        r = await execute(client, owner, first, headers={"Idempotency-Key": "k-1"})
+        assert r.status_code == 202
+        r = await execute(client, owner, second, headers={"Idempotency-Key": "k-1"})
+        assert_problem(r, 409, "conflict")
+        assert (
+            await client.get(f"/api/v1/workflows/{second}/runs", headers=owner.headers)
+        ).json() == []
+
     async def test_concurrent_same_key_creates_one_run(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:

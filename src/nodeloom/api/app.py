@@ -154,6 +154,7 @@ def _document_manual_bodies(app: FastAPI) -> None:
             for name, sub in model_schema.pop("$defs", {}).items():
                 components.setdefault(name, sub)
             components[model.__name__] = model_schema
+        problems.document_problems(schema)
         app.openapi_schema = schema
         return schema
 

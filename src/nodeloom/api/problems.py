@@ -33,6 +33,79 @@ _HTTP_CODES = {
 }
 
 
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+PROBLEM_SCHEMA: dict[str, Any] = {
+    "title": "Problem",
+    "description": "RFC 9457 problem details. Switch on `code`, a stable snake_case string.",
+    "type": "object",
+    "required": ["type", "title", "status", "detail", "code"],
+    "properties": {
+        "type": {"type": "string", "format": "uri"},
+        "title": {"type": "string"},
+        "status": {"type": "integer", "minimum": 400, "maximum": 599},
+        "detail": {"type": "string"},
+        "code": {"type": "string", "pattern": "^[a-z][a-z0-9_]*$"},
+        "errors": {
+            "type": "array",
+            "description": "Validation errors, each located by a JSON Pointer into the request.",
+            "items": {
+                "type": "object",
+                "required": ["pointer", "message"],
+                "properties": {"pointer": {"type": "string"}, "message": {"type": "string"}},
+            },
+        },
+    },
+    "additionalProperties": True,
+}
+# What every operation can answer, by its shape (see document_problems).
+_COMMON_DESCRIPTIONS = {
+    400: "Invalid parameters or body (invalid_request)",
+    401: "Missing or invalid credentials (unauthorized)",
+    404: "No such resource in the caller's account (not_found)",
+    429: "Rate limit exceeded (rate_limited); see Retry-After",
+}
+
+
+def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
+    """Make the OpenAPI document tell the truth about errors, once for every operation.
+
+    FastAPI documents a 422 with its own body on every operation with parameters; this API
+    answers 400 instead (SPEC §0). This drops the 422s, adds the errors each operation can
+    answer by its shape (400 with parameters or a body; 401 and 429 with security; 404 with
+    path parameters), and gives every 4xx/5xx response the ``Problem`` schema as
+    ``application/problem+json``. Route-specific errors are declared with ``responses=`` on
+    the route (a description is enough; the content is filled in here).
+    """
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    components["Problem"] = PROBLEM_SCHEMA
+    problem_content = {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+    for path_item in schema.get("paths", {}).values():
+        for operation in path_item.values():
+            if not isinstance(operation, dict) or "responses" not in operation:
+                continue
+            responses: dict[str, Any] = operation["responses"]
+            responses.pop("422", None)
+            parameters = operation.get("parameters", [])
+            common: list[int] = []
+            if parameters or "requestBody" in operation:
+                common.append(400)
+            if operation.get("security"):
+                common += [401, 429]
+            if any(p.get("in") == "path" for p in parameters):
+                common.append(404)
+            for code in common:
+                responses.setdefault(str(code), {"description": _COMMON_DESCRIPTIONS[code]})
+            for key, response in responses.items():
+                if key[0] in "45":
+                    response["content"] = dict(problem_content)
+            operation["responses"] = dict(sorted(responses.items()))
+    text = str(schema.get("paths"))
+    for name in ("HTTPValidationError", "ValidationError"):
+        if f"#/components/schemas/{name}" not in text:
+            components.pop(name, None)
+    return schema
+
+
 def problem_response(
     status: int,
     code: str,

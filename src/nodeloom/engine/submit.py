@@ -16,7 +16,7 @@ from nodeloom.db.models import IdempotencyKey, NodeRun, Run, Workflow, utcnow
 from nodeloom.engine import credits
 from nodeloom.engine.graph import Graph, validate_graph
 from nodeloom.engine.states import NodeStatus, RunStatus
-from nodeloom.errors import InvalidGraph, NotFound
+from nodeloom.errors import Conflict, InvalidGraph, NotFound
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 
@@ -90,8 +90,13 @@ _WORKFLOW = sa.select(_WORKFLOWS.c.id, _WORKFLOWS.c.updated_at, _WORKFLOWS.c.gra
     _WORKFLOWS.c.account_id == sa.bindparam("account"),
     _WORKFLOWS.c.deleted_at.is_(None),
 )
-_EARLIER = sa.select(_IDEMPOTENCY.c.response, _IDEMPOTENCY.c.created_at).where(
-    _IDEMPOTENCY.c.account_id == sa.bindparam("account"), _IDEMPOTENCY.c.key == sa.bindparam("key")
+_EARLIER = (
+    sa.select(_IDEMPOTENCY.c.response, _IDEMPOTENCY.c.created_at, _RUNS.c.workflow_id)
+    .join(_RUNS, _RUNS.c.id == _IDEMPOTENCY.c.run_id)
+    .where(
+        _IDEMPOTENCY.c.account_id == sa.bindparam("account"),
+        _IDEMPOTENCY.c.key == sa.bindparam("key"),
+    )
 )
 _FORGET_EXPIRED = sa.delete(_IDEMPOTENCY).where(
     _IDEMPOTENCY.c.account_id == sa.bindparam("account"),
@@ -119,11 +124,16 @@ class Accepted:
     prepared: PreparedRun | None = None
 
 
-def earlier_answer(conn: Connection, account_id: str, key: str) -> dict[str, Any] | None:
-    """The stored answer for an Idempotency-Key used in the last 24 hours, if any."""
+def earlier_answer(
+    conn: Connection, account_id: str, key: str, workflow_id: str
+) -> dict[str, Any] | None:
+    """The stored answer for an Idempotency-Key used in the last 24 hours, if any. A key
+    reused for another workflow is a client error (409), never a replay of the wrong run."""
     row = conn.execute(_EARLIER, {"account": account_id, "key": key}).first()
     if row is None or row.created_at < utcnow() - IDEMPOTENCY_TTL:
         return None
+    if row.workflow_id != workflow_id:
+        raise Conflict("This Idempotency-Key was already used for another workflow.")
     answer: dict[str, Any] = row.response
     return answer
 
@@ -139,7 +149,7 @@ def start_run(conn: Connection, request: RunRequest, graphs: GraphCache) -> Acce
     """
     key = request.idempotency_key
     if key is not None:
-        earlier = earlier_answer(conn, request.account_id, key)
+        earlier = earlier_answer(conn, request.account_id, key, request.workflow_id)
         if earlier is not None:
             return Accepted(earlier, replayed=True)
     row = conn.execute(

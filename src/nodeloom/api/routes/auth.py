@@ -18,7 +18,15 @@ router = APIRouter(tags=["auth"])
 LOGIN_WINDOW_SECONDS = 15 * 60
 
 
-@router.post("/auth/signup", status_code=status.HTTP_201_CREATED, response_model=AccountOut)
+@router.post(
+    "/auth/signup",
+    status_code=status.HTTP_201_CREATED,
+    response_model=AccountOut,
+    responses={
+        403: {"description": "Sign-up is disabled on this server (forbidden)"},
+        409: {"description": "An account with this e-mail already exists (conflict)"},
+    },
+)
 async def signup(body: SignupRequest, ctx: CtxDep) -> AccountOut:
     """Create an account: the first one (the owner) always, later ones when sign-up is on."""
     password_hash = await asyncio.to_thread(hash_password, body.password)
@@ -39,7 +47,14 @@ async def signup(body: SignupRequest, ctx: CtxDep) -> AccountOut:
         return AccountOut.model_validate(account)
 
 
-@router.post("/auth/login", response_model=TokenOut)
+@router.post(
+    "/auth/login",
+    response_model=TokenOut,
+    responses={
+        401: {"description": "Wrong e-mail or password (invalid_credentials)"},
+        429: {"description": "Too many failed log-ins for this e-mail (rate_limited)"},
+    },
+)
 async def login(body: LoginRequest, ctx: CtxDep) -> TokenOut:
     """Exchange e-mail and password for a JWT access token (Bearer, ``expires_in`` seconds)."""
     settings = ctx.settings

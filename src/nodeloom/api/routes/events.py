@@ -46,6 +46,8 @@ SSE_KEEPALIVE_SECONDS = 15.0  # a ": keep-alive" comment line after this long
 CLOSE_TIMEOUT_SECONDS = 5.0  # a consumer too slow to take even the close frame is cut off
 MAX_SUBSCRIPTIONS = 1000  # runs plus workflows per connection
 
+MAX_SEQ = 2**31 - 1  # event seqs are 32-bit INTEGER columns; a larger resume point is refused
+
 CLOSE_UNAUTHORIZED = 4401
 CLOSE_TOO_SLOW = 4408
 CLOSE_RATE_LIMITED = 4429
@@ -247,6 +249,17 @@ async def get_stream_principal(
 StreamPrincipalDep = Annotated[Principal, Depends(get_stream_principal)]
 
 
+SSE_EVENT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "required": ["id", "event", "data"],
+    "properties": {
+        "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's seq."},
+        "event": {"type": "string", "description": "The event type, e.g. node.completed."},
+        "data": {"type": "string", "description": "The event message, as JSON."},
+    },
+}
+
+
 def _sse_frame(event: Event) -> bytes:
     return f"id: {event.seq}\nevent: {event.type}\ndata: {event.message_json}\n\n".encode()
 
@@ -258,7 +271,8 @@ def _sse_frame(event: Event) -> bytes:
         200: {
             "description": "The run's events as Server-Sent Events (id = seq, event = type, "
             "data = the event message); ends after run.completed or run.failed.",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            # Before OpenAPI 3.2 (itemSchema), `schema` of an event stream describes one event.
+            "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}},
         },
         404: {"description": "No such run of this workflow in the caller's account."},
     },
@@ -273,7 +287,11 @@ async def run_events(
     ] = None,
     after_seq: Annotated[
         int | None,
-        Query(ge=0, description="Resume after this seq (Last-Event-ID wins when both are set)."),
+        Query(
+            ge=0,
+            le=MAX_SEQ,
+            description="Resume after this seq (Last-Event-ID wins when both are set).",
+        ),
     ] = None,
 ) -> StreamingResponse:
     """The run's events, replayed from the start (or after ``Last-Event-ID``), then live."""
@@ -283,8 +301,10 @@ async def run_events(
             after = int(last_event_id.strip())
         except ValueError:
             after = -1
-        if after < 0:
-            raise InvalidRequest("Last-Event-ID must be the seq of an event (an integer >= 0).")
+        if not 0 <= after <= MAX_SEQ:
+            raise InvalidRequest(
+                f"Last-Event-ID must be the seq of an event (an integer from 0 to {MAX_SEQ})."
+            )
     async with ctx.db.read() as session:
         run = await run_store.get(session, principal.account_id, run_id, workflow_id)
     if run is None:

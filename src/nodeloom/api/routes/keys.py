@@ -10,7 +10,10 @@ from nodeloom.errors import NotFound
 from nodeloom.schemas.accounts import ApiKeyCreate, ApiKeyCreated, ApiKeyOut
 from nodeloom.store import api_keys
 
-router = APIRouter(tags=["api-keys"])
+router = APIRouter(
+    tags=["api-keys"],
+    responses={403: {"description": "An API key was sent; these need a JWT (jwt_required)"}},
+)
 
 
 @router.post("/api-keys", status_code=status.HTTP_201_CREATED, response_model=ApiKeyCreated)

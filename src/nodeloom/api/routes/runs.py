@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from pydantic import ValidationError
@@ -59,7 +60,9 @@ async def start_run(ctx: AppContext, request: RunRequest) -> Accepted:
             raise
         async with ctx.db.read_core() as conn:
             earlier = await conn.run_sync(
-                lambda sync: submit.earlier_answer(sync, request.account_id, key)
+                lambda sync: submit.earlier_answer(
+                    sync, request.account_id, key, request.workflow_id
+                )
             )
         if earlier is None:
             raise
@@ -70,7 +73,7 @@ async def start_run(ctx: AppContext, request: RunRequest) -> Accepted:
 
 
 def _run_location(workflow_id: str, run_id: str) -> str:
-    return f"/api/v1/workflows/{workflow_id}/runs/{run_id}"
+    return f"/api/v1/workflows/{quote(workflow_id, safe='')}/runs/{run_id}"
 
 
 @router.post(
@@ -87,6 +90,7 @@ def _run_location(workflow_id: str, run_id: str) -> str:
     },
     responses={
         402: {"description": "Insufficient credits (insufficient_credits)"},
+        409: {"description": "Idempotency-Key reused for another workflow (conflict)"},
         404: {"description": "No such workflow (not_found)"},
     },
 )

@@ -21,11 +21,10 @@ from nodeloom.nodes.base import (
     Kind,
     NodeContext,
     NodeFailure,
-    NodeSpec,
     NodeType,
-    Output,
     Params,
     Produced,
+    spec_family,
 )
 
 Seconds = Annotated[float, Field(ge=0, le=600)]
@@ -33,20 +32,7 @@ MaxSeconds = Annotated[float, Field(gt=0, le=600)]
 SR = media.SAMPLE_RATE
 
 
-def _spec(
-    type_: str, title: str, description: str, params: type[Params], *inputs: Input
-) -> NodeSpec:
-    return NodeSpec(
-        type=type_,
-        version=1,
-        category="audio",
-        title=title,
-        description=description,
-        inputs=inputs,
-        output=Output(Kind.AUDIO),
-        params=params,
-        cost=Cost(credits=1, per_second=1),
-    )
+_spec = spec_family("audio", Kind.AUDIO, Cost(credits=1, per_second=1))
 
 
 def _limit(ctx: NodeContext, max_seconds: float) -> float:

@@ -92,6 +92,28 @@ class NodeSpec:
         return None
 
 
+def spec_family(category: str, output: Kind, cost: Cost) -> Callable[..., NodeSpec]:
+    """A NodeSpec maker for the types of one module that share category, output kind and
+    price: ``make(type, title, description, params, *inputs)``."""
+
+    def make(
+        type_: str, title: str, description: str, params: builtins.type[Params], *inputs: Input
+    ) -> NodeSpec:
+        return NodeSpec(
+            type=type_,
+            version=1,
+            category=category,
+            title=title,
+            description=description,
+            inputs=inputs,
+            output=Output(output),
+            params=params,
+            cost=cost,
+        )
+
+    return make
+
+
 @dataclass(frozen=True)
 class ArtifactRef:
     """A completed artifact handed to a node as an input value."""

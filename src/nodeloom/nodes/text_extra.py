@@ -23,11 +23,10 @@ from nodeloom.nodes.base import (
     Kind,
     NodeContext,
     NodeFailure,
-    NodeSpec,
     NodeType,
-    Output,
     Params,
     Produced,
+    spec_family,
 )
 from nodeloom.nodes.text import input_text
 
@@ -35,20 +34,7 @@ REGEX_TIMEOUT = 1.0  # seconds
 MAX_OUTPUT_CHARS = 10_000_000
 
 
-def _spec(
-    type_: str, title: str, description: str, params: type[Params], *inputs: Input
-) -> NodeSpec:
-    return NodeSpec(
-        type=type_,
-        version=1,
-        category="text",
-        title=title,
-        description=description,
-        inputs=inputs,
-        output=Output(Kind.TEXT),
-        params=params,
-        cost=Cost(credits=0),
-    )
+_spec = spec_family("text", Kind.TEXT, Cost(credits=0))
 
 
 def _compile(pattern: str, ignore_case: bool) -> Any:

@@ -29,11 +29,10 @@ from nodeloom.nodes.base import (
     Kind,
     NodeContext,
     NodeFailure,
-    NodeSpec,
     NodeType,
-    Output,
     Params,
     Produced,
+    spec_family,
 )
 from nodeloom.nodes.image import Color, Side, caption_overlay
 from nodeloom.nodes.text import input_text
@@ -44,20 +43,7 @@ MaxSeconds = Annotated[float, Field(gt=0, le=600)]
 SR = media.SAMPLE_RATE
 
 
-def _spec(
-    type_: str, title: str, description: str, params: type[Params], *inputs: Input
-) -> NodeSpec:
-    return NodeSpec(
-        type=type_,
-        version=1,
-        category="video",
-        title=title,
-        description=description,
-        inputs=inputs,
-        output=Output(Kind.VIDEO),
-        params=params,
-        cost=Cost(credits=2, per_second=1),
-    )
+_spec = spec_family("video", Kind.VIDEO, Cost(credits=2, per_second=1))
 
 
 def _even_image(image: Image.Image) -> Image.Image:

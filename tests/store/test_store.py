@@ -114,13 +114,14 @@ class TestWorkflows:
                 )
         async with db.write() as s:
             await workflows.create(s, account_id=b.id, name="b's", graph_json=text_graph())
-        async with db.read() as s:
-            first = await workflows.page(s, a.id, 2, None)
+        async with db.read_core() as conn:
+            first = await workflows.page(conn, a.id, 2, None)
             assert [r.id for r in first] == made[::-1][:3]
             second = await workflows.page(
-                s, a.id, 2, encode_cursor(first[1].created_at, first[1].id)
+                conn, a.id, 2, encode_cursor(first[1].created_at, first[1].id)
             )
             assert [r.id for r in second] == made[::-1][2:5]
+        async with db.read() as s:
             row = await workflows.get(s, a.id, made[0])
             assert row is not None and row.graph_json == text_graph()
             assert await workflows.get(s, b.id, made[0]) is None
@@ -130,4 +131,5 @@ class TestWorkflows:
             await workflows.soft_delete(s, row)
         async with db.read() as s:
             assert await workflows.get(s, a.id, made[0]) is None
-            assert len(await workflows.page(s, a.id, 50, None)) == 4
+        async with db.read_core() as conn:
+            assert len(await workflows.page(conn, a.id, 50, None)) == 4

@@ -4,11 +4,10 @@ and artifacts stay consistent, but they are invisible to every query here."""
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncSession
 
 from nodeloom.db.models import Workflow, utcnow
 from nodeloom.store.paging import after_cursor
@@ -42,21 +41,24 @@ async def get(session: AsyncSession, account_id: str, workflow_id: str) -> Workf
     )
 
 
-async def page(
-    session: AsyncSession, account_id: str, limit: int, cursor: str | None
-) -> list[sa.Row[str, str, datetime, int]]:
+_WORKFLOWS = cast(sa.Table, Workflow.__table__)
+
+
+async def page(conn: AsyncConnection, account_id: str, limit: int, cursor: str | None) -> list[Any]:
     """Summaries only: the graph itself is never loaded for a list."""
     query = (
-        sa.select(Workflow.id, Workflow.name, Workflow.created_at, Workflow.node_count)
-        .where(
-            Workflow.account_id == account_id,
-            Workflow.deleted_at.is_(None),
-            after_cursor(Workflow.created_at, Workflow.id, cursor),
+        sa.select(
+            _WORKFLOWS.c.id, _WORKFLOWS.c.name, _WORKFLOWS.c.created_at, _WORKFLOWS.c.node_count
         )
-        .order_by(Workflow.created_at.desc(), Workflow.id.desc())
+        .where(
+            _WORKFLOWS.c.account_id == account_id,
+            _WORKFLOWS.c.deleted_at.is_(None),
+            after_cursor(_WORKFLOWS.c.created_at, _WORKFLOWS.c.id, cursor),
+        )
+        .order_by(_WORKFLOWS.c.created_at.desc(), _WORKFLOWS.c.id.desc())
         .limit(limit + 1)
     )
-    return list((await session.execute(query)).all())
+    return list((await conn.execute(query)).all())
 
 
 async def update(

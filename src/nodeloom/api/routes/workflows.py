@@ -9,10 +9,12 @@ from fastapi import APIRouter, Query, Request, Response, status
 from nodeloom.api.body import read_json
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.paging import link_next
+from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.state import AppContext
 from nodeloom.db.models import Workflow
 from nodeloom.engine.graph import validate_graph
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
+from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.workflows import WorkflowCreate, WorkflowOut, WorkflowSummary, WorkflowUpdate
 from nodeloom.store import runs as run_store
 from nodeloom.store import workflows
@@ -67,23 +69,29 @@ def _check_body(
 @router.get("/workflows", response_model=list[WorkflowSummary])
 async def list_workflows(
     request: Request,
-    response: Response,
     principal: PrincipalDep,
     ctx: CtxDep,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
-) -> list[dict[str, Any]]:
+) -> OrjsonResponse:
     """Newest first; the next page is in the ``Link: <...>; rel="next"`` header."""
-    async with ctx.db.read() as session:
-        rows = await workflows.page(session, principal.account_id, limit, cursor)
+    async with ctx.db.read_core() as conn:
+        rows = await workflows.page(conn, principal.account_id, limit, cursor)
+    headers: dict[str, str] = {}
     if len(rows) > limit:
         rows = rows[:limit]
         last = rows[-1]
-        response.headers["Link"] = link_next(request, encode_cursor(last.created_at, last.id))
-    return [
-        {"id": r.id, "name": r.name, "created_at": r.created_at, "node_count": r.node_count}
+        headers["Link"] = link_next(request, encode_cursor(last.created_at, last.id))
+    body = [
+        {
+            "id": r.id,
+            "name": r.name,
+            "created_at": format_timestamp(r.created_at),
+            "node_count": r.node_count,
+        }
         for r in rows
     ]
+    return OrjsonResponse(body, headers=headers)
 
 
 @router.post(

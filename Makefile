@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test check lint typecheck bench clean
+.PHONY: install run test check lint typecheck bench bench-peers clean
 
 install: $(STAMP)
 
@@ -26,7 +26,11 @@ test: check
 	$(BIN)/pytest
 
 bench: install
-	$(BIN)/python bench/run_all.py
+	$(BIN)/python -m bench.run_all
+
+# Side by side with n8n 2.8.4 (installed once into $NODELOOM_PEERS_DIR, default /tmp/nodeloom-peers).
+bench-peers: install
+	$(BIN)/python -m bench.bench_peers
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

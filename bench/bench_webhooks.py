@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 
 from bench.common import (
+    WEBHOOK_GRAPH,
     grant_credits,
     make_account,
     median,
@@ -38,19 +39,7 @@ from bench.common import (
 
 CONNECTIONS = 32
 BODY = {"text": "A sunset over the sea", "category": "travel"}
-GRAPH = {
-    "nodes": [
-        {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
-        {
-            "id": "tpl",
-            "type": "TextTemplate",
-            "position": {"x": 200, "y": 0},
-            "data": {"template": "{{ text }} / {{ input.category }}"},
-        },
-    ],
-    "edges": [{"id": "e1", "source": "in", "target": "tpl"}],
-    "viewport": {"x": 0, "y": 0, "zoom": 1},
-}
+GRAPH = WEBHOOK_GRAPH
 
 
 def lua_script(paths: list[str]) -> str:

@@ -8,12 +8,11 @@ docs/benchmarks.md. Each script can also run on its own (see its docstring).
 from __future__ import annotations
 
 import argparse
-import shutil
 import subprocess
 import sys
 import time
 
-from bench.common import write_section
+from bench.common import ensure_wrk, write_section
 
 SCENARIOS: dict[str, list[str]] = {
     "api": ["-m", "bench.bench_api"],
@@ -33,8 +32,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--only", default=",".join(SCENARIOS))
     args = parser.parse_args()
-    if shutil.which("wrk") is None:
-        raise SystemExit("wrk is required: apt-get install -y wrk")
+    ensure_wrk()
     failed = []
     for name in args.only.split(","):
         started = time.monotonic()

@@ -54,7 +54,7 @@ class Settings(BaseSettings):
         "(also power-loss safe). See docs/adr/0003-sqlite-durability.md.",
     )
     max_concurrent_accepts: int = Field(
-        default=4, ge=1, description="Execute/trigger transactions being prepared at once."
+        default=8, ge=1, description="Execute/trigger transactions being prepared at once."
     )
     max_active_runs: int = Field(
         default=64,

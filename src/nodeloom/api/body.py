@@ -49,6 +49,11 @@ async def read_json(
     if require_json_type and not is_json_content_type(request.headers.get("content-type")):
         raise UnsupportedMediaType("Send the body as Content-Type: application/json.")
     raw = await read_limited(request, max_bytes)
+    return parse_json(raw, require_object=require_object, allow_empty=allow_empty)
+
+
+def parse_json(raw: bytes, *, require_object: bool = True, allow_empty: bool = False) -> Any:
+    """A request body as JSON, or InvalidRequest saying what is wrong with it."""
     if not raw.strip():
         if allow_empty:
             return None

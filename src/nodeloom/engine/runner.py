@@ -73,7 +73,7 @@ class Outcome:
     error: dict[str, Any] | None = None
 
 
-def _ref(row: Artifact, store: ArtifactStore) -> ArtifactRef:
+def _ref(row: Artifact | NewArtifact, store: ArtifactStore) -> ArtifactRef:
     return ArtifactRef(
         artifact_id=row.id,
         content_type=row.content_type,
@@ -442,21 +442,11 @@ class RunDriver:
             height=produced.height,
             duration_ms=produced.duration_ms,
         )
-        ref = ArtifactRef(
-            artifact_id=artifact.id,
-            content_type=artifact.content_type,
-            sha256=blob.sha256,
-            size_bytes=blob.size_bytes,
-            path=store.path_for(blob.sha256),
-            width=produced.width,
-            height=produced.height,
-            duration_ms=produced.duration_ms,
-        )
         return Outcome(
             node.id,
             NodeStatus.COMPLETED,
             utcnow(),
-            ref=ref,
+            ref=_ref(artifact, store),
             new_artifact=artifact,
             credits=node.node.charge_credits(node.params, produced.duration_ms),
             cache_key=key,

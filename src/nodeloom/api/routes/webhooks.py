@@ -27,10 +27,9 @@ import re
 import secrets
 from typing import Annotated, Any
 
-import orjson
 from fastapi import APIRouter, Depends, Request, Response, status
 
-from nodeloom.api.body import is_json_content_type, read_limited
+from nodeloom.api.body import is_json_content_type, parse_json, read_limited
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.paging import link_next
 from nodeloom.api.routes.runs import start_run
@@ -43,8 +42,6 @@ from nodeloom.auth.tokens import decrypt, encrypt, keyed_hash
 from nodeloom.db.models import Webhook
 from nodeloom.engine.submit import RunRequest
 from nodeloom.errors import (
-    FieldError,
-    InvalidRequest,
     NodeloomError,
     NotFound,
     RateLimited,
@@ -206,20 +203,7 @@ async def delete_webhook(
 
 
 def _parse_object(raw: bytes) -> dict[str, Any]:
-    if not raw.strip():
-        raise InvalidRequest(
-            "A JSON object body is required.", errors=[FieldError("", "the body is empty")]
-        )
-    try:
-        value = orjson.loads(raw)
-    except orjson.JSONDecodeError as exc:
-        raise InvalidRequest(
-            "The body is not valid JSON.", errors=[FieldError("", f"invalid JSON: {exc}")]
-        ) from exc
-    if not isinstance(value, dict):
-        raise InvalidRequest(
-            "The body must be a JSON object.", errors=[FieldError("", "expected an object")]
-        )
+    value: dict[str, Any] = parse_json(raw)
     return value
 
 

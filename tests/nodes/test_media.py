@@ -176,11 +176,14 @@ async def test_cancelled_node_stops_its_worker(
         run_node(
             ImageAudioToVideo(),
             ctx,
-            {"fps": 60},
-            {"image": artifacts.image(640, 360), "audio": artifacts.audio(30.0)},
+            {"fps": 60, "max_seconds": 300},
+            # Long enough that the encode is still going when the cancel arrives, however
+            # fast the machine: ~14,000 frames.
+            {"image": artifacts.image(640, 360), "audio": artifacts.audio(240.0)},
         )
     )
-    await asyncio.sleep(0.6)
+    await asyncio.sleep(0.3)
+    assert not task.done(), "the encode finished before it could be cancelled"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task

@@ -38,6 +38,11 @@ class Decision:
         return headers
 
 
+@dataclass
+class Reservation:
+    decision: Decision
+
+
 class LocalWindows:
     """Moving windows in this process's memory: per key, the times of counted requests.
 
@@ -70,15 +75,32 @@ class LocalWindows:
                 del self._hits[key]
 
     def decide(self, key: str, limit: int, window: int, *, count: bool) -> Decision:
+        return self._decide(key, limit, window, count=count)[0]
+
+    def _decide(
+        self, key: str, limit: int, window: int, *, count: bool
+    ) -> tuple[Decision, float | None]:
         now = time.monotonic()
         self._sweep(now, window)
         hits = self._window(key, window, now)
         allowed = len(hits) < limit
+        stamp = None
         if allowed and count:
             hits.append(now)
+            stamp = now
         remaining = max(0, limit - len(hits))
         reset = math.ceil(hits[0] + window - now) if hits else 0
-        return Decision(allowed, limit, remaining, max(0, reset))
+        return Decision(allowed, limit, remaining, max(0, reset)), stamp
+
+    def take(self, key: str, limit: int, window: int) -> tuple[Decision, float | None]:
+        """Count one request now; the stamp lets ``give_back`` undo exactly this one."""
+        return self._decide(key, limit, window, count=True)
+
+    def give_back(self, key: str, stamp: float) -> None:
+        hits = self._hits.get(key)
+        if hits is not None:
+            with contextlib.suppress(ValueError):
+                hits.remove(stamp)
 
     def clear(self, key: str) -> None:
         self._hits.pop(key, None)
@@ -123,6 +145,36 @@ class RateLimiter:
             self._local.clear(key)
             return
         await self._limiter.clear(RateLimitItemPerSecond(limit, window_seconds), key)
+
+    @contextlib.asynccontextmanager
+    async def reserve(
+        self, key: str, limit: int, window_seconds: int = 60
+    ) -> AsyncIterator[Reservation]:
+        """Count a request only if the block succeeds (e.g. the run was accepted).
+
+        In memory the slot is taken at once and given back if the block raises, so
+        concurrent requests never wait for each other. ``limits`` cannot give a hit back, so
+        with Redis the check -> block -> hit sequence runs under ``exclusive``.
+        The block must look at ``reservation.decision.allowed`` first.
+        """
+        if self._limiter is None:
+            decision, stamp = self._local.take(key, limit, window_seconds)
+            reservation = Reservation(decision)
+            try:
+                yield reservation
+            except BaseException:
+                if stamp is not None:
+                    self._local.give_back(key, stamp)
+                    reservation.decision = self._local.decide(
+                        key, limit, window_seconds, count=False
+                    )
+                raise
+            return
+        async with self.exclusive(key):
+            reservation = Reservation(await self.check(key, limit, window_seconds))
+            yield reservation
+            if reservation.decision.allowed:
+                reservation.decision = await self.hit(key, limit, window_seconds)
 
     @contextlib.asynccontextmanager
     async def exclusive(self, key: str, wait_seconds: float = LOCK_SECONDS) -> AsyncIterator[None]:

@@ -48,6 +48,7 @@ from nodeloom.errors import (
     UnsupportedMediaType,
     WebhookInactive,
 )
+from nodeloom.ratelimit import Reservation
 from nodeloom.schemas.webhooks import TriggerAccepted, WebhookCreate, WebhookOut, WebhookUpdate
 from nodeloom.store import webhooks as webhook_store
 from nodeloom.store import workflows
@@ -272,22 +273,26 @@ async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
         signatures.verify(secret, raw, *signature)
     run_input = _parse_object(raw)
 
-    # Count only accepted triggers: check, start the run, then hit, with the sequence held
-    # exclusive per webhook so two concurrent triggers cannot both take the last slot.
-    async with ctx.limiter.exclusive(key):
-        decision = await ctx.limiter.check(key, limit)
-        request.state.ratelimit = decision
-        if not decision.allowed:
-            raise _rate_limited(limit, decision.reset_seconds, decision.headers())
-        accepted = await start_run(
-            ctx,
-            RunRequest(
-                account_id=target.account_id,
-                workflow_id=target.workflow_id,
-                run_input=run_input,
-                use_cache=True,
-                webhook_id=target.webhook_id,
-            ),
-        )
-        request.state.ratelimit = await ctx.limiter.hit(key, limit)
+    # Count only accepted triggers: a slot is reserved for the attempt and given back if the
+    # run is refused, so two concurrent triggers can never both take the last slot.
+    reservation = Reservation(decision)
+    try:
+        async with ctx.limiter.reserve(key, limit) as reservation:
+            if not reservation.decision.allowed:
+                refused = reservation.decision
+                raise _rate_limited(limit, refused.reset_seconds, refused.headers())
+            accepted = await start_run(
+                ctx,
+                RunRequest(
+                    account_id=target.account_id,
+                    workflow_id=target.workflow_id,
+                    run_input=run_input,
+                    use_cache=True,
+                    webhook_id=target.webhook_id,
+                ),
+            )
+    finally:
+        # Headers describe the window as it is after this request: a refused run gave its
+        # slot back.
+        request.state.ratelimit = reservation.decision
     return accepted.answer

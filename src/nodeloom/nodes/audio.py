@@ -57,9 +57,6 @@ class AudioConcat(NodeType):
         Input("audio", Kind.AUDIO, multiple=True),
     )
 
-    def estimate_seconds(self, params: AudioConcatParams) -> float:
-        return params.max_seconds
-
     async def run(
         self, ctx: NodeContext, params: AudioConcatParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
@@ -160,9 +157,6 @@ class AudioVolume(NodeType):
         AudioVolumeParams,
         Input("audio", Kind.AUDIO),
     )
-
-    def estimate_seconds(self, params: AudioVolumeParams) -> float:
-        return params.max_seconds
 
     async def run(
         self, ctx: NodeContext, params: AudioVolumeParams, inputs: Mapping[str, InputValue]

@@ -196,8 +196,9 @@ class NodeType(ABC):
         """Do the work. Raise ``NodeFailure`` for an error the user should read."""
 
     def estimate_seconds(self, params: Any) -> float:
-        """Upper bound of the output's length in seconds, for per-second pricing."""
-        return 0.0
+        """Upper bound of the output's length in seconds, for per-second pricing: by default
+        the ``max_seconds`` param of nodes whose length depends on their inputs."""
+        return float(getattr(params, "max_seconds", 0.0))
 
     def param_problems(self, params: Any) -> list[str]:
         """Problems the params schema cannot express (e.g. a template syntax error)."""

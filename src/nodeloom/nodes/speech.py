@@ -209,9 +209,6 @@ class TextToSpeech(NodeType):
         cost=Cost(credits=1, per_second=1),
     )
 
-    def estimate_seconds(self, params: TextToSpeechParams) -> float:
-        return params.max_seconds
-
     async def run(
         self, ctx: NodeContext, params: TextToSpeechParams, inputs: Mapping[str, InputValue]
     ) -> Produced:

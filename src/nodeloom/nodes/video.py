@@ -156,9 +156,6 @@ class ImageAudioToVideo(NodeType):
         Input("audio", Kind.AUDIO),
     )
 
-    def estimate_seconds(self, params: ImageAudioToVideoParams) -> float:
-        return params.max_seconds
-
     async def run(
         self, ctx: NodeContext, params: ImageAudioToVideoParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
@@ -216,9 +213,6 @@ class Slideshow(NodeType):
         Input("images", Kind.IMAGE, multiple=True),
         Input("audio", Kind.AUDIO, required=False),
     )
-
-    def estimate_seconds(self, params: SlideshowParams) -> float:
-        return params.max_seconds
 
     async def run(
         self, ctx: NodeContext, params: SlideshowParams, inputs: Mapping[str, InputValue]
@@ -356,9 +350,6 @@ class VideoConcat(NodeType):
         Input("videos", Kind.VIDEO, multiple=True),
     )
 
-    def estimate_seconds(self, params: VideoConcatParams) -> float:
-        return params.max_seconds
-
     async def run(
         self, ctx: NodeContext, params: VideoConcatParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
@@ -418,9 +409,6 @@ class VideoAddAudio(NodeType):
         Input("audio", Kind.AUDIO),
     )
 
-    def estimate_seconds(self, params: VideoAudioParams) -> float:
-        return params.max_seconds
-
     async def run(
         self, ctx: NodeContext, params: VideoAudioParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
@@ -464,9 +452,6 @@ class VideoCaption(NodeType):
         Input("video", Kind.VIDEO),
         Input("text", Kind.TEXT),
     )
-
-    def estimate_seconds(self, params: VideoCaptionParams) -> float:
-        return params.max_seconds
 
     async def run(
         self, ctx: NodeContext, params: VideoCaptionParams, inputs: Mapping[str, InputValue]

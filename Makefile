@@ -4,9 +4,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: install run test check lint typecheck bench bench-peers clean
+.PHONY: install run test check lint typecheck bench bench-peers clean chromium
 
-install: $(STAMP)
+# The web app (web/) is built into the package when missing or older than its sources.
+WEB_BUNDLE := src/nodeloom/web_dist/index.html
+WEB_SOURCES := $(shell find web/src web/public -type f 2>/dev/null) web/index.html \
+	web/package.json web/package-lock.json web/vite.config.ts web/tsconfig.json \
+	$(wildcard src/nodeloom/schemas/*.py src/nodeloom/api/routes/*.py)
+
+install: $(STAMP) $(WEB_BUNDLE) chromium
+
+$(WEB_BUNDLE): $(WEB_SOURCES) | $(STAMP)
+	scripts/build_web.sh
+
+chromium:
+	@scripts/ensure_chromium.sh
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,6 +33,7 @@ check: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	scripts/check_web.sh
 
 test: check
 	$(BIN)/pytest
@@ -33,4 +46,4 @@ bench-peers: install
 	$(BIN)/python -m bench.bench_peers
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache web/node_modules src/nodeloom/web_dist

@@ -247,7 +247,7 @@ def main() -> None:
         ("server peak RSS (MB)", f"{rss:.0f}"),
     ]
     text = (
-        f"POST /api/v1/webhooks/{{token}} with the seed's example body, {args.webhooks} webhooks "
+        f"POST /api/v1/webhooks/{{token}} with the documented body, {args.webhooks} webhooks "
         f"round-robin, {args.connections} connections, {args.seconds} s, workflow "
         "TextInput -> TextTemplate (embedded SQLite, executor in the same process).\n\n"
         + table(rows, ("measure", "value"))

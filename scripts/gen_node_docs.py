@@ -40,6 +40,33 @@ upstream media); the charge is the real length, never more than the estimate.
 
 **Limits** (settings): `NODELOOM_MAX_IMAGE_PIXELS` for images read and created,
 `NODELOOM_MAX_MEDIA_SECONDS` for audio and video, `NODELOOM_MAX_ARTIFACT_BYTES` for any output.
+
+## Edges: which input an edge feeds
+
+A node has one output and the named inputs listed under *Inputs*. An edge
+`{"id", "source", "target", "sourceHandle"?, "targetHandle"?}` carries the source's output
+into one input of the target:
+
+- `targetHandle` is the name of the target's input, e.g. `"image"` or `"audio"` of
+  `ImageAudioToVideo`. It may be left out only when the target has exactly one input; with
+  several, an edge without it is refused (`invalid_graph` at `/graph_json/edges/N/targetHandle`,
+  naming the inputs), and so is a name the target does not have.
+- The output's kind must be the input's kind: an image output into a text input is refused.
+- An input marked *multiple* (`images` of `ImageGrid`, `audio` of `AudioConcat`, ...) takes
+  any number of edges and receives them in the order the edges appear in `edges`; every other
+  input takes one edge at most.
+- Every input not marked *optional* must be connected.
+- `sourceHandle` may be left out (there is only one output); when present it must be
+  `"output"` or the output's kind (`"text"`, `"image"`, `"audio"`, `"video"`).
+
+```json
+{"id": "e1", "source": "card", "target": "clip", "targetHandle": "image"},
+{"id": "e2", "source": "speech", "target": "clip", "targetHandle": "audio"}
+```
+
+What a run outputs: every node's artifact is kept and downloadable, and the artifacts of the
+nodes no edge leaves (the graph's sinks) are the run's outputs, the ones `nodeloom run
+--download` and the client's `run.outputs()` return.
 """
 
 

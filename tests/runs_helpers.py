@@ -39,6 +39,9 @@ async def wait_for_run(
     client: httpx.AsyncClient, user: User, workflow_id: str, run_id: str, timeout: float = 20.0
 ) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
+    # Backing off as a client should: a run queued on PostgreSQL may take seconds, and
+    # polling every 20 ms would spend the key's 100 requests a minute.
+    delay = 0.02
     while True:
         r = await client.get(f"/api/v1/workflows/{workflow_id}/runs/{run_id}", headers=user.headers)
         assert r.status_code == 200, r.text
@@ -47,7 +50,8 @@ async def wait_for_run(
             return body
         if time.monotonic() > deadline:
             raise AssertionError(f"run {run_id} still running after {timeout}s: {body}")
-        await asyncio.sleep(0.02)
+        await asyncio.sleep(delay)
+        delay = min(0.25, delay * 1.5)
 
 
 async def balance(client: httpx.AsyncClient, user: User) -> int:

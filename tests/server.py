@@ -21,11 +21,14 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    def __init__(self, data_dir: Path, env: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, env: dict[str, str] | None = None, args: list[str] | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.extra_env = env or {}
+        self.args = args or []
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir / f"server-{self.port}.log"
 
@@ -48,6 +51,7 @@ class ServerProcess:
                 "127.0.0.1",
                 "--port",
                 str(self.port),
+                *self.args,
             ],
             env=env,
             stdout=log,
@@ -69,6 +73,59 @@ class ServerProcess:
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handlers, exactly like a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class WorkerProcess:
+    """A real ``nodeloom worker`` (PostgreSQL queue), started and stopped by its own PID."""
+
+    def __init__(self, data_dir: Path, env: dict[str, str], concurrency: int = 4) -> None:
+        self.data_dir = data_dir
+        self.env = env
+        self.concurrency = concurrency
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = data_dir / f"worker-{id(self)}.log"
+
+    def start(self, timeout: float = 30.0) -> None:
+        env = {**os.environ, "NODELOOM_DATA_DIR": str(self.data_dir), **self.env}
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        with self.log_path.open("ab") as log:
+            self.proc = subprocess.Popen(
+                [
+                    *(sys.executable, "-m", "nodeloom.cli", "worker"),
+                    *("--concurrency", str(self.concurrency)),
+                ],
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"worker exited early: {self.log_path.read_text()}")
+            if "nodes at once" in self.log_path.read_text(errors="replace"):
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"worker did not start: {self.log_path.read_text()}")
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def kill(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGKILL)
             self.proc.wait(10)

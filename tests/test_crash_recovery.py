@@ -1,4 +1,4 @@
-"""SPEC §5 durability: kill a real server mid-run with SIGKILL, restart it, and every run
+"""Durability: kill a real server mid-run with SIGKILL, restart it, and every run
 completes with completed nodes neither re-run nor re-charged, and every artifact readable."""
 
 from __future__ import annotations

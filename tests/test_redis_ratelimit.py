@@ -1,4 +1,4 @@
-"""SPEC §8 "limits hold across replicas": the Redis-backed limiter, shared by two limiters and
+"""Rate limits hold across replicas: the Redis-backed limiter, shared by two limiters and
 by two app instances (replicas) on one Redis. Skipped when Redis is absent, a failure under
 NODELOOM_REQUIRE_SERVICES=1. Every test uses its own key namespace so runs never collide."""
 
@@ -7,17 +7,20 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import httpx
 import pytest
 from fastapi import FastAPI
 
 from nodeloom.api.app import create_app
+from nodeloom.db.migrate import upgrade
 from nodeloom.ratelimit import RateLimiter
 from nodeloom.settings import Settings
 from tests.api.test_auth import assert_problem
 from tests.api.test_webhooks import make_webhook, trigger
-from tests.conftest import User, text_graph
+from tests.conftest import TEST_SECRET, User, text_graph
+from tests.server import free_port
 from tests.services import REDIS_URL, require_redis
 
 pytestmark = pytest.mark.redis
@@ -158,3 +161,24 @@ class TestReplicas:
             assert_problem(await trigger(c, hook["token"]), 429, "rate_limited")
         r = await client.get(f"/api/v1/workflows/{workflow}/runs", headers=owner.jwt_headers)
         assert len(r.json()) == 10
+
+
+async def test_redis_unreachable_is_a_503_to_retry_never_a_500(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        secret_key=TEST_SECRET,
+        redis_url=f"redis://127.0.0.1:{free_port()}/0",  # nothing listens there
+    ).prepare()
+    await asyncio.to_thread(upgrade, settings.effective_database_url)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as client:
+            r = await client.post(
+                "/api/v1/auth/login", json={"email": "a@example.com", "password": "whatever1"}
+            )
+            problem = assert_problem(r, 503, "service_unavailable")
+            assert "Redis" in str(problem["detail"])
+            assert int(r.headers["retry-after"]) >= 1
+            assert (await client.get("/healthz")).status_code == 200
+            assert (await client.get("/readyz")).status_code == 503

@@ -1,4 +1,5 @@
-"""The ``nodeloom`` command: serve, worker, db, accounts."""
+"""The ``nodeloom`` command: serve, db and provider here; the client commands (login,
+workflows, run, runs, webhooks, keys) and accounts administration in ``nodeloom.commands``."""
 
 from __future__ import annotations
 
@@ -8,24 +9,18 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.table import Table
 
-from nodeloom.auth.passwords import hash_password
-from nodeloom.auth.principal import Plan
-from nodeloom.db.engine import Database
+from nodeloom import commands
 from nodeloom.db.migrate import upgrade
 from nodeloom.errors import ConfigurationError
 from nodeloom.nodes.provider_cli import provider_app
-from nodeloom.schemas.accounts import _email
 from nodeloom.settings import Settings
-from nodeloom.store import accounts as account_store
 
 app = typer.Typer(help="Nodeloom: workflow automation for generative media.", no_args_is_help=True)
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
-accounts_app = typer.Typer(help="Accounts (server-side administration).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-app.add_typer(accounts_app, name="accounts")
 app.add_typer(provider_app, name="provider")
+commands.register(app)
 console = Console()
 
 
@@ -47,28 +42,89 @@ def _configure_logging(level: str) -> None:
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="TCP port.")] = 8000,
+    no_worker: Annotated[
+        bool,
+        typer.Option(
+            "--no-worker",
+            help="Only serve the API; nodes run in `nodeloom worker` processes (PostgreSQL).",
+        ),
+    ] = False,
 ) -> None:
-    """Migrate the database, then serve the API (and, embedded, run workflows)."""
+    """Migrate the database, then serve the API (and, unless --no-worker, run workflows)."""
     import uvicorn
 
     from nodeloom.api.app import create_app
+    from nodeloom.api.serving import DrainingServer
 
     settings = _settings()
     _configure_logging(settings.log_level)
+    if no_worker and settings.is_sqlite:
+        console.print(
+            "[red]--no-worker needs PostgreSQL[/red] (NODELOOM_DATABASE_URL): with SQLite, "
+            "every `nodeloom serve` runs the workflows it accepts."
+        )
+        raise typer.Exit(2)
     upgrade(settings.effective_database_url)
-    uvicorn.run(
-        create_app(settings),
+    app = create_app(settings, executes=not no_worker)
+    config = uvicorn.Config(
+        app,
         host=host,
         port=port,
         loop="uvloop",
         http="httptools",
         log_level=settings.log_level.lower(),
         access_log=False,
-        timeout_graceful_shutdown=int(settings.shutdown_grace_seconds) + 5,
+        timeout_graceful_shutdown=5,  # after the drain: what is left is idle connections
         # Events are small JSON; per-connection deflate state doubled memory per socket and
         # pushed p99 delivery past 50 ms with 1,000 subscribers (bench/bench_events.py).
         ws_per_message_deflate=False,
     )
+    DrainingServer(config, app.state.ctx).run()
+
+
+@app.command()
+def worker(
+    concurrency: Annotated[
+        int | None,
+        typer.Option(help="Node jobs run at once (default NODELOOM_WORKER_CONCURRENCY).", min=1),
+    ] = None,
+) -> None:
+    """Run workflow nodes from the PostgreSQL job queue; serves no HTTP. Stop with SIGTERM:
+    running nodes get NODELOOM_SHUTDOWN_GRACE_SECONDS, then go back to the queue."""
+    settings = _settings()
+    _configure_logging(settings.log_level)
+    if settings.is_sqlite:
+        console.print(
+            "[red]nodeloom worker needs PostgreSQL[/red] (NODELOOM_DATABASE_URL); with SQLite, "
+            "`nodeloom serve` runs the workflows itself."
+        )
+        raise typer.Exit(2)
+    if concurrency is not None:
+        settings.worker_concurrency = concurrency
+    upgrade(settings.effective_database_url)
+    asyncio.run(_work(settings))
+
+
+async def _work(settings: Settings) -> None:
+    import signal
+
+    from nodeloom.runtime import Runtime
+
+    runtime = Runtime.build(settings, executes=True)
+    await runtime.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    logging.getLogger("nodeloom").info(
+        "worker %s running up to %d nodes at once",
+        runtime.identity.token,
+        settings.worker_concurrency,
+    )
+    try:
+        await stop.wait()
+    finally:
+        await runtime.stop()
 
 
 @db_app.command("upgrade")
@@ -79,113 +135,93 @@ def db_upgrade() -> None:
     console.print("database is up to date")
 
 
-async def _with_db(settings: Settings, action: object) -> object:
-    db = Database(settings)
-    try:
-        assert callable(action)
-        return await action(db)
-    finally:
-        await db.dispose()
-
-
-def _parse_plan(plan: str | None) -> str | None:
-    if plan is None:
-        return None
-    try:
-        return Plan(plan.lower()).value
-    except ValueError as exc:
-        raise typer.BadParameter(f"plan must be one of {', '.join(p.value for p in Plan)}") from exc
-
-
-@accounts_app.command("create")
-def accounts_create(
-    email: Annotated[str, typer.Option(help="Log-in e-mail.")],
-    password: Annotated[
-        str, typer.Option(help="8 to 128 characters.", prompt=True, hide_input=True)
-    ],
-    plan: Annotated[str, typer.Option(help="free, pro, business or enterprise.")] = "free",
-    credits: Annotated[int, typer.Option(help="Initial credits.", min=0)] = 0,
+@db_app.command("copy-to")
+def db_copy_to(
+    target: Annotated[str, typer.Argument(help="postgresql+asyncpg://user@host/db (empty)")],
+    artifacts_to_s3: Annotated[
+        bool,
+        typer.Option(
+            "--artifacts-to-s3",
+            help="Also upload the artifact files to the NODELOOM_S3_* bucket.",
+        ),
+    ] = False,
 ) -> None:
-    """Create an account."""
+    """Copy this installation's database (NODELOOM_DATA_DIR / NODELOOM_DATABASE_URL) into an
+    empty PostgreSQL database, ids kept; stop the server first. See docs/operations.md."""
+    from rich.progress import Progress
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    from nodeloom.db.copy import CopyRefused, copy_database
+
     settings = _settings()
     upgrade(settings.effective_database_url)
-    if not 8 <= len(password) <= 128:
-        raise typer.BadParameter("password must be 8 to 128 characters")
+    upgrade(target)
+
+    async def copy() -> None:
+        source = create_async_engine(settings.effective_database_url)
+        destination = create_async_engine(target)
+        try:
+            with Progress(console=console, transient=True) as bar:
+                tasks: dict[str, object] = {}
+
+                def progress(table: str, rows: int) -> None:
+                    if table not in tasks:
+                        tasks[table] = bar.add_task(table, total=None)
+                    bar.update(tasks[table], completed=rows)  # type: ignore[arg-type]
+
+                copied = await copy_database(source, destination, progress)
+        finally:
+            await source.dispose()
+            await destination.dispose()
+        for table, rows in copied.rows.items():
+            console.print(f"{table}: {rows} rows")
+
     try:
-        address = _email(email)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc)) from exc
-    plan_value = _parse_plan(plan) or "free"
-    password_hash = hash_password(password)
-
-    async def action(db: Database) -> str | None:
-        async with db.write() as session:
-            if await account_store.by_email(session, address) is not None:
-                return None
-            account = await account_store.create(
-                session,
-                email=address,
-                password_hash=password_hash,
-                plan=plan_value,
-                credits=credits,
-            )
-            return account.id
-
-    account_id = asyncio.run(_with_db(settings, action))
-    if account_id is None:
-        console.print(f"[red]an account with e-mail {address} already exists[/red]")
-        raise typer.Exit(1)
-    console.print(f"created account {account_id} ({address}, {plan_value}, {credits} credits)")
+        asyncio.run(copy())
+    except CopyRefused as exc:
+        console.print(f"[red]not copied:[/red] {exc}")
+        raise typer.Exit(1) from exc
+    if artifacts_to_s3:
+        asyncio.run(_upload_artifacts(settings))
+    console.print(f"copied into {_masked(target)}")
 
 
-@accounts_app.command("set")
-def accounts_set(
-    email: Annotated[str, typer.Option(help="The account's e-mail.")],
-    plan: Annotated[str | None, typer.Option(help="New plan.")] = None,
-    credits: Annotated[
-        int | None, typer.Option(help="New balance (recorded as a grant).", min=0)
-    ] = None,
-) -> None:
-    """Change an account's plan or credit balance; takes effect on its next request."""
-    settings = _settings()
-    upgrade(settings.effective_database_url)
-    plan_value = _parse_plan(plan)
-    address = email.strip().lower()
+async def _upload_artifacts(settings: Settings) -> None:
+    from nodeloom.artifacts.s3 import S3ArtifactStore, upload_tree
 
-    async def action(db: Database) -> bool:
-        async with db.write() as session:
-            account = await account_store.by_email(session, address)
-            if account is None:
-                return False
-            if plan_value is not None:
-                await account_store.set_plan(session, account.id, plan_value)
-            if credits is not None:
-                await account_store.set_credits(session, account.id, credits)
-            return True
-
-    if not asyncio.run(_with_db(settings, action)):
-        console.print(f"[red]no account with e-mail {address}[/red]")
-        raise typer.Exit(1)
-    console.print(f"updated {address}")
+    store = S3ArtifactStore(settings)
+    count = size = 0
+    async for _, nbytes in upload_tree(store, settings.artifacts_dir):
+        count += 1
+        size += nbytes
+    console.print(f"artifacts: {count} files ({size / 1e6:.1f} MB) uploaded")
 
 
-@accounts_app.command("list")
-def accounts_list() -> None:
-    """List accounts with plan and balance."""
+def _masked(url: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+@db_app.command("prune")
+def db_prune() -> None:
+    """Remove now what retention removes: finished runs older than NODELOOM_RETENTION_DAYS
+    with their artifacts, and unreferenced files. The credit ledger is kept."""
+    from nodeloom.artifacts.store import LocalArtifactStore
+    from nodeloom.db.engine import Database
+    from nodeloom.engine.retention import PruneReport, Retention
+
     settings = _settings()
     upgrade(settings.effective_database_url)
 
-    async def action(db: Database) -> list[tuple[str, str, str, int, str]]:
-        async with db.read() as session:
-            rows = await account_store.list_all(session)
-        return [(a.id, a.email, a.plan, a.credits_balance, a.created_at.isoformat()) for a in rows]
+    async def prune() -> PruneReport:
+        db = Database(settings)
+        try:
+            return await Retention(settings, db, LocalArtifactStore(settings.artifacts_dir)).prune()
+        finally:
+            await db.dispose()
 
-    rows = asyncio.run(_with_db(settings, action))
-    assert isinstance(rows, list)
-    table = Table("id", "email", "plan", "credits", "created_at")
-    for row in rows:
-        table.add_row(row[0], row[1], row[2], str(row[3]), row[4])
-    console.print(table)
+    console.print(f"removed {asyncio.run(prune())}")
 
 
 def main() -> None:

@@ -19,6 +19,7 @@ RFC 9457 problem+json responses.
         ├── PayloadTooLarge         413 payload_too_large
         ├── UnsupportedMediaType    415 unsupported_media_type
         ├── RangeNotSatisfiable     416 range_not_satisfiable
+        ├── IdempotencyKeyReused    422 idempotency_key_reused (same key, another request)
         ├── RateLimited             429 rate_limited
         └── ServiceUnavailable      503 service_unavailable (database busy; retry)
 """
@@ -157,6 +158,12 @@ class RangeNotSatisfiable(ProblemError):
     status = 416
     code = "range_not_satisfiable"
     title = "Range not satisfiable"
+
+
+class IdempotencyKeyReused(ProblemError):
+    status = 422
+    code = "idempotency_key_reused"
+    title = "Idempotency key reused"
 
 
 class RateLimited(ProblemError):

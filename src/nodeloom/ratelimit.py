@@ -8,14 +8,16 @@ import contextlib
 import math
 import time
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 
 from limits import RateLimitItemPerSecond
 from limits.aio.storage import RedisStorage, Storage
 from limits.aio.strategies import MovingWindowRateLimiter
+from redis.exceptions import RedisError
 
 from nodeloom.errors import ServiceUnavailable
+from nodeloom.redis_options import client_options
 
 LOCK_SECONDS = 10
 
@@ -89,7 +91,8 @@ class LocalWindows:
             hits.append(now)
             stamp = now
         remaining = max(0, limit - len(hits))
-        reset = math.ceil(hits[0] + window - now) if hits else 0
+        # Clamped: float rounding can make a hit counted just now seem to expire after window.
+        reset = min(window, math.ceil(hits[0] + window - now)) if hits else 0
         return Decision(allowed, limit, remaining, max(0, reset)), stamp
 
     def take(self, key: str, limit: int, window: int) -> tuple[Decision, float | None]:
@@ -106,6 +109,19 @@ class LocalWindows:
         self._hits.pop(key, None)
 
 
+@contextlib.contextmanager
+def _redis_errors() -> Iterator[None]:
+    """Redis unreachable: the request cannot be counted, so it is not served — a 503 the
+    client may retry, never a 500."""
+    try:
+        yield
+    except (RedisError, OSError, ConnectionError) as exc:
+        raise ServiceUnavailable(
+            "Rate limits cannot be checked right now (Redis is unreachable); retry shortly.",
+            headers={"Retry-After": "2"},
+        ) from exc
+
+
 class RateLimiter:
     def __init__(self, redis_url: str | None = None, namespace: str = "nodeloom") -> None:
         self.storage: Storage | None = None
@@ -113,7 +129,9 @@ class RateLimiter:
         self._local = LocalWindows()
         if redis_url:
             url = redis_url if redis_url.startswith("async+") else "async+" + redis_url
-            self.storage = RedisStorage(url, implementation="redispy", key_prefix=namespace)
+            self.storage = RedisStorage(
+                url, implementation="redispy", key_prefix=namespace, **client_options()
+            )
             self._limiter = MovingWindowRateLimiter(self.storage)
         self.shared = bool(redis_url)
         self._local_locks: dict[str, tuple[asyncio.Lock, int]] = {}
@@ -123,16 +141,18 @@ class RateLimiter:
         if self._limiter is None:
             return self._local.decide(key, limit, window_seconds, count=True)
         item = RateLimitItemPerSecond(limit, window_seconds)
-        allowed = await self._limiter.hit(item, key)
-        return await self._decision(item, key, allowed)
+        with _redis_errors():
+            allowed = await self._limiter.hit(item, key)
+            return await self._decision(item, key, allowed)
 
     async def check(self, key: str, limit: int, window_seconds: int = 60) -> Decision:
         """Would one more request be allowed? Counts nothing."""
         if self._limiter is None:
             return self._local.decide(key, limit, window_seconds, count=False)
         item = RateLimitItemPerSecond(limit, window_seconds)
-        allowed = await self._limiter.test(item, key)
-        return await self._decision(item, key, allowed)
+        with _redis_errors():
+            allowed = await self._limiter.test(item, key)
+            return await self._decision(item, key, allowed)
 
     async def _decision(self, item: RateLimitItemPerSecond, key: str, allowed: bool) -> Decision:
         assert self._limiter is not None
@@ -144,7 +164,8 @@ class RateLimiter:
         if self._limiter is None:
             self._local.clear(key)
             return
-        await self._limiter.clear(RateLimitItemPerSecond(limit, window_seconds), key)
+        with _redis_errors():
+            await self._limiter.clear(RateLimitItemPerSecond(limit, window_seconds), key)
 
     @contextlib.asynccontextmanager
     async def reserve(
@@ -198,7 +219,7 @@ class RateLimiter:
                 item = RateLimitItemPerSecond(1, LOCK_SECONDS)
                 lock_key = f"lock:{key}"
                 deadline = time.monotonic() + wait_seconds
-                while not await self._limiter.hit(item, lock_key):
+                while not await self.hit_raw(item, lock_key):
                     if time.monotonic() > deadline:
                         raise ServiceUnavailable(
                             "The rate-limit lock is busy; retry shortly.",
@@ -215,6 +236,11 @@ class RateLimiter:
                 del self._local_locks[key]
             else:
                 self._local_locks[key] = (lock, users - 1)
+
+    async def hit_raw(self, item: RateLimitItemPerSecond, key: str) -> bool:
+        assert self._limiter is not None
+        with _redis_errors():
+            return bool(await self._limiter.hit(item, key))
 
     async def close(self) -> None:
         """Close the Redis connection pool (nothing to do in memory)."""

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from nodeloom.errors import ConfigurationError
+from nodeloom.sandbox.budget import BudgetLimits
 
 SECRET_FILE_NAME = "secret_key"  # noqa: S105 - a file name
 MIN_SECRET_LENGTH = 32
@@ -65,22 +67,77 @@ class Settings(BaseSettings):
     max_concurrent_nodes: int = Field(
         default=16, description="Nodes executing at once in this process, over all runs."
     )
+    worker_concurrency: int = Field(
+        default=16,
+        ge=1,
+        description="PostgreSQL: node jobs one worker process runs at once (nodeloom worker "
+        "--concurrency sets it too); their sandbox processes are bounded as usual.",
+    )
     max_concurrent_nodes_per_run: int = Field(
         default=4, description="Nodes of one run executing at once."
     )
-    node_timeout_seconds: float = Field(default=600.0, description="Per-node time limit.")
+    node_timeout_seconds: float = Field(
+        default=600.0, gt=0, description="Wall-time ceiling of every node, whatever its budget."
+    )
+    node_budgets: dict[str, BudgetLimits] = Field(
+        default_factory=dict,
+        description="Budgets (wall_seconds, cpu_seconds, memory_mb) by node category or type, "
+        'as JSON: {"video": {"memory_mb": 3072}, "TextTemplate": {"wall_seconds": 5}}. '
+        "See docs/security.md for the defaults.",
+    )
+    plan_budgets: dict[str, BudgetLimits] = Field(
+        default_factory=dict,
+        description="The most one node may spend, by plan, as JSON (same fields); free and pro "
+        "are capped by default.",
+    )
+    node_max_attempts: int = Field(
+        default=2,
+        ge=1,
+        description="Starts of one node before it is failed as node_crashed: a node that was "
+        "running when its process died twice is not started a third time.",
+    )
+    sandbox_processes: int = Field(
+        default=16, ge=1, description="Sandbox processes running nodes at once, at most."
+    )
+    sandbox_memory_mb: int = Field(
+        default=6144,
+        ge=256,
+        description="Sum of the memory budgets of nodes running at once in one server; a node "
+        "whose budget does not fit waits.",
+    )
+    sandbox_warm: int = Field(default=1, ge=0, description="Idle sandbox processes kept ready.")
+    sandbox_idle_seconds: float = Field(
+        default=60.0, description="Idle sandbox processes beyond the warm ones exit after this."
+    )
     shutdown_grace_seconds: float = Field(
         default=20.0, description="How long running nodes may finish after SIGTERM."
     )
     lease_seconds: float = Field(
         default=30.0, description="How long a run claim lasts without renewal."
     )
+    retention_days: float = Field(
+        default=30.0,
+        ge=0,
+        description="Finished runs (their nodes, events and artifacts) are removed this many "
+        "days after they end; 0 keeps everything. The credit ledger is always kept.",
+    )
+    retention_check_seconds: float = Field(
+        default=3600.0, gt=0, description="How often retention runs."
+    )
     rate_limit_api_key: int = Field(default=100, description="Requests per 60 s per API key.")
     rate_limit_jwt: int = Field(default=300, description="Requests per 60 s per JWT account.")
     rate_limit_webhook: int = Field(default=10, description="Triggers per 60 s per webhook.")
+    rate_limit_window_seconds: int = Field(
+        default=60, ge=1, description="Rolling window of the per-API-key and per-JWT limits."
+    )
     login_max_failures: int = Field(default=10, description="Failed logins per email / 15 min.")
     signed_url_ttl_seconds: int = Field(default=3600, description="Lifetime of ?sig= URLs.")
     log_level: str = Field(default="INFO", description="Python logging level.")
+    web_dist_dir: Path | None = Field(
+        default=None,
+        description="Built web app to serve at /; default: the bundle `make install` builds "
+        "into the package (nodeloom/web_dist).",
+    )
     # Network-reaching nodes and the OpenAI-compatible provider (see docs/nodes.md).
     provider_base_url: str | None = Field(
         default=None, description="OpenAI-compatible API base, e.g. https://api.openai.com/v1."
@@ -102,6 +159,27 @@ class Settings(BaseSettings):
     max_image_pixels: int = Field(default=40_000_000, description="Largest image, in pixels.")
     max_media_seconds: float = Field(default=600.0, description="Longest audio or video.")
     max_artifact_bytes: int = Field(default=512_000_000, description="Largest artifact.")
+    artifact_store: Literal["local", "s3"] = Field(
+        default="local",
+        description="Where artifact bytes live: files under the data directory, or an "
+        "S3-compatible object store shared by every host (the NODELOOM_S3_* settings).",
+    )
+    s3_bucket: str | None = Field(default=None, description="Bucket for artifacts.")
+    s3_endpoint_url: str | None = Field(
+        default=None, description="Endpoint of a non-AWS store, e.g. http://minio:9000."
+    )
+    s3_region: str = Field(default="us-east-1", description="Region of the bucket.")
+    s3_access_key_id: str | None = Field(default=None, description="Access key id.")
+    s3_secret_access_key: SecretStr | None = Field(
+        default=None, repr=False, description="Secret access key."
+    )
+    s3_prefix: str = Field(default="", description="Key prefix inside the bucket.")
+    artifact_cache_mb: int = Field(
+        default=2048,
+        ge=16,
+        description="S3: local copies of artifacts kept for nodes to read (least recently "
+        "used go first).",
+    )
 
     @field_validator("sqlite_synchronous")
     @classmethod

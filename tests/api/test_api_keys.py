@@ -1,4 +1,4 @@
-"""SPEC §1: API keys — shown once, hashed at rest, revoked at once, managed with a JWT only."""
+"""API keys — shown once, hashed at rest, revoked at once, managed with a JWT only."""
 
 from __future__ import annotations
 
@@ -85,3 +85,19 @@ class TestApiKeys:
         await app.state.ctx.key_usage.flush()
         keys = (await client.get("/api/v1/api-keys", headers=owner.jwt_headers)).json()
         assert keys[0]["last_used_at"] is not None
+
+
+async def test_an_account_has_at_most_fifty_active_keys(
+    client: httpx.AsyncClient, owner: User
+) -> None:
+    headers = owner.jwt_headers
+    listed = (await client.get("/api/v1/api-keys", headers=headers)).json()
+    for i in range(50 - len(listed)):
+        r = await client.post("/api/v1/api-keys", json={"name": f"k{i}"}, headers=headers)
+        assert r.status_code == 201, r.text
+    r = await client.post("/api/v1/api-keys", json={"name": "one too many"}, headers=headers)
+    assert_problem(r, 409, "conflict")
+    victim = (await client.get("/api/v1/api-keys", headers=headers)).json()[0]["id"]
+    assert (await client.delete(f"/api/v1/api-keys/{victim}", headers=headers)).status_code == 204
+    r = await client.post("/api/v1/api-keys", json={"name": "now it fits"}, headers=headers)
+    assert r.status_code == 201

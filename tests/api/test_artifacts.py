@@ -1,4 +1,4 @@
-"""SPEC §6: artifact downloads with ETag, Range and signed URLs; metadata."""
+"""Artifact downloads with ETag, Range and signed URLs; metadata."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
-"""SPEC §1: sign-up, log-in, /me, credentials on requests."""
+"""Sign-up, log-in, /me, credentials on requests."""
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import httpx
@@ -19,6 +20,24 @@ def assert_problem(r: httpx.Response, status: int, code: str) -> dict[str, objec
     assert body["status"] == status and body["code"] == code
     assert isinstance(body["detail"], str) and body["detail"]
     return body
+
+
+class TestConcurrentFirstSignup:
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    async def test_twenty_at_once_make_exactly_one_owner(self, client: httpx.AsyncClient) -> None:
+        answers = await asyncio.gather(
+            *[
+                client.post(
+                    "/api/v1/auth/signup", json={"email": f"o{i}@example.com", "password": PASSWORD}
+                )
+                for i in range(20)
+            ]
+        )
+        statuses = sorted(r.status_code for r in answers)
+        assert statuses == [201] + [403] * 19, statuses
 
 
 class TestSignup:
@@ -115,24 +134,95 @@ class TestLogin:
         assert_problem(b, 401, "invalid_credentials")
         assert a.json()["detail"] == b.json()["detail"]
 
-    async def test_throttles_after_ten_failures_per_email(
-        self, client: httpx.AsyncClient, owner: User
+    async def test_failures_back_off_per_address_and_never_lock_the_owner_out(
+        self, app: FastAPI, client: httpx.AsyncClient, owner: User
     ) -> None:
-        for _ in range(10):
-            r = await client.post(
-                "/api/v1/auth/login", json={"email": owner.email, "password": "nope-nope"}
+        wrong = {"email": owner.email, "password": "nope-nope"}
+        async with _from_address(app, "203.0.113.7") as stranger:
+            for _ in range(3):
+                assert (await stranger.post("/api/v1/auth/login", json=wrong)).status_code == 401
+            # Back-off: the fourth try from that address waits, even with the right password.
+            r = await stranger.post(
+                "/api/v1/auth/login", json={"email": owner.email, "password": PASSWORD}
             )
-            assert r.status_code == 401
+            assert_problem(r, 429, "rate_limited")
+            assert 1 <= int(r.headers["Retry-After"]) <= 10
+            # Another e-mail from the same address is not held back.
+            other = {"email": "other@example.com", "password": "nope-nope"}
+            assert (await stranger.post("/api/v1/auth/login", json=other)).status_code == 401
+        # The owner, elsewhere, logs in as usual.
+        async with _from_address(app, "198.51.100.20") as home:
+            r = await home.post(
+                "/api/v1/auth/login", json={"email": owner.email, "password": PASSWORD}
+            )
+            assert r.status_code == 200, r.text
+
+    async def test_one_address_failing_for_many_emails_is_stopped(
+        self, app: FastAPI, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        async with _from_address(app, "192.0.2.99") as stuffer:
+            for i in range(50):
+                r = await stuffer.post(
+                    "/api/v1/auth/login", json={"email": f"u{i}@example.com", "password": "x"}
+                )
+                assert r.status_code == 401
+            r = await stuffer.post(
+                "/api/v1/auth/login", json={"email": owner.email, "password": PASSWORD}
+            )
+            assert_problem(r, 429, "rate_limited")
         r = await client.post(
             "/api/v1/auth/login", json={"email": owner.email, "password": PASSWORD}
         )
-        assert_problem(r, 429, "rate_limited")
-        assert int(r.headers["Retry-After"]) > 0
-        # Another e-mail is not affected.
+        assert r.status_code == 200
+
+
+def _from_address(app: FastAPI, address: str) -> httpx.AsyncClient:
+    transport = httpx.ASGITransport(app=app, client=(address, 40000))
+    return httpx.AsyncClient(transport=transport, base_url="http://testserver")
+
+
+class TestPassword:
+    async def test_change_revokes_older_tokens_but_not_keys(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
         r = await client.post(
-            "/api/v1/auth/login", json={"email": "other@example.com", "password": "nope-nope"}
+            "/api/v1/me/password",
+            json={"current_password": "wrong one", "new_password": "a brand new password"},
+            headers=owner.jwt_headers,
         )
-        assert r.status_code == 401
+        assert_problem(r, 401, "invalid_credentials")
+        r = await client.post(
+            "/api/v1/me/password",
+            json={"current_password": PASSWORD, "new_password": "short"},
+            headers=owner.jwt_headers,
+        )
+        assert_problem(r, 400, "invalid_request")
+        r = await client.post(
+            "/api/v1/me/password",
+            json={"current_password": PASSWORD, "new_password": "a brand new password"},
+            headers=owner.headers,
+        )
+        assert_problem(r, 403, "jwt_required")
+        r = await client.post(
+            "/api/v1/me/password",
+            json={"current_password": PASSWORD, "new_password": "a brand new password"},
+            headers=owner.jwt_headers,
+        )
+        assert r.status_code == 200, r.text
+        fresh = {"Authorization": f"Bearer {r.json()['access_token']}"}
+        assert_problem(
+            await client.get("/api/v1/me", headers=owner.jwt_headers), 401, "unauthorized"
+        )
+        assert (await client.get("/api/v1/me", headers=fresh)).status_code == 200
+        assert (await client.get("/api/v1/me", headers=owner.headers)).status_code == 200
+        r = await client.post(
+            "/api/v1/auth/login", json={"email": owner.email, "password": PASSWORD}
+        )
+        assert_problem(r, 401, "invalid_credentials")
+        r = await client.post(
+            "/api/v1/auth/login", json={"email": owner.email, "password": "a brand new password"}
+        )
+        assert r.status_code == 200
 
 
 class TestCredentials:

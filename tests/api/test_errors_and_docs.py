@@ -1,4 +1,4 @@
-"""SPEC §0 and §10: problem+json everywhere, OpenAPI, health and readiness, node catalog."""
+"""Problem+json everywhere, OpenAPI, health and readiness, node catalog."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""SPEC §3: every invalid-graph case answers 400 invalid_graph, naming each problem by pointer."""
+"""Every invalid-graph case answers 400 invalid_graph, naming each problem by pointer."""
 
 from __future__ import annotations
 

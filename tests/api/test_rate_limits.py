@@ -1,4 +1,4 @@
-"""SPEC §8: 100 requests per rolling 60 s per API key, 300 per JWT account; over it 429
+"""Rate limits: 100 requests per rolling 60 s per API key, 300 per JWT account; over it 429
 ``rate_limited`` with Retry-After; RateLimit-* headers on every limited response. (Webhook
 triggers: tests/api/test_webhooks.py; Redis and replicas: tests/test_redis_ratelimit.py.)"""
 
@@ -93,3 +93,28 @@ class TestLimitsAreSettings:
         r = await client.get("/api/v1/workflows", headers=owner.headers)
         assert_problem(r, 429, "rate_limited")
         assert_headers(r, 3, 0)
+
+
+class TestAccountBudget:
+    @pytest.fixture
+    def settings_overrides(self) -> dict[str, object]:
+        return {"rate_limit_api_key": 5, "rate_limit_jwt": 8}
+
+    async def test_more_keys_buy_no_more_requests(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        second = {"Authorization": f"Bearer {await new_key(client, owner)}"}
+        used = 0
+        for headers in (owner.headers, second):
+            while True:
+                r = await client.get("/api/v1/workflows", headers=headers)
+                if r.status_code == 429:
+                    break
+                used += 1
+        # The two key creations (with the JWT) counted too: 8 in all, whichever credential.
+        assert used == 8 - 2
+        assert_problem(r, 429, "rate_limited")
+        assert "account" in r.json()["detail"]
+        assert_headers(r, 8, 0)
+        r = await client.get("/api/v1/me", headers=owner.jwt_headers)
+        assert_problem(r, 429, "rate_limited")

@@ -1,4 +1,4 @@
-"""SPEC §2 and §5, the seed's execute and run-status endpoints: running workflows end to end."""
+"""Execute and run status: running workflows end to end."""
 
 from __future__ import annotations
 
@@ -22,6 +22,11 @@ def settings_overrides() -> dict[str, object]:
 
 
 class TestExecute:
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        """In-process driving (SQLite) and queue workers (PostgreSQL) alike."""
+        return str(request.param)
+
     async def test_runs_to_completion_and_charges_exactly(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:
@@ -61,6 +66,8 @@ class TestExecute:
             "error",
             "input",
             "node_runs",
+            "trigger",
+            "webhook_id",
         }
         assert run["input"] == {"text": "there"} and run["workflow_id"] == wf
         assert set(run["node_runs"][0]) == {
@@ -150,6 +157,11 @@ class TestExecute:
 
 
 class TestScheduling:
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        """In-process driving (SQLite) and queue workers (PostgreSQL) alike."""
+        return str(request.param)
+
     async def test_independent_branches_run_concurrently(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:
@@ -218,6 +230,11 @@ class TestScheduling:
 
 
 class TestCancel:
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        """In-process driving (SQLite) and queue workers (PostgreSQL) alike."""
+        return str(request.param)
+
     async def test_cancel_running_run(self, client: httpx.AsyncClient, owner: User) -> None:
         graph = g(
             [n("in", "TextInput"), n("d", "Delay", seconds=30), n("t", "TextTemplate")],
@@ -264,10 +281,11 @@ class TestCancel:
         db = app.state.ctx.db
         deadline = time.monotonic() + 5
         while True:
-            async with db.read() as s:
-                status = await s.scalar(
+            status = await db.read(
+                lambda c: c.execute(
                     sa.text("select status from runs where id = :r"), {"r": run_id}
-                )
+                ).scalar()
+            )
             if status != "running" or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.05)
@@ -296,7 +314,7 @@ class TestIdempotency:
         third = await execute(client, owner, wf, headers={"Idempotency-Key": "abc-2"})
         assert third.json()["run_id"] != first.json()["run_id"]
 
-    async def test_same_key_on_another_workflow_is_409(
+    async def test_same_key_on_another_workflow_is_refused(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:
         first = await create_workflow(client, owner, text_graph())
@@ -304,10 +322,26 @@ class TestIdempotency:
         r = await execute(client, owner, first, headers={"Idempotency-Key": "k-1"})
         assert r.status_code == 202
         r = await execute(client, owner, second, headers={"Idempotency-Key": "k-1"})
-        assert_problem(r, 409, "conflict")
+        assert_problem(r, 422, "idempotency_key_reused")
         assert (
             await client.get(f"/api/v1/workflows/{second}/runs", headers=owner.headers)
         ).json() == []
+
+    async def test_same_key_with_another_body_is_refused(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, text_graph())
+        key = {"Idempotency-Key": "k-2"}
+        r = await execute(client, owner, wf, {"input": {"text": "a"}}, headers=key)
+        assert r.status_code == 202
+        for body in ({"input": {"text": "b"}}, {"input": {"text": "a"}, "cache": False}, None):
+            r = await execute(client, owner, wf, body, headers=key)
+            assert_problem(r, 422, "idempotency_key_reused")
+        again = await execute(client, owner, wf, {"input": {"text": "a"}}, headers=key)
+        assert again.status_code == 202
+        assert again.headers["idempotent-replayed"] == "true"
+        runs = (await client.get(f"/api/v1/workflows/{wf}/runs", headers=owner.headers)).json()
+        assert len(runs) == 1
 
     async def test_concurrent_same_key_creates_one_run(
         self, client: httpx.AsyncClient, owner: User
@@ -341,8 +375,7 @@ class TestCredits:
         for a in accepted:
             await wait_for_run(client, other, wf, a.json()["run_id"])
         assert await balance(client, other) == 100 - 14 * 7
-        async with app.state.ctx.db.read() as s:
-            assert await ledger_balance(s, other.id) == 100 - 14 * 7
+        assert await app.state.ctx.db.read(lambda c: ledger_balance(c, other.id)) == 100 - 14 * 7
 
     async def test_ledger_always_matches_balance(
         self, client: httpx.AsyncClient, owner: User, app: FastAPI
@@ -361,13 +394,13 @@ class TestCredits:
                 "run_id"
             ]
             await wait_for_run(client, owner, wf, run_id)
-        async with app.state.ctx.db.read() as s:
-            assert await ledger_balance(s, owner.id) == await balance(client, owner)
-            rows = (
-                await s.execute(
-                    sa.text("select run_id, kind, amount from credit_ledger where run_id != ''")
-                )
+        ledger = await app.state.ctx.db.read(lambda c: ledger_balance(c, owner.id))
+        assert ledger == await balance(client, owner)
+        rows = await app.state.ctx.db.read(
+            lambda c: c.execute(
+                sa.text("select run_id, kind, amount from credit_ledger where run_id != ''")
             ).all()
+        )
         per_run: dict[str, dict[str, int]] = {}
         for run_id, kind, amount in rows:
             per_run.setdefault(run_id, {}).setdefault(kind, 0)
@@ -377,6 +410,11 @@ class TestCredits:
 
 
 class TestCache:
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        """In-process driving (SQLite) and queue workers (PostgreSQL) alike."""
+        return str(request.param)
+
     async def test_identical_node_reuses_artifact_for_free(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:

@@ -1,4 +1,4 @@
-"""SPEC §2 and §7, the seed's webhook triggers: management, plans, the trigger endpoint and
+"""Webhook triggers: management, plans, the trigger endpoint and
 every refusal it can give, the 1 MB cap, the per-webhook limit and signatures."""
 
 from __future__ import annotations
@@ -68,13 +68,11 @@ async def trigger(
 
 
 async def set_plan(app: FastAPI, user: User, plan: str) -> None:
-    async with app.state.ctx.db.write() as session:
-        await accounts.set_plan(session, user.id, plan)
+    await app.state.ctx.db.write(lambda c: accounts.set_plan(c, user.id, plan))
 
 
 async def set_credits(app: FastAPI, user: User, credits: int) -> None:
-    async with app.state.ctx.db.write() as session:
-        await accounts.set_credits(session, user.id, credits)
+    await app.state.ctx.db.write(lambda c: accounts.set_credits(c, user.id, credits))
 
 
 async def runs_of(client: httpx.AsyncClient, user: User, workflow_id: str) -> list[dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""SPEC §3 and the seed: workflow CRUD, scoping, paging, round-trip of graph_json."""
+"""Workflow CRUD, scoping, paging, round-trip of graph_json."""
 
 from __future__ import annotations
 
@@ -57,7 +57,7 @@ class TestCreateAndGet:
         r = await client.get(f"/api/v1/workflows/{body['id']}", headers=owner.headers)
         assert r.json()["graph_json"] == sent
 
-    async def test_list_has_the_seed_shape(self, client: httpx.AsyncClient, owner: User) -> None:
+    async def test_list_has_the_listed_shape(self, client: httpx.AsyncClient, owner: User) -> None:
         made = await create(client, owner)
         r = await client.get("/api/v1/workflows", headers=owner.headers)
         assert r.status_code == 200

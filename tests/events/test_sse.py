@@ -1,4 +1,4 @@
-"""SPEC §9, the same stream as Server-Sent Events, over a real server."""
+"""Run events, the same stream as Server-Sent Events, over a real server."""
 
 from __future__ import annotations
 

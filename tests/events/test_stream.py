@@ -115,6 +115,8 @@ class TestProtocol:
             '{"type": "subscribe", "workflow_id": "w", "after_seq": 1}',
             '{"type": "subscribe", "run_id": "r", "after_seq": true}',
             '{"type": "unsubscribe"}',
+            '{"type": "subscribe", "run_id": "r\\u0000"}',
+            '{"type": "subscribe", "workflow_id": "' + "w" * 201 + '"}',
         ],
     )
     def test_rejects_malformed_messages(self, raw: str | None) -> None:

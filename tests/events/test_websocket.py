@@ -1,4 +1,4 @@
-"""SPEC §9 over a real server and a real WebSocket client: replay, live order, races with the
+"""Run events over a real server and a real WebSocket client: replay, live order, races with the
 run, workflow subscriptions, authentication and isolation between accounts."""
 
 from __future__ import annotations

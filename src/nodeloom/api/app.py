@@ -6,15 +6,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 
 from nodeloom import __version__
-from nodeloom.api import problems
-from nodeloom.api.middleware import RateLimitHeaders
+from nodeloom.api import problems, webapp
+from nodeloom.api.middleware import RateLimitHeaders, RejectNul
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes import (
     artifacts,
@@ -23,21 +22,19 @@ from nodeloom.api.routes import (
     health,
     keys,
     node_types,
+    problem_types,
     runs,
     webhooks,
     workflows,
 )
+from nodeloom.api.serving import RefuseWhileDraining
 from nodeloom.api.state import AppContext
-from nodeloom.artifacts.store import LocalArtifactStore
 from nodeloom.auth.usage import KeyUsage
-from nodeloom.db.engine import Database
-from nodeloom.engine.dispatch.local import LocalDispatcher
-from nodeloom.engine.runner import ExecutorEnv
 from nodeloom.engine.submit import GraphCache
-from nodeloom.events.bus import MemoryBus
-from nodeloom.metrics import Metrics
-from nodeloom.nodes.registry import Registry, build_registry
+from nodeloom.events.links import readiness
+from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
+from nodeloom.runtime import Runtime
 from nodeloom.schemas.runs import ExecuteRequest
 from nodeloom.schemas.workflows import WorkflowCreate, WorkflowUpdate
 from nodeloom.settings import Settings
@@ -46,75 +43,40 @@ API_PREFIX = "/api/v1"
 log = logging.getLogger("nodeloom")
 
 
-def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
-    """The ASGI app. ``settings.prepare()`` must have run and the schema be migrated."""
-    db = Database(settings)
-    registry = registry or build_registry()
-    store = LocalArtifactStore(
-        settings.artifacts_dir, fsync=settings.sqlite_synchronous == "FULL" or not db.is_sqlite
-    )
-    bus = MemoryBus()
-    metrics = Metrics()
-    threads = ThreadPoolExecutor(
-        max_workers=max(2, settings.max_concurrent_nodes), thread_name_prefix="node"
-    )
-    env = ExecutorEnv(
-        settings=settings,
-        db=db,
-        registry=registry,
-        store=store,
-        bus=bus,
-        slots=asyncio.Semaphore(settings.max_concurrent_nodes),
-        executor=threads,
-        metrics=metrics,
-    )
+def create_app(
+    settings: Settings, registry: Registry | None = None, *, executes: bool = True
+) -> FastAPI:
+    """The ASGI app. ``settings.prepare()`` must have run and the schema be migrated.
+    ``executes``: this process also runs nodes (``nodeloom serve`` without --no-worker)."""
+    runtime = Runtime.build(settings, registry, executes=executes)
     ctx = AppContext(
         settings=settings,
-        db=db,
-        registry=registry,
+        db=runtime.db,
+        registry=runtime.registry,
         limiter=RateLimiter(settings.redis_url),
-        key_usage=KeyUsage(db),
-        store=store,
-        bus=bus,
-        dispatcher=LocalDispatcher(env),
-        graphs=GraphCache(registry, settings),
-        metrics=metrics,
+        key_usage=KeyUsage(runtime.db),
+        store=runtime.store,
+        bus=runtime.bus,
+        dispatcher=runtime.dispatcher,
+        graphs=GraphCache(runtime.registry, settings),
+        metrics=runtime.metrics,
         admission=asyncio.Semaphore(settings.max_concurrent_accepts),
+        sandbox=runtime.sandbox,
+        revocations=runtime.revocations,
     )
-    dispatcher = ctx.dispatcher
-    metrics.gauge(
-        "nodeloom_db_statements", "Statements sent to the database.", lambda: db.statements
-    )
-    metrics.gauge("nodeloom_db_write_groups", "SQLite group commits.", lambda: db.write_groups)
-    metrics.gauge(
-        "nodeloom_db_grouped_writes",
-        "Write transactions carried by SQLite group commits.",
-        lambda: db.grouped_writes,
-    )
-    metrics.gauge(
-        "nodeloom_runs_active",
-        "Runs driven by this process.",
-        lambda: float(getattr(dispatcher, "active_runs", 0)),
-    )
-    metrics.gauge(
-        "nodeloom_runs_waiting",
-        "Accepted runs waiting for a driver slot in this process.",
-        lambda: float(getattr(dispatcher, "waiting_runs", 0)),
-    )
+    redis_ready = readiness(runtime.bus)
+    if redis_ready is not None:
+        ctx.readiness_checks["Redis"] = redis_ready
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await bus.start()
-        await ctx.dispatcher.start()
+        await runtime.start()
         try:
             yield
         finally:
-            await ctx.dispatcher.stop()
-            await bus.stop()
             await ctx.key_usage.close()
             await ctx.limiter.close()
-            threads.shutdown(wait=False, cancel_futures=True)
-            await db.dispose()
+            await runtime.stop()
 
     app = FastAPI(
         title="Nodeloom",
@@ -122,17 +84,21 @@ def create_app(settings: Settings, registry: Registry | None = None) -> FastAPI:
         description="Workflow automation for generative-media pipelines.",
         default_response_class=OrjsonResponse,
         openapi_url=f"{API_PREFIX}/openapi.json",
-        docs_url=f"{API_PREFIX}/docs",
+        docs_url=None,  # served by api/webapp.py from local assets (no CDN)
         redoc_url=None,
         lifespan=lifespan,
     )
     app.state.ctx = ctx
-    problems.install(app)
+    problems.install(app, settings.base_url)
     app.add_middleware(RateLimitHeaders)
+    app.add_middleware(RejectNul, base_url=settings.base_url)
+    app.add_middleware(RefuseWhileDraining, ctx=ctx)
     app.include_router(health.router)
     for module in (auth, keys, workflows, runs, artifacts, webhooks, events, node_types):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(problem_types.router, prefix=API_PREFIX)
     _document_manual_bodies(app)
+    webapp.install(app, settings.web_dist_dir)
     return app
 
 

@@ -7,12 +7,16 @@ whatever Content-Length claims (or when the body is chunked and has none).
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import orjson
 from starlette.requests import Request
 
+from nodeloom.api import json_guard
 from nodeloom.errors import FieldError, InvalidRequest, PayloadTooLarge, UnsupportedMediaType
+
+THREAD_PARSE_BYTES = 256 * 1024
 
 
 def is_json_content_type(value: str | None) -> bool:
@@ -49,6 +53,18 @@ async def read_json(
     if require_json_type and not is_json_content_type(request.headers.get("content-type")):
         raise UnsupportedMediaType("Send the body as Content-Type: application/json.")
     raw = await read_limited(request, max_bytes)
+    return await parse_json_off_loop(raw, require_object=require_object, allow_empty=allow_empty)
+
+
+async def parse_json_off_loop(
+    raw: bytes, *, require_object: bool = True, allow_empty: bool = False
+) -> Any:
+    """``parse_json``; a large body takes milliseconds to parse and check, so it is done in
+    a worker thread instead of on the event loop."""
+    if len(raw) > THREAD_PARSE_BYTES:
+        return await asyncio.to_thread(
+            parse_json, raw, require_object=require_object, allow_empty=allow_empty
+        )
     return parse_json(raw, require_object=require_object, allow_empty=allow_empty)
 
 
@@ -70,4 +86,5 @@ def parse_json(raw: bytes, *, require_object: bool = True, allow_empty: bool = F
         raise InvalidRequest(
             "The body must be a JSON object.", errors=[FieldError("", "expected an object")]
         )
+    json_guard.check(raw, value)
     return value

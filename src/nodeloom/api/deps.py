@@ -11,6 +11,7 @@ from nodeloom.api.state import AppContext
 from nodeloom.auth.authenticate import authenticate
 from nodeloom.auth.principal import CredentialKind, Principal
 from nodeloom.errors import JwtRequired, RateLimited
+from nodeloom.ratelimit import Decision
 
 bearer = HTTPBearer(auto_error=False, description="An API key (nlk_...) or a JWT access token")
 
@@ -23,6 +24,27 @@ def get_ctx(request: Request) -> AppContext:
 CtxDep = Annotated[AppContext, Depends(get_ctx)]
 
 
+async def count_request(ctx: AppContext, principal: Principal) -> tuple[Decision, str]:
+    """Count a request against its API key (``rate_limit_api_key``) and against its account
+    (``rate_limit_jwt``, shared by all of the account's credentials, so making more keys
+    buys no more requests). The answer is the refusal, else the window nearer its end, with
+    which window it is ("API key" or "account")."""
+    settings = ctx.settings
+    window = settings.rate_limit_window_seconds
+    decisions: list[tuple[Decision, str]] = []
+    key = principal.key_rate_key
+    if key is not None:
+        by_key = await ctx.limiter.hit(key, settings.rate_limit_api_key, window)
+        decisions.append((by_key, "API key"))
+        if not by_key.allowed:
+            return decisions[-1]
+    account = await ctx.limiter.hit(principal.account_rate_key, settings.rate_limit_jwt, window)
+    decisions.append((account, "account"))
+    if not account.allowed:
+        return decisions[-1]
+    return min(decisions, key=lambda d: d[0].remaining)
+
+
 async def get_principal(
     request: Request,
     ctx: CtxDep,
@@ -30,17 +52,13 @@ async def get_principal(
 ) -> Principal:
     token = credentials.credentials if credentials else None
     principal = await authenticate(ctx.db, ctx.settings.secret, ctx.key_usage, token)
-    settings = ctx.settings
-    limit = (
-        settings.rate_limit_api_key
-        if principal.via is CredentialKind.API_KEY
-        else settings.rate_limit_jwt
-    )
-    decision = await ctx.limiter.hit(principal.rate_key, limit)
+    decision, whose = await count_request(ctx, principal)
     request.state.ratelimit = decision
     if not decision.allowed:
         raise RateLimited(
-            f"More than {limit} requests in 60 s; retry in {decision.reset_seconds} s.",
+            f"More than {decision.limit} requests in {ctx.settings.rate_limit_window_seconds} s "
+            f"for this {whose}; "
+            f"retry in {decision.reset_seconds} s.",
             headers=decision.headers(),
         )
     return principal

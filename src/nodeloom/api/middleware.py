@@ -5,6 +5,7 @@ from __future__ import annotations
 from starlette.datastructures import MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from nodeloom.api.problems import problem_response
 from nodeloom.ratelimit import Decision
 
 
@@ -30,3 +31,29 @@ class RateLimitHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+class RejectNul:
+    """A NUL in the path or the query string is refused (400) before routing: PostgreSQL
+    cannot take it in a text parameter, and no id, name or cursor of ours contains one."""
+
+    def __init__(self, app: ASGIApp, base_url: str) -> None:
+        self.app = app
+        self.base_url = base_url
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and (
+            "\x00" in scope["path"]
+            or b"%00" in scope["query_string"]
+            or b"\x00" in scope["query_string"]
+        ):
+            response = problem_response(
+                400,
+                "invalid_request",
+                "Invalid request",
+                "The path and query may not contain the NUL character (U+0000).",
+                base_url=self.base_url,
+            )
+            await response(scope, receive, send)
+            return
+        await self.app(scope, receive, send)

@@ -13,23 +13,24 @@ from starlette.responses import Response
 
 from nodeloom.api.responses import dumps
 from nodeloom.errors import FieldError, ProblemError
+from nodeloom.problem_catalog import PROBLEMS, type_uri
 
 log = logging.getLogger("nodeloom.api")
 
-PROBLEM_TYPE_BASE = "https://nodeloom.dev/problems/"
+# Framework errors (routing, 405) by status; any other status falls back to the code of its
+# class, so every code answered is one of problem_catalog's.
 _HTTP_CODES = {
-    400: ("invalid_request", "Invalid request"),
-    401: ("unauthorized", "Unauthorized"),
-    403: ("forbidden", "Forbidden"),
-    404: ("not_found", "Not found"),
-    405: ("method_not_allowed", "Method not allowed"),
-    406: ("not_acceptable", "Not acceptable"),
-    409: ("conflict", "Conflict"),
-    413: ("payload_too_large", "Payload too large"),
-    415: ("unsupported_media_type", "Unsupported media type"),
-    429: ("rate_limited", "Too many requests"),
-    500: ("internal_error", "Internal server error"),
-    503: ("service_unavailable", "Service unavailable"),
+    400: "invalid_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+    500: "internal_error",
+    503: "service_unavailable",
 }
 
 
@@ -70,7 +71,7 @@ def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
     """Make the OpenAPI document tell the truth about errors, once for every operation.
 
     FastAPI documents a 422 with its own body on every operation with parameters; this API
-    answers 400 instead (SPEC §0). This drops the 422s, adds the errors each operation can
+    answers 400 instead, everywhere. This drops the 422s, adds the errors each operation can
     answer by its shape (400 with parameters or a body; 401 and 429 with security; 404 with
     path parameters), and gives every 4xx/5xx response the ``Problem`` schema as
     ``application/problem+json``. Route-specific errors are declared with ``responses=`` on
@@ -84,7 +85,9 @@ def document_problems(schema: dict[str, Any]) -> dict[str, Any]:
             if not isinstance(operation, dict) or "responses" not in operation:
                 continue
             responses: dict[str, Any] = operation["responses"]
-            responses.pop("422", None)
+            # FastAPI's own 422 (validation) is never answered; a 422 a route declares is.
+            if responses.get("422", {}).get("description") == "Validation Error":
+                responses.pop("422")
             parameters = operation.get("parameters", [])
             common: list[int] = []
             if parameters or "requestBody" in operation:
@@ -112,12 +115,14 @@ def problem_response(
     title: str,
     detail: str,
     *,
+    base_url: str,
     errors: list[FieldError] | None = None,
     headers: dict[str, str] | None = None,
     extra: dict[str, Any] | None = None,
 ) -> Response:
+    """``type`` is this server's page about ``code`` (``/api/v1/problems/{code}``)."""
     body: dict[str, Any] = {
-        "type": PROBLEM_TYPE_BASE + code,
+        "type": type_uri(base_url, code),
         "title": title,
         "status": status,
         "detail": detail,
@@ -132,12 +137,13 @@ def problem_response(
     )
 
 
-def from_problem(exc: ProblemError) -> Response:
+def from_problem(exc: ProblemError, base_url: str) -> Response:
     return problem_response(
         exc.status,
         exc.code,
         exc.title,
         exc.detail,
+        base_url=base_url,
         errors=exc.errors,
         headers=exc.headers,
         extra=exc.extra,
@@ -161,10 +167,10 @@ def _validation_errors(exc: RequestValidationError) -> list[FieldError]:
     return errors
 
 
-def install(app: FastAPI) -> None:
+def install(app: FastAPI, base_url: str) -> None:
     async def on_problem(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ProblemError)
-        return from_problem(exc)
+        return from_problem(exc, base_url)
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -176,31 +182,43 @@ def install(app: FastAPI) -> None:
                 "invalid_request",
                 "Invalid request",
                 "Send the body as JSON with Content-Type: application/json.",
+                base_url=base_url,
                 errors=errors,
             )
         detail = "; ".join(
             f"{e.pointer or 'body'}: {e.message}" if e.pointer else e.message for e in errors
         )
         return problem_response(
-            400, "invalid_request", "Invalid request", detail or "invalid request", errors=errors
+            400,
+            "invalid_request",
+            "Invalid request",
+            detail or "invalid request",
+            base_url=base_url,
+            errors=errors,
         )
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        code, title = _HTTP_CODES.get(exc.status_code, ("error", "Error"))
+        fallback = "internal_error" if exc.status_code >= 500 else "invalid_request"
+        code = _HTTP_CODES.get(exc.status_code, fallback)
+        title = PROBLEMS[code].title
         detail = exc.detail if isinstance(exc.detail, str) else title
         if exc.status_code == 404 and detail == "Not Found":
             detail = f"No resource at {request.url.path}."
         if exc.status_code == 405:
             detail = f"{request.method} is not allowed on {request.url.path}."
         return problem_response(
-            exc.status_code, code, title, detail, headers=dict(exc.headers or {})
+            exc.status_code, code, title, detail, base_url=base_url, headers=dict(exc.headers or {})
         )
 
     async def on_integrity(request: Request, exc: Exception) -> Response:
         log.info("integrity conflict on %s %s: %s", request.method, request.url.path, exc)
         return problem_response(
-            409, "conflict", "Conflict", "The request conflicts with the current state."
+            409,
+            "conflict",
+            "Conflict",
+            "The request conflicts with the current state.",
+            base_url=base_url,
         )
 
     async def on_operational(request: Request, exc: Exception) -> Response:
@@ -210,13 +228,18 @@ def install(app: FastAPI) -> None:
             "service_unavailable",
             "Service unavailable",
             "The database is busy or unreachable; retry shortly.",
+            base_url=base_url,
             headers={"Retry-After": "1"},
         )
 
     async def on_unexpected(request: Request, exc: Exception) -> Response:
         log.exception("unhandled error on %s %s", request.method, request.url.path)
         return problem_response(
-            500, "internal_error", "Internal server error", "An unexpected error occurred."
+            500,
+            "internal_error",
+            "Internal server error",
+            "An unexpected error occurred.",
+            base_url=base_url,
         )
 
     app.add_exception_handler(ProblemError, on_problem)

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from nodeloom.artifacts.store import ArtifactStore
+from nodeloom.auth.revocation import Revocations
 from nodeloom.auth.usage import KeyUsage
 from nodeloom.db.engine import Database
 from nodeloom.engine.dispatch.base import Dispatcher
@@ -15,6 +16,7 @@ from nodeloom.events.bus import EventBus
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
+from nodeloom.sandbox.pool import SandboxPool
 from nodeloom.schemas.nodes import NodeTypeOut
 from nodeloom.settings import Settings
 
@@ -34,5 +36,8 @@ class AppContext:
     # Run acceptances in progress at once: under a flood of executes, the rest wait here
     # (cheaply) instead of all sharing the event loop with status polls.
     admission: asyncio.Semaphore
+    sandbox: SandboxPool
+    revocations: Revocations
     readiness_checks: dict[str, Callable[[], Awaitable[bool]]] = field(default_factory=dict)
+    draining: bool = False  # set on SIGTERM: new requests get 503 (api/serving.py)
     node_types: list[NodeTypeOut] | None = None

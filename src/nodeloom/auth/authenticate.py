@@ -21,11 +21,19 @@ from nodeloom.errors import Unauthorized
 _KEYS = cast(sa.Table, ApiKey.__table__)
 _ACCOUNTS = cast(sa.Table, Account.__table__)
 _KEY_OWNER = (
-    sa.select(_KEYS.c.id, _KEYS.c.account_id, _ACCOUNTS.c.plan, _KEYS.c.revoked_at)
+    sa.select(
+        _KEYS.c.id,
+        _KEYS.c.account_id,
+        _ACCOUNTS.c.plan,
+        _KEYS.c.revoked_at,
+        _ACCOUNTS.c.disabled_at,
+    )
     .join(_ACCOUNTS, _ACCOUNTS.c.id == _KEYS.c.account_id)
     .where(_KEYS.c.key_hash == sa.bindparam("hash"))
 )
-_PLAN = sa.select(_ACCOUNTS.c.plan).where(_ACCOUNTS.c.id == sa.bindparam("id"))
+_ACCOUNT = sa.select(_ACCOUNTS.c.plan, _ACCOUNTS.c.token_version, _ACCOUNTS.c.disabled_at).where(
+    _ACCOUNTS.c.id == sa.bindparam("id")
+)
 
 
 async def authenticate(
@@ -34,19 +42,24 @@ async def authenticate(
     if not credential:
         raise Unauthorized("Send Authorization: Bearer <API key or access token>.")
     if looks_like_api_key(credential):
-        async with db.read_core() as conn:
-            row = (
-                await conn.execute(_KEY_OWNER, {"hash": api_key_hash(secret, credential)})
-            ).first()
+        params = {"hash": api_key_hash(secret, credential)}
+        row = await db.read(lambda c: c.execute(_KEY_OWNER, params).first())
         if row is None or row.revoked_at is not None:
             raise Unauthorized("The API key is invalid or has been revoked.")
+        if row.disabled_at is not None:
+            raise Unauthorized("The API key's account is disabled.")
         usage.record(row.id)
         return Principal(row.account_id, Plan(row.plan), CredentialKind.API_KEY, row.id)
-    account_id = read_jwt(secret, credential)
-    if account_id is None:
+    claims = read_jwt(secret, credential)
+    if claims is None:
         raise Unauthorized("The access token is invalid or has expired.")
-    async with db.read_core() as conn:
-        plan = (await conn.execute(_PLAN, {"id": account_id})).scalar()
-    if plan is None:
+    account = await db.read(lambda c: c.execute(_ACCOUNT, {"id": claims.account_id}).first())
+    if account is None:
         raise Unauthorized("The access token's account no longer exists.")
-    return Principal(account_id, Plan(plan), CredentialKind.JWT)
+    if account.disabled_at is not None:
+        raise Unauthorized("The access token's account is disabled.")
+    if account.token_version != claims.version:
+        raise Unauthorized("The access token was revoked (the password changed); log in again.")
+    return Principal(
+        claims.account_id, Plan(account.plan), CredentialKind.JWT, token_version=claims.version
+    )

@@ -1,4 +1,4 @@
-"""Plan rules (SPEC §2): who may manage and who may trigger webhooks.
+"""Plan rules: who may manage and who may trigger webhooks.
 
     free                  no webhooks at all
     pro                   manage with an API key only (a JWT -> plan_upgrade_required);

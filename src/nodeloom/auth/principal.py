@@ -24,10 +24,16 @@ class Principal:
     plan: Plan
     via: CredentialKind
     api_key_id: str | None = None
+    token_version: int = 0  # of the account, when the credential is a JWT
 
     @property
-    def rate_key(self) -> str:
-        """The bucket this request counts against: the key for API keys, the account for JWTs."""
+    def account_rate_key(self) -> str:
+        """Every request of the account counts here, whatever its credential."""
+        return f"account:{self.account_id}"
+
+    @property
+    def key_rate_key(self) -> str | None:
+        """Requests made with an API key also count against the key itself."""
         if self.via is CredentialKind.API_KEY:
             return f"key:{self.api_key_id}"
-        return f"jwt:{self.account_id}"
+        return None

@@ -43,19 +43,28 @@ def looks_like_api_key(credential: str) -> bool:
     return credential.startswith(API_KEY_PREFIX)
 
 
-def issue_jwt(secret: bytes, account_id: str, ttl_seconds: int) -> str:
+def issue_jwt(secret: bytes, account_id: str, ttl_seconds: int, version: int = 0) -> str:
+    """An access token. ``ver`` is the account's token version when it was issued: a
+    password change or a disabled account bumps the version and every older token stops."""
     now = datetime.now(UTC)
     claims = {
         "sub": account_id,
         "iat": now,
         "exp": now + timedelta(seconds=ttl_seconds),
         "typ": "access",
+        "ver": version,
     }
     return jwt.encode(claims, secret, algorithm=JWT_ALGORITHM)
 
 
-def read_jwt(secret: bytes, token: str) -> str | None:
-    """The account id of a valid, unexpired access token, else None."""
+@dataclass(frozen=True)
+class AccessClaims:
+    account_id: str
+    version: int
+
+
+def read_jwt(secret: bytes, token: str) -> AccessClaims | None:
+    """The claims of a valid, unexpired access token, else None."""
     try:
         claims = jwt.decode(
             token, secret, algorithms=[JWT_ALGORITHM], options={"require": ["exp", "sub"]}
@@ -63,9 +72,10 @@ def read_jwt(secret: bytes, token: str) -> str | None:
     except jwt.PyJWTError:
         return None
     sub = claims.get("sub")
-    if claims.get("typ") != "access" or not isinstance(sub, str):
+    version = claims.get("ver", 0)
+    if claims.get("typ") != "access" or not isinstance(sub, str) or type(version) is not int:
         return None
-    return sub
+    return AccessClaims(sub, version)
 
 
 def sign_url(secret: bytes, path: str, ttl_seconds: int, now: float | None = None) -> str:

@@ -44,9 +44,7 @@ class KeyUsage:
         if not pending:
             return
         try:
-            async with self._db.write() as session:
-                for key_id, when in pending.items():
-                    await api_keys.touch(session, [key_id], when)
+            await self._db.write(lambda c: api_keys.touch(c, pending))
         except Exception:  # a lost timestamp must never fail a request or shutdown
             log.warning("could not record API key use", exc_info=True)
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
+import sqlalchemy as sa
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.dml import Insert
@@ -20,3 +22,12 @@ def insert_ignoring_conflicts(conn: Connection, table: Any) -> Insert:
         statement = module.insert(table).on_conflict_do_nothing()
         _IGNORING[(name, table)] = statement
     return statement
+
+
+def serialize(conn: Connection, name: str) -> None:
+    """Make transactions that call this with the same ``name`` run one after another, until
+    the caller's transaction ends. PostgreSQL: a transaction-scoped advisory lock. SQLite:
+    nothing to do, its writers are serialized already (one writer, BEGIN IMMEDIATE)."""
+    if conn.dialect.name == "postgresql":
+        key = zlib.crc32(f"nodeloom:{name}".encode())
+        conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})

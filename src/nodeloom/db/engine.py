@@ -1,133 +1,81 @@
-"""Engine and sessions.
+"""The one way to reach the database: ``await db.read(fn)`` and ``await db.write(fn)``, where
+``fn`` is a plain function of a SQLAlchemy Core ``Connection`` (the store modules and the
+engine's steps are such functions, one module per aggregate). The same code runs on SQLite and
+PostgreSQL; only how it is run differs.
 
-SQLite allows one writer at a time. Concurrent write transactions from a pool would meet
-``database is locked`` (or a deadlock when a deferred transaction upgrades to a write), so on
-SQLite every write goes through one dedicated connection that starts ``BEGIN IMMEDIATE``, and
-an asyncio lock queues writers in this process. Reads use a separate pool and never block the
-writer (WAL). On PostgreSQL both paths share one pooled engine.
+SQLite (one file, one writer at a time):
+
+- Reads run on the event loop, on a pooled connection in a deferred transaction (WAL: a
+  read never waits for a lock, and an indexed read takes microseconds, less than any hop to a
+  thread would cost).
+- Writes go through one writer connection, in ``BEGIN IMMEDIATE`` transactions, one at a
+  time per process. Writes submitted in the same loop iteration share one transaction (group
+  commit), each in its own SAVEPOINT so one that raises rolls back alone; the COMMIT is the
+  costliest statement of a step. A write runs on the loop with a zero busy timeout; if another
+  process holds the write lock (several processes share the file), it runs again in the
+  writer thread, where waiting for the lock (30 s at most) cannot freeze the loop. A client
+  never sees ``database is locked`` (at worst a 503 with Retry-After).
+
+PostgreSQL: an asyncpg pool; ``fn`` runs through ``AsyncConnection.run_sync``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import sqlite3
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 
-import aiosqlite
 import orjson
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.asyncio import (
-    AsyncConnection,
-    AsyncEngine,
-    AsyncSession,
-    async_sessionmaker,
-    create_async_engine,
-)
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from nodeloom.settings import Settings
 
 T = TypeVar("T")
+BUSY_WAIT_MS = 30_000
 
 
 def _json_dumps(value: Any) -> str:
     return orjson.dumps(value).decode()
 
 
-class InlineConnection(aiosqlite.Connection):
-    """An aiosqlite connection whose calls run on the event loop instead of its thread.
-
-    An indexed read in WAL mode takes tens of microseconds and never waits for a lock, while
-    each hop to aiosqlite's thread and back costs a loop wake-up and a GIL hand-over, several
-    per statement. For reads the hop is the whole cost, so readers run inline. Writers keep
-    the thread: BEGIN IMMEDIATE may wait for another process's lock (busy_timeout), and that
-    wait must not freeze the loop.
-    """
-
-    async def _execute(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-        if not self._running or not self._connection:
-            raise ValueError("Connection closed")
-        return fn(*args, **kwargs)
-
-
 def _sqlite_path(url: str) -> str:
     return url.split(":///", 1)[1]
 
 
-def _sqlite_engine(url: str, synchronous: str, *, writer: bool) -> AsyncEngine:
-    options: dict[str, Any] = {}
-    if not writer:
-        path = _sqlite_path(url)
-
-        async def connect_inline() -> aiosqlite.Connection:
-            def connector() -> sqlite3.Connection:
-                return sqlite3.connect(path, check_same_thread=False, timeout=5)
-
-            return await InlineConnection(connector, iter_chunk_size=64)
-
-        options["async_creator"] = connect_inline
-    engine = create_async_engine(
-        url,
+def _sqlite_engine(url: str, synchronous: str, *, writer: bool) -> Engine:
+    engine = sa.create_engine(
+        "sqlite:///" + _sqlite_path(url),
         json_serializer=_json_dumps,
         json_deserializer=orjson.loads,
-        # Readers are kept open (pool_size): opening one costs a thread start and a file
-        # open, and under load a small pool churned through overflow connections.
+        # Readers are kept open: opening one costs a file open and the pragmas, and under load
+        # a small pool churned through overflow connections.
         pool_size=1 if writer else 16,
         max_overflow=0 if writer else 16,
         pool_timeout=60,
-        connect_args={"check_same_thread": False, "timeout": 30},
-        **options,
+        connect_args={"check_same_thread": False, "timeout": 0 if writer else 5},
     )
+    begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
 
-    @event.listens_for(engine.sync_engine, "connect")
+    @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
         # Take transaction control away from the sqlite3 module so BEGIN is ours.
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={synchronous}")
-        cursor.execute("PRAGMA busy_timeout=30000")
+        cursor.execute(f"PRAGMA busy_timeout={0 if writer else 5000}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA cache_size=-16000")
         cursor.close()
 
-    begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
-
-    @event.listens_for(engine.sync_engine, "begin")
-    def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql(begin)
-
-    return engine
-
-
-def _sqlite_sync_writer(url: str, synchronous: str, busy_timeout_ms: int) -> Engine:
-    """A plain (sync) engine for the hot write path."""
-    engine = sa.create_engine(
-        "sqlite:///" + _sqlite_path(url),
-        json_serializer=_json_dumps,
-        json_deserializer=orjson.loads,
-        pool_size=1,
-        max_overflow=0,
-        connect_args={"check_same_thread": False, "timeout": busy_timeout_ms / 1000},
-    )
-
-    @event.listens_for(engine, "connect")
-    def _on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
-        dbapi_conn.isolation_level = None
-        cursor = dbapi_conn.cursor()
-        cursor.execute(f"PRAGMA synchronous={synchronous}")
-        cursor.execute(f"PRAGMA busy_timeout={busy_timeout_ms}")
-        cursor.execute("PRAGMA foreign_keys=ON")
-        cursor.close()
-
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
+        conn.exec_driver_sql(begin)
 
     return engine
 
@@ -136,14 +84,29 @@ _PendingWrite = tuple[Callable[[Connection], Any], "asyncio.Future[Any]"]
 _Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
 
 
-def _apply_group(engine: Engine | None, group: list[_PendingWrite]) -> list[_Outcome]:
+def _apply_group(engine: Engine, group: list[_PendingWrite], wait: bool) -> list[_Outcome]:
     """Run every function of the group in one transaction, each in its own SAVEPOINT.
-    A busy database (BEGIN IMMEDIATE refused) raises, for the caller to retry elsewhere."""
-    assert engine is not None
+    Without ``wait``, a busy database (BEGIN IMMEDIATE refused) raises for the caller to try
+    again where waiting is harmless."""
+    with engine.connect() as conn:
+        # On the DB-API connection: through SQLAlchemy, the PRAGMA would autobegin the
+        # transaction (BEGIN IMMEDIATE) with the old timeout, and fail on the lock it waits for.
+        raw = conn.connection.driver_connection
+        assert raw is not None
+        if wait:
+            raw.execute(f"PRAGMA busy_timeout={BUSY_WAIT_MS}")
+        try:
+            return _in_transaction(conn, group)
+        finally:
+            if wait:
+                raw.execute("PRAGMA busy_timeout=0")
+
+
+def _in_transaction(conn: Connection, group: list[_PendingWrite]) -> list[_Outcome]:
     if len(group) == 1:
         fn, future = group[0]
         try:
-            with engine.begin() as conn:
+            with conn.begin():
                 return [(future, fn(conn), None)]
         except sa.exc.OperationalError as exc:
             if _is_busy(exc):
@@ -152,7 +115,7 @@ def _apply_group(engine: Engine | None, group: list[_PendingWrite]) -> list[_Out
         except Exception as exc:
             return [(future, None, exc)]
     outcomes: list[_Outcome] = []
-    with engine.begin() as conn:
+    with conn.begin():
         for fn, future in group:
             savepoint = conn.begin_nested()
             try:
@@ -173,41 +136,24 @@ def _is_busy(exc: sa.exc.OperationalError) -> bool:
 
 
 class Database:
-    """Owns the engines; ``read()`` and ``write()`` hand out sessions in a transaction, and
-    ``run_write(fn)`` runs a sync function of a Core connection as one write transaction.
-
-    ``run_write`` is the hot path (execute, node transitions). On SQLite the transaction
-    runs right on the event loop: it is a few hundred microseconds of C work, and any hop to
-    a thread costs more than that (each hop is a wake-up and a GIL hand-over, and a thread
-    holding the GIL can stall the loop for the whole switch interval). It starts with
-    ``BEGIN IMMEDIATE`` and a zero busy timeout, so it never waits on the loop: if another
-    process holds the write lock, the same function runs again in the writer thread with the
-    normal 30 s busy timeout. On PostgreSQL it runs through ``AsyncConnection.run_sync``.
-    Either way the SQL is the same Core code.
-    """
-
     def __init__(self, settings: Settings) -> None:
         url = settings.effective_database_url
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
+        self._reader: Engine | None = None
+        self._writer: Engine | None = None
+        self._engine: AsyncEngine | None = None
         if self.is_sqlite:
-            self.read_engine = _sqlite_engine(url, settings.sqlite_synchronous, writer=False)
-            self.write_engine = _sqlite_engine(url, settings.sqlite_synchronous, writer=True)
-            self._write_lock: asyncio.Lock | None = asyncio.Lock()
-            self._sync_writer: Engine | None = _sqlite_sync_writer(
-                url, settings.sqlite_synchronous, busy_timeout_ms=30_000
-            )
-            self._inline_writer: Engine | None = _sqlite_sync_writer(
-                url, settings.sqlite_synchronous, busy_timeout_ms=0
-            )
+            self._reader = _sqlite_engine(url, settings.sqlite_synchronous, writer=False)
+            self._writer = _sqlite_engine(url, settings.sqlite_synchronous, writer=True)
+            self._write_lock = asyncio.Lock()
             self._pending_writes: list[_PendingWrite] = []
             self._flush_scheduled = False
             self._flushes: set[asyncio.Future[None]] = set()
-            self._writer_thread: ThreadPoolExecutor | None = ThreadPoolExecutor(
-                1, thread_name_prefix="sqlite-writer"
-            )
+            self._writer_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+            engines: list[Engine] = [self._reader, self._writer]
         else:
-            engine = create_async_engine(
+            self._engine = create_async_engine(
                 url,
                 json_serializer=_json_dumps,
                 json_deserializer=orjson.loads,
@@ -215,59 +161,39 @@ class Database:
                 max_overflow=10,
                 pool_pre_ping=True,
             )
-            self.read_engine = self.write_engine = engine
-            self._write_lock = None
-            self._sync_writer = None
-            self._inline_writer = None
-            self._writer_thread = None
+            engines = [self._engine.sync_engine]
         # Round trips to the database, for /metrics and the benchmarks.
         self.statements = 0
         self.write_groups = 0  # SQLite group commits, and the writes they carried
         self.grouped_writes = 0
-        for engine in {self.read_engine, self.write_engine}:
-            event.listen(engine.sync_engine, "before_cursor_execute", self._count)
-        for sync_engine in (self._sync_writer, self._inline_writer):
-            if sync_engine is not None:
-                event.listen(sync_engine, "before_cursor_execute", self._count)
-        self._read_sessions = async_sessionmaker(self.read_engine, expire_on_commit=False)
-        self._write_sessions = async_sessionmaker(self.write_engine, expire_on_commit=False)
+        for engine in engines:
+            event.listen(engine, "before_cursor_execute", self._count)
 
     def _count(self, *_args: Any) -> None:
         self.statements += 1
 
-    @contextlib.asynccontextmanager
-    async def read(self) -> AsyncIterator[AsyncSession]:
-        async with self._read_sessions() as session, session.begin():
-            yield session
+    @property
+    def engine(self) -> AsyncEngine | None:
+        """The PostgreSQL engine (None on SQLite); for what needs an async connection of
+        its own, such as streaming a copy."""
+        return self._engine
 
-    @contextlib.asynccontextmanager
-    async def write(self) -> AsyncIterator[AsyncSession]:
-        """A write transaction, committed when the block exits without an exception."""
-        lock = self._write_lock
-        if lock is None:
-            async with self._write_sessions() as session, session.begin():
-                yield session
-            return
-        async with lock, self._write_sessions() as session, session.begin():
-            yield session
+    async def read(self, fn: Callable[[Connection], T]) -> T:
+        """``fn(connection)`` in a read transaction; its result."""
+        if self._reader is not None:
+            with self._reader.connect() as conn, conn.begin():
+                return fn(conn)
+        assert self._engine is not None
+        async with self._engine.connect() as connection:
+            return await connection.run_sync(fn)
 
-    @contextlib.asynccontextmanager
-    async def read_core(self) -> AsyncIterator[AsyncConnection]:
-        """A Core connection in a read transaction: no ORM, for hot read paths."""
-        async with self.read_engine.connect() as conn, conn.begin():
-            yield conn
-
-    async def run_write(self, fn: Callable[[Connection], T]) -> T:
-        """Run ``fn(connection)`` in a write transaction; its changes are committed (and
-        only then is the result returned) unless it raises, in which case none are.
-
-        On SQLite, calls made in the same loop iteration are committed together (group
-        commit): each runs inside its own SAVEPOINT, so one that raises is rolled back alone,
-        and all of them share one COMMIT — the single most expensive statement of a step.
-        """
-        if self._sync_writer is None or self._writer_thread is None:
-            async with self.write_engine.begin() as conn:
-                return await conn.run_sync(fn)
+    async def write(self, fn: Callable[[Connection], T]) -> T:
+        """``fn(connection)`` in a write transaction, committed before its result is
+        returned; if it raises, none of its changes are."""
+        if self._writer is None:
+            assert self._engine is not None
+            async with self._engine.begin() as connection:
+                return await connection.run_sync(fn)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending_writes.append((fn, future))
@@ -287,18 +213,18 @@ class Database:
         task.add_done_callback(self._flushes.discard)
 
     async def _flush(self, group: list[_PendingWrite]) -> None:
-        assert self._write_lock is not None and self._inline_writer is not None
+        assert self._writer is not None
         try:
             async with self._write_lock:
                 try:
-                    outcomes = _apply_group(self._inline_writer, group)
+                    outcomes = _apply_group(self._writer, group, wait=False)
                 except sa.exc.OperationalError as exc:
                     if not _is_busy(exc):
                         raise
                     # Another process holds the lock: wait for it in the writer thread.
                     loop = asyncio.get_running_loop()
                     outcomes = await loop.run_in_executor(
-                        self._writer_thread, _apply_group, self._sync_writer, group
+                        self._writer_thread, _apply_group, self._writer, group, True
                     )
         except BaseException as exc:
             for _, future in group:
@@ -316,15 +242,13 @@ class Database:
                 future.set_result(result)
 
     async def dispose(self) -> None:
-        if self._sync_writer is not None and self._flushes:
-            await asyncio.gather(*self._flushes, return_exceptions=True)
-        if self._inline_writer is not None:
-            self._inline_writer.dispose()
-        if self._writer_thread is not None and self._sync_writer is not None:
-            await asyncio.get_running_loop().run_in_executor(
-                self._writer_thread, self._sync_writer.dispose
-            )
+        if self._writer is not None:
+            if self._flushes:
+                await asyncio.gather(*self._flushes, return_exceptions=True)
+            loop = asyncio.get_running_loop()
+            await loop.run_in_executor(self._writer_thread, self._writer.dispose)
             self._writer_thread.shutdown(wait=True)
-        await self.read_engine.dispose()
-        if self.write_engine is not self.read_engine:
-            await self.write_engine.dispose()
+        if self._reader is not None:
+            self._reader.dispose()
+        if self._engine is not None:
+            await self._engine.dispose()

@@ -46,6 +46,10 @@ class Account(Base):
     plan: Mapped[str] = mapped_column(sa.String(16))
     credits_balance: Mapped[int] = mapped_column(sa.BigInteger)
     created_at: Mapped[datetime]
+    # Every JWT carries the value it was issued with; bumping it (password change, account
+    # disabled) refuses them all at once.
+    token_version: Mapped[int] = mapped_column(default=0, server_default="0")
+    disabled_at: Mapped[datetime | None]
 
     __table_args__ = (sa.CheckConstraint("credits_balance >= 0", name="ck_accounts_balance"),)
 
@@ -90,6 +94,8 @@ class Run(Base):
     workflow_id: Mapped[str] = mapped_column(sa.ForeignKey("workflows.id", ondelete="CASCADE"))
     webhook_id: Mapped[str | None] = mapped_column(sa.String(36))
     status: Mapped[str] = mapped_column(sa.String(16))
+    # What started the run: "api", "webhook" or "editor" (the web app), for the run lists.
+    trigger: Mapped[str] = mapped_column(sa.String(16), server_default="api")
     use_cache: Mapped[bool]
     estimated_credits: Mapped[int] = mapped_column(sa.BigInteger)
     credits_used: Mapped[int] = mapped_column(sa.BigInteger)
@@ -97,9 +103,9 @@ class Run(Base):
     created_at: Mapped[datetime]
     finished_at: Mapped[datetime | None]
     cancel_requested: Mapped[bool] = mapped_column(default=False)
-    lease_owner: Mapped[str | None] = mapped_column(sa.String(64))
-    lease_expires_at: Mapped[datetime | None]
-    event_seq: Mapped[int] = mapped_column(default=0)
+    # The server process driving the run in the embedded mode (engine/dispatch/local.py);
+    # NULL when queue workers drive it node by node (engine/dispatch/queue.py).
+    driver: Mapped[str | None] = mapped_column(sa.String(64))
     # Large columns last (see Workflow). The graph as it was when the run started: later
     # edits never change a run.
     input: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
@@ -107,7 +113,13 @@ class Run(Base):
 
     __table_args__ = (
         sa.Index("ix_runs_workflow_created", "workflow_id", "created_at", "id"),
-        sa.Index("ix_runs_status_lease", "status", "lease_expires_at"),
+        sa.Index("ix_runs_account_created", "account_id", "created_at", "id"),
+        sa.Index(
+            "ix_runs_running",
+            "driver",
+            sqlite_where=sa.text("status = 'running'"),
+            postgresql_where=sa.text("status = 'running'"),
+        ),
     )
 
 
@@ -129,6 +141,21 @@ class NodeRun(Base):
     finished_at: Mapped[datetime | None]
     error: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     attempts: Mapped[int] = mapped_column(default=0)
+    # Who runs the node: a server process token or "job:<id>" of a queue job.
+    claimed_by: Mapped[str | None] = mapped_column(sa.String(64))
+    queued_at: Mapped[datetime | None]
+
+    __table_args__ = (
+        # Retention asks which runs still show an artifact (cache hits share one).
+        sa.Index("ix_node_runs_artifact", "artifact_id"),
+        # The reconciler looks for nodes queued a while without a job.
+        sa.Index(
+            "ix_node_runs_queued",
+            "queued_at",
+            sqlite_where=sa.text("status = 'queued'"),
+            postgresql_where=sa.text("status = 'queued'"),
+        ),
+    )
 
 
 class Artifact(Base):
@@ -203,6 +230,9 @@ class IdempotencyKey(Base):
     run_id: Mapped[str] = mapped_column(sa.String(36))
     response: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
     created_at: Mapped[datetime]
+    # What the first request asked for (workflow, input, cache): a reuse of the key for
+    # anything else is refused, never answered with the first request's run.
+    request_hash: Mapped[str | None] = mapped_column(sa.String(64))
 
 
 class Webhook(Base):
@@ -234,3 +264,18 @@ class RunEvent(Base):
     node_id: Mapped[str | None] = mapped_column(sa.String(200))
     data: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
     ts: Mapped[datetime]
+
+
+class CredentialRevocation(Base):
+    """Append-only feed of revoked credentials (``key:<id>``, ``jwt:<account>``,
+    ``account:<account>``), written in the transaction that revokes. Every server process
+    follows it (auth/revocation.py) to close open streams, whichever process — or command
+    line — did the revoking. Rows older than a day are pruned."""
+
+    __tablename__ = "credential_revocations"
+
+    id: Mapped[int] = mapped_column(
+        sa.BigInteger().with_variant(sa.Integer, "sqlite"), primary_key=True, autoincrement=True
+    )
+    scope: Mapped[str] = mapped_column(sa.String(80))
+    created_at: Mapped[datetime]

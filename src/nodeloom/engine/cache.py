@@ -1,5 +1,6 @@
-"""Output-cache keys: a node's type, type version, params and its inputs' content hashes
-(plus the run's input data for nodes that read it). Equal keys mean equal outputs."""
+"""Output-cache keys: a node's type, type version, fingerprint (its params as resolved with
+the settings they read) and its inputs' content hashes (plus the run's input data for nodes
+that read it). Equal keys mean equal outputs."""
 
 from __future__ import annotations
 
@@ -9,12 +10,12 @@ from typing import Any
 
 import orjson
 
-from nodeloom.nodes.base import NodeSpec, Params
+from nodeloom.nodes.base import NodeSpec
 
 
 def cache_key(
     spec: NodeSpec,
-    params: Params,
+    fingerprint: Mapping[str, Any],
     input_hashes: Mapping[str, Sequence[str]],
     run_input: Mapping[str, Any] | None,
 ) -> str | None:
@@ -24,7 +25,7 @@ def cache_key(
     material: dict[str, Any] = {
         "type": spec.type,
         "version": spec.version,
-        "params": params.model_dump(mode="json"),
+        "params": fingerprint,
         "inputs": {name: list(hashes) for name, hashes in sorted(input_hashes.items())},
     }
     if spec.uses_run_input:

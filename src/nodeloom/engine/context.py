@@ -1,13 +1,11 @@
-"""What the executor hands a running node (implements nodes.base.NodeContext)."""
+"""What the executor hands a node that runs on the event loop (implements
+nodes.base.NodeContext). Only node types that compute nothing run this way; the rest run in
+a sandbox process with its own context (sandbox/worker.py)."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
-import shutil
-import tempfile
 from collections.abc import Awaitable, Callable, Mapping
-from concurrent.futures import Executor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -25,35 +23,25 @@ class RunNodeContext:
         account_id: str,
         run_input: Mapping[str, Any] | None,
         settings: Settings,
-        executor: Executor,
         report: Callable[[float], Awaitable[None]],
-        scratch_root: Path,
+        scratch: Path,
     ) -> None:
         self.run_id = run_id
         self.node_id = node_id
         self.account_id = account_id
         self.input = run_input
         self.settings = settings
-        self._executor = executor
         self._report = report
-        self._scratch_root = scratch_root
-        self._scratch: Path | None = None
+        self._scratch = scratch
 
     @property
     def scratch_dir(self) -> Path:
         """Created on first use: most nodes never touch the disk."""
-        if self._scratch is None:
-            self._scratch_root.mkdir(parents=True, exist_ok=True)
-            self._scratch = Path(tempfile.mkdtemp(prefix="node-", dir=self._scratch_root))
+        self._scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
         return self._scratch
 
     async def progress(self, fraction: float) -> None:
         await self._report(min(1.0, max(0.0, float(fraction))))
 
     async def to_thread(self, fn: Callable[..., T], /, *args: Any) -> T:
-        loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
-
-    def cleanup(self) -> None:
-        if self._scratch is not None:
-            shutil.rmtree(self._scratch, ignore_errors=True)
+        return await asyncio.to_thread(fn, *args)

@@ -12,7 +12,6 @@ from typing import cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from nodeloom.db.models import Account, CreditEntry
 from nodeloom.errors import InsufficientCredits
@@ -51,7 +50,7 @@ def hold(conn: Connection, account_id: str, run_id: str, amount: int, at: dateti
     )
 
 
-async def ledger_balance(session: AsyncSession, account_id: str) -> int:
+def ledger_balance(conn: Connection, account_id: str) -> int:
     """The balance recomputed from the ledger: grants - holds + releases."""
     ledger = cast(sa.Table, CreditEntry.__table__)
     signed = sa.case(
@@ -60,7 +59,7 @@ async def ledger_balance(session: AsyncSession, account_id: str) -> int:
         (ledger.c.kind == "release", ledger.c.amount),
         else_=0,
     )
-    total = await session.scalar(
+    total = conn.execute(
         sa.select(sa.func.coalesce(sa.func.sum(signed), 0)).where(ledger.c.account_id == account_id)
-    )
+    ).scalar()
     return int(total or 0)

@@ -101,7 +101,11 @@ def validate_graph(
     order = topological_order(list(nodes), graph.downstream)
     if len(order) < len(nodes):
         cycle = find_cycle([n for n in nodes if n not in set(order)], graph.downstream)
-        index = raw_nodes.index(next(n for n in raw_nodes if n.get("id") == cycle[0]))
+        index = next(
+            i
+            for i, raw in enumerate(raw_nodes)
+            if isinstance(raw, dict) and raw.get("id") == cycle[0]
+        )
         problems.add(
             f"{ROOT}/nodes/{index}",
             "the graph has a cycle through nodes " + " -> ".join([*cycle, cycle[0]]),
@@ -110,6 +114,41 @@ def validate_graph(
     if problems.items:
         return problems.items
     return graph
+
+
+@dataclass(frozen=True)
+class DeepCheck:
+    """A node whose params need a check too expensive for the event loop (see
+    ``NodeType.deep_problems``); run in a sandbox process."""
+
+    pointer: str
+    type: str
+    params: dict[str, Any]
+
+
+def deep_checks(graph_json: Any, registry: Registry) -> list[DeepCheck]:
+    """The nodes of ``graph_json`` (checked or not) whose type has deep checks and whose
+    params are otherwise valid."""
+    if not isinstance(graph_json, dict) or not isinstance(graph_json.get("nodes"), list):
+        return []
+    found: list[DeepCheck] = []
+    for index, raw in enumerate(graph_json["nodes"][:MAX_NODES]):
+        if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
+            continue
+        node = registry.get(raw["type"])
+        if node is None or type(node).deep_problems is NodeType.deep_problems:
+            continue
+        data = raw.get("data") or {}
+        if not isinstance(data, dict):
+            continue
+        try:
+            params = node.spec.params.model_validate(data)
+        except ValidationError:
+            continue
+        found.append(
+            DeepCheck(f"{ROOT}/nodes/{index}/data", node.spec.type, params.model_dump(mode="json"))
+        )
+    return found
 
 
 def _check_viewport(graph_json: dict[str, Any], problems: _Problems) -> None:

@@ -18,8 +18,9 @@ class RunStatus(StrEnum):
 
 
 class NodeStatus(StrEnum):
-    PENDING = "pending"
-    RUNNING = "running"
+    PENDING = "pending"  # waiting for its inputs
+    QUEUED = "queued"  # runnable: every input completed; not yet claimed by an executor
+    RUNNING = "running"  # claimed by an executor (claimed_by names it)
     COMPLETED = "completed"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -32,14 +33,16 @@ FINISHED_NODE_STATES = frozenset(
 
 # to-state -> allowed from-states
 NODE_FROM: dict[NodeStatus, frozenset[NodeStatus]] = {
-    NodeStatus.RUNNING: frozenset({NodeStatus.PENDING}),
-    # A cache hit goes straight from pending to completed.
-    NodeStatus.COMPLETED: frozenset({NodeStatus.RUNNING, NodeStatus.PENDING}),
-    NodeStatus.FAILED: frozenset({NodeStatus.RUNNING, NodeStatus.PENDING}),
+    # Runnable; or back from running when the process that ran it died.
+    NodeStatus.QUEUED: frozenset({NodeStatus.PENDING, NodeStatus.RUNNING}),
+    # Claimed. The in-process executor starts a node the moment it is runnable when it has
+    # room, without committing ``queued`` first.
+    NodeStatus.RUNNING: frozenset({NodeStatus.PENDING, NodeStatus.QUEUED}),
+    # A cache hit completes a node without running it.
+    NodeStatus.COMPLETED: frozenset({NodeStatus.RUNNING, NodeStatus.PENDING, NodeStatus.QUEUED}),
+    NodeStatus.FAILED: frozenset({NodeStatus.RUNNING, NodeStatus.PENDING, NodeStatus.QUEUED}),
     NodeStatus.SKIPPED: frozenset({NodeStatus.PENDING}),
-    NodeStatus.CANCELLED: frozenset({NodeStatus.PENDING, NodeStatus.RUNNING}),
-    # Resume: a node interrupted by a crash runs again.
-    NodeStatus.PENDING: frozenset({NodeStatus.RUNNING}),
+    NodeStatus.CANCELLED: frozenset({NodeStatus.PENDING, NodeStatus.QUEUED, NodeStatus.RUNNING}),
 }
 
 RUN_FROM: dict[RunStatus, frozenset[RunStatus]] = {

@@ -3,12 +3,14 @@ transaction. Used by execute and by webhook triggers alike."""
 
 from __future__ import annotations
 
+import hashlib
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
 
+import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
@@ -16,7 +18,9 @@ from nodeloom.db.models import IdempotencyKey, NodeRun, Run, Workflow, utcnow
 from nodeloom.engine import credits
 from nodeloom.engine.graph import Graph, validate_graph
 from nodeloom.engine.states import NodeStatus, RunStatus
-from nodeloom.errors import Conflict, InvalidGraph, NotFound
+from nodeloom.engine.transitions import Batch, write_events
+from nodeloom.errors import IdempotencyKeyReused, InvalidGraph, NotFound
+from nodeloom.events.model import Event
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 
@@ -34,6 +38,8 @@ class PreparedRun:
     use_cache: bool
     estimate: int
     created_at: datetime
+    plan: str
+    queued: tuple[str, ...] = ()  # nodes queued at once (queue workers: the roots)
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class Started:
     estimated_credits: int
     created_at: datetime
     prepared: PreparedRun | None = None
+    events: tuple[Event, ...] = ()  # run.started, committed with the run
 
     def response(self) -> dict[str, Any]:
         return {
@@ -91,7 +98,12 @@ _WORKFLOW = sa.select(_WORKFLOWS.c.id, _WORKFLOWS.c.updated_at, _WORKFLOWS.c.gra
     _WORKFLOWS.c.deleted_at.is_(None),
 )
 _EARLIER = (
-    sa.select(_IDEMPOTENCY.c.response, _IDEMPOTENCY.c.created_at, _RUNS.c.workflow_id)
+    sa.select(
+        _IDEMPOTENCY.c.response,
+        _IDEMPOTENCY.c.created_at,
+        _IDEMPOTENCY.c.request_hash,
+        _RUNS.c.workflow_id,
+    )
     .join(_RUNS, _RUNS.c.id == _IDEMPOTENCY.c.run_id)
     .where(
         _IDEMPOTENCY.c.account_id == sa.bindparam("account"),
@@ -113,8 +125,14 @@ class RunRequest:
     workflow_id: str
     run_input: dict[str, Any] | None
     use_cache: bool
+    plan: str
     webhook_id: str | None = None
     idempotency_key: str | None = None
+    # "api", "webhook" or "editor": shown in the run lists, decides nothing else.
+    trigger: str = "api"
+    # The process that will drive the run (the embedded mode), or None: queue workers run
+    # its nodes one by one, and its roots are queued at once.
+    driver: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,18 +140,35 @@ class Accepted:
     answer: dict[str, Any]
     replayed: bool
     prepared: PreparedRun | None = None
+    events: tuple[Event, ...] = ()
 
 
-def earlier_answer(
-    conn: Connection, account_id: str, key: str, workflow_id: str
-) -> dict[str, Any] | None:
-    """The stored answer for an Idempotency-Key used in the last 24 hours, if any. A key
-    reused for another workflow is a client error (409), never a replay of the wrong run."""
-    row = conn.execute(_EARLIER, {"account": account_id, "key": key}).first()
+def request_hash(request: RunRequest) -> str:
+    """What an Idempotency-Key promises to repeat: this workflow, this input, this cache."""
+    material = {
+        "workflow_id": request.workflow_id,
+        "input": request.run_input,
+        "cache": request.use_cache,
+    }
+    return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def earlier_answer(conn: Connection, request: RunRequest) -> dict[str, Any] | None:
+    """The stored answer for the request's Idempotency-Key used in the last 24 hours, if
+    any. A key reused for a different request (another workflow, another input) is refused
+    (422, as Stripe does), never answered with the first request's run."""
+    row = conn.execute(
+        _EARLIER, {"account": request.account_id, "key": request.idempotency_key}
+    ).first()
     if row is None or row.created_at < utcnow() - IDEMPOTENCY_TTL:
         return None
-    if row.workflow_id != workflow_id:
-        raise Conflict("This Idempotency-Key was already used for another workflow.")
+    if row.workflow_id != request.workflow_id or (
+        row.request_hash is not None and row.request_hash != request_hash(request)
+    ):
+        raise IdempotencyKeyReused(
+            "This Idempotency-Key was already used for a different request (another workflow "
+            "or another body); use a new key for a new request."
+        )
     answer: dict[str, Any] = row.response
     return answer
 
@@ -149,7 +184,7 @@ def start_run(conn: Connection, request: RunRequest, graphs: GraphCache) -> Acce
     """
     key = request.idempotency_key
     if key is not None:
-        earlier = earlier_answer(conn, request.account_id, key, request.workflow_id)
+        earlier = earlier_answer(conn, request)
         if earlier is not None:
             return Accepted(earlier, replayed=True)
     row = conn.execute(
@@ -166,7 +201,10 @@ def start_run(conn: Connection, request: RunRequest, graphs: GraphCache) -> Acce
         graph=graph,
         run_input=request.run_input,
         use_cache=request.use_cache,
+        plan=request.plan,
         webhook_id=request.webhook_id,
+        trigger=request.trigger,
+        driver=request.driver,
     )
     answer = started.response()
     if key is not None:
@@ -182,9 +220,10 @@ def start_run(conn: Connection, request: RunRequest, graphs: GraphCache) -> Acce
                 "run_id": started.run_id,
                 "response": answer,
                 "created_at": started.created_at,
+                "request_hash": request_hash(request),
             },
         )
-    return Accepted(answer, replayed=False, prepared=started.prepared)
+    return Accepted(answer, replayed=False, prepared=started.prepared, events=started.events)
 
 
 def create_run(
@@ -196,10 +235,20 @@ def create_run(
     graph: Graph,
     run_input: dict[str, Any] | None,
     use_cache: bool,
+    plan: str,
     webhook_id: str | None = None,
+    trigger: str = "api",
+    driver: str | None = None,
 ) -> Started:
     run_id = str(uuid.uuid4())
     now = utcnow()
+    # Driven by a process: it schedules every node. Run by queue workers: the nodes without
+    # inputs are runnable now, and their jobs are deferred once this commits.
+    roots = (
+        ()
+        if driver is not None
+        else tuple(n.id for n in graph.nodes.values() if not any(graph.inputs[n.id].values()))
+    )
     estimate = graph.estimate_credits()
     credits.hold(conn, account_id, run_id, estimate, now)
     conn.execute(
@@ -210,6 +259,7 @@ def create_run(
             "workflow_id": workflow_id,
             "webhook_id": webhook_id,
             "status": RunStatus.RUNNING.value,
+            "trigger": trigger,
             "use_cache": use_cache,
             "estimated_credits": estimate,
             "credits_used": 0,
@@ -217,34 +267,33 @@ def create_run(
             "created_at": now,
             "finished_at": None,
             "cancel_requested": False,
-            "lease_owner": None,
-            "lease_expires_at": None,
-            "event_seq": 0,
+            "driver": driver,
             "input": run_input,
             "graph_json": graph_json,
         },
     )
-    conn.execute(
-        _INSERT_NODES,
-        [
-            {
-                "run_id": run_id,
-                "node_id": node.id,
-                "position": position,
-                "type": node.type,
-                "status": NodeStatus.PENDING.value,
-                "artifact_id": None,
-                "credits_used": 0,
-                "cached": False,
-                "cache_key": None,
-                "started_at": None,
-                "finished_at": None,
-                "error": None,
-                "attempts": 0,
-            }
-            for position, node in enumerate(graph.nodes.values())
-        ],
-    )
+    node_rows = [
+        {
+            "run_id": run_id,
+            "node_id": node.id,
+            "position": position,
+            "type": node.type,
+            "status": (NodeStatus.QUEUED if node.id in roots else NodeStatus.PENDING).value,
+            "artifact_id": None,
+            "credits_used": 0,
+            "cached": False,
+            "cache_key": None,
+            "started_at": None,
+            "finished_at": None,
+            "error": None,
+            "attempts": 0,
+            "claimed_by": None,
+            "queued_at": now if node.id in roots else None,
+        }
+        for position, node in enumerate(graph.nodes.values())
+    ]
+    if node_rows:  # an empty graph is valid: its run completes at once
+        conn.execute(_INSERT_NODES, node_rows)
     prepared = PreparedRun(
         run_id=run_id,
         account_id=account_id,
@@ -254,5 +303,11 @@ def create_run(
         use_cache=use_cache,
         estimate=estimate,
         created_at=now,
+        plan=plan,
+        queued=roots,
     )
-    return Started(run_id, estimate, now, prepared)
+    # The run's first event (seq 1) is committed with the run itself.
+    batch = Batch(run_id, workflow_id, account_id)
+    batch.event("run.started", now, None, estimated_credits=estimate)
+    events = tuple(write_events(conn, batch, 1))
+    return Started(run_id, estimate, now, prepared, events)

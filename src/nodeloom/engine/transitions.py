@@ -60,23 +60,27 @@ class Batch:
     workflow_id: str
     account_id: str
     started: list[tuple[str, datetime]] = field(default_factory=list)
+    claimed_by: str | None = None  # who the started nodes are claimed by
     ended: list[_NodeEnd] = field(default_factory=list)
     bulk: list[tuple[NodeStatus, list[str], datetime, dict[str, Any] | None]] = field(
         default_factory=list
     )
-    reset: list[str] = field(default_factory=list)
+    queued: list[tuple[str, datetime]] = field(default_factory=list)
     run_end: tuple[RunStatus, datetime, dict[str, Any] | None, int, int] | None = None
     events: list[tuple[str, str | None, dict[str, Any], datetime]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
-            self.started or self.ended or self.bulk or self.reset or self.run_end or self.events
+            self.started or self.ended or self.bulk or self.queued or self.run_end or self.events
         )
 
     def event(self, type_: str, at: datetime, node_id: str | None = None, **data: Any) -> None:
         self.events.append((type_, node_id, data, at))
 
-    def start_node(self, node_id: str, at: datetime) -> None:
+    def start_node(self, node_id: str, at: datetime, claimed_by: str) -> None:
+        """Claimed by ``claimed_by`` (one claimant per batch) and started."""
+        assert self.claimed_by in (None, claimed_by), "one claimant per batch"
+        self.claimed_by = claimed_by
         self.started.append((node_id, at))
         self.event("node.started", at, node_id)
 
@@ -129,9 +133,10 @@ class Batch:
             for node_id in node_ids:
                 self.event("node.cancelled", at, node_id)
 
-    def reset_nodes(self, node_ids: list[str]) -> None:
-        """Nodes interrupted by a crash go back to pending (no event: nothing finished)."""
-        self.reset.extend(node_ids)
+    def queue_nodes(self, node_ids: list[str], at: datetime) -> None:
+        """Runnable now (from pending), or again (from running: the process that ran them
+        died). No event: nothing started or finished; the run status shows ``queued``."""
+        self.queued.extend((node_id, at) for node_id in node_ids)
 
     def finish_run(
         self,
@@ -169,14 +174,19 @@ _ARTIFACT = _t(Artifact)
 _EVENTS = _t(RunEvent)
 _IDS: sa.BindParameter[list[str]] = sa.bindparam("ids", expanding=True)
 
-_RESET = (
+_QUEUE = (
     sa.update(_NODE)
     .where(
         _NODE.c.run_id == sa.bindparam("run"),
         _NODE.c.node_id.in_(_IDS),
-        _NODE.c.status.in_(_from(NodeStatus.PENDING)),
+        _NODE.c.status.in_(_from(NodeStatus.QUEUED)),
     )
-    .values(status=NodeStatus.PENDING.value, started_at=None)
+    .values(
+        status=NodeStatus.QUEUED.value,
+        queued_at=sa.bindparam("at", type_=_NODE.c.queued_at.type),
+        started_at=None,
+        claimed_by=None,
+    )
 )
 _START = (
     sa.update(_NODE)
@@ -188,6 +198,7 @@ _START = (
     .values(
         status=NodeStatus.RUNNING.value,
         started_at=sa.bindparam("at", type_=_NODE.c.started_at.type),
+        claimed_by=sa.bindparam("claimed_by"),
         attempts=_NODE.c.attempts + 1,
     )
 )
@@ -244,8 +255,6 @@ def _run_end_statement(status: RunStatus) -> sa.Update:
             finished_at=sa.bindparam("at", type_=_RUN.c.finished_at.type),
             error=sa.bindparam("error", type_=_RUN.c.error.type),
             credits_used=sa.bindparam("used"),
-            lease_owner=None,
-            lease_expires_at=None,
         )
     )
 
@@ -259,6 +268,7 @@ _RELEASE = (
     .values(credits_balance=_ACCOUNT.c.credits_balance + sa.bindparam("amount"))
 )
 _INSERT_LEDGER = sa.insert(_LEDGER)
+_ARTIFACT_EXISTS = sa.select(_ARTIFACT.c.id).where(_ARTIFACT.c.id == sa.bindparam("id"))
 _INSERT_ARTIFACT = sa.insert(_ARTIFACT)
 _INSERT_EVENTS = sa.insert(_EVENTS)
 
@@ -267,8 +277,11 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
     """Write the batch; return its events with their seq (starting at ``next_seq``).
     Raises StaleTransition (the transaction rolls back) when a change no longer applies."""
     run_id = batch.run_id
-    if batch.reset:
-        conn.execute(_RESET, {"run": run_id, "ids": batch.reset})
+    if batch.queued:
+        ids = [node_id for node_id, _ in batch.queued]
+        result = conn.execute(_QUEUE, {"run": run_id, "ids": ids, "at": batch.queued[0][1]})
+        if result.rowcount != len(ids):
+            raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending or running")
     ledger: list[dict[str, Any]] = []
     artifacts: list[dict[str, Any]] = []
     cache: list[dict[str, Any]] = []
@@ -282,15 +295,18 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
         conn.execute(_BULK[status], {"run": run_id, "ids": node_ids, "at": at, "error": error})
     if batch.started:
         ids = [node_id for node_id, _ in batch.started]
-        result = conn.execute(_START, {"run": run_id, "ids": ids, "at": batch.started[0][1]})
+        result = conn.execute(
+            _START,
+            {"run": run_id, "ids": ids, "at": batch.started[0][1], "claimed_by": batch.claimed_by},
+        )
         if result.rowcount != len(ids):
-            raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending")
+            raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending or queued")
     if batch.run_end is not None:
         _end_run(conn, batch, ledger)
     if ledger:
         # Unique (run, node, kind): a second charge for the same node fails loudly.
         conn.execute(_INSERT_LEDGER, ledger)
-    return _write_events(conn, batch, next_seq)
+    return write_events(conn, batch, next_seq)
 
 
 def _end_node(
@@ -319,6 +335,11 @@ def _end_node(
                 "created_at": end.at,
             }
         )
+    if end.cached and end.artifact_id is not None:
+        # A cache hit reuses another run's artifact: make sure retention did not remove it
+        # since the look-up (the step then rolls back and the run is resumed without it).
+        if conn.execute(_ARTIFACT_EXISTS, {"id": end.artifact_id}).first() is None:
+            raise StaleTransition(f"run {batch.run_id}: cached artifact {end.artifact_id} gone")
     result = conn.execute(
         _END[end.status],
         {
@@ -380,7 +401,7 @@ def _end_run(conn: Connection, batch: Batch, ledger: list[dict[str, Any]]) -> No
         )
 
 
-def _write_events(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
+def write_events(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
     if not batch.events:
         return []
     events = [

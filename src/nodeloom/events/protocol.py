@@ -1,4 +1,4 @@
-"""The WebSocket client messages (SPEC §9), parsed without touching the network.
+"""The WebSocket client messages (docs/events.md), parsed without touching the network.
 
 Client -> server::
 
@@ -70,8 +70,8 @@ def parse(text: str | None) -> ClientMessage:
         raise BadMessage(f"'{type_}' takes exactly one of 'run_id' and 'workflow_id'.")
     key, kind = ("run_id", "run") if run_id is not None else ("workflow_id", "workflow")
     value = body[key]
-    if not isinstance(value, str) or not value:
-        raise BadMessage(f"'{key}' must be a non-empty string.")
+    if not isinstance(value, str) or not value or "\x00" in value or len(value) > 200:
+        raise BadMessage(f"'{key}' must be a non-empty string of at most 200 characters.")
     if type_ == "unsubscribe":
         return Unsubscribe("run" if kind == "run" else "workflow", value)
     after = body.get("after_seq", 0)

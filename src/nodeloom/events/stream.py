@@ -44,9 +44,8 @@ def from_row(row: RunEvent, workflow_id: str, account_id: str) -> Event:
 async def read_log(
     db: Database, run_id: str, workflow_id: str, account_id: str, after_seq: int
 ) -> list[Event]:
-    async with db.read() as session:
-        rows = await run_store.events_after(session, run_id, after_seq)
-        return [from_row(row, workflow_id, account_id) for row in rows]
+    rows = await db.read(lambda c: run_store.events_after(c, run_id, after_seq))
+    return [from_row(row, workflow_id, account_id) for row in rows]
 
 
 class RunCursors:

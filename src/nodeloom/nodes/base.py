@@ -12,7 +12,7 @@ import builtins
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, ClassVar, Protocol, TypeVar
@@ -79,11 +79,20 @@ class NodeSpec:
     params: builtins.type[Params]
     cost: Cost
     needs_provider: bool = False  # calls the configured OpenAI-compatible provider
+    # Calls the provider when one is configured and works locally otherwise (speech).
+    optional_provider: bool = False
     # The output cache may reuse an earlier result (false for nodes whose point is a side
     # effect or whose answer changes with time, like Delay or an HTTP request).
     cacheable: bool = True
     # The output depends on the run's input data, so the cache key must include it.
     uses_run_input: bool = False
+    # Runs in a sandbox process under a time and memory budget (see nodeloom.sandbox). Only
+    # nodes that compute nothing may run on the server's event loop.
+    sandboxed: bool = True
+
+    @property
+    def calls_provider(self) -> bool:
+        return self.needs_provider or self.optional_provider
 
     def input(self, name: str) -> Input | None:
         for item in self.inputs:
@@ -144,7 +153,6 @@ class Produced:
     width: int | None = None
     height: int | None = None
     duration_ms: int | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
     def text(cls, value: str) -> Produced:
@@ -200,8 +208,20 @@ class NodeType(ABC):
         the ``max_seconds`` param of nodes whose length depends on their inputs."""
         return float(getattr(params, "max_seconds", 0.0))
 
+    def fingerprint(self, params: Any, settings: Settings) -> dict[str, Any]:
+        """Everything besides the inputs that decides the output, for the output cache: the
+        params as the node will resolve them (an empty ``model`` means the configured one,
+        so changing the setting must not return the old model's answers)."""
+        dumped: dict[str, Any] = params.model_dump(mode="json")
+        return dumped
+
     def param_problems(self, params: Any) -> list[str]:
-        """Problems the params schema cannot express (e.g. a template syntax error)."""
+        """Cheap problems the params schema cannot express; checked on the event loop."""
+        return []
+
+    def deep_problems(self, params: Any) -> list[str]:
+        """Problems that take real work to find (a template's syntax): checked in a sandbox
+        process when a workflow is saved, never on the event loop."""
         return []
 
     def unavailable_reason(self, settings: Settings) -> str | None:

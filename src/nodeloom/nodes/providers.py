@@ -77,6 +77,11 @@ def unavailable_reason(settings: Settings) -> str | None:
     return None
 
 
+def _provider(settings: Settings) -> dict[str, Any]:
+    """The provider a node's answer comes from, as part of its cache fingerprint."""
+    return {"provider": settings.provider_base_url}
+
+
 def _retry_after(response: httpx.Response) -> float | None:
     value = response.headers.get("retry-after")
     if value is None:
@@ -217,6 +222,10 @@ class LLMText(NodeType):
     def unavailable_reason(self, settings: Settings) -> str | None:
         return unavailable_reason(settings)
 
+    def fingerprint(self, params: LLMTextParams, settings: Settings) -> dict[str, Any]:
+        model = params.model or settings.provider_llm_model
+        return {**super().fingerprint(params, settings), "model": model, **_provider(settings)}
+
     async def run(
         self, ctx: NodeContext, params: LLMTextParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
@@ -282,6 +291,10 @@ class TextToImage(NodeType):
 
     def unavailable_reason(self, settings: Settings) -> str | None:
         return unavailable_reason(settings)
+
+    def fingerprint(self, params: TextToImageParams, settings: Settings) -> dict[str, Any]:
+        model = params.model or settings.provider_image_model
+        return {**super().fingerprint(params, settings), "model": model, **_provider(settings)}
 
     async def run(
         self, ctx: NodeContext, params: TextToImageParams, inputs: Mapping[str, InputValue]

@@ -207,7 +207,20 @@ class TextToSpeech(NodeType):
         output=Output(Kind.AUDIO),
         params=TextToSpeechParams,
         cost=Cost(credits=1, per_second=1),
+        optional_provider=True,
     )
+
+    def fingerprint(self, params: TextToSpeechParams, settings: Settings) -> dict[str, Any]:
+        """Which engine speaks (and, for the provider, which model) decides the sound."""
+        dumped = super().fingerprint(params, settings)
+        if params.engine == "local" or providers.unavailable_reason(settings):
+            return {**dumped, "engine": "local"}
+        return {
+            **dumped,
+            "engine": "provider",
+            "model": settings.provider_tts_model,
+            "provider": settings.provider_base_url,
+        }
 
     async def run(
         self, ctx: NodeContext, params: TextToSpeechParams, inputs: Mapping[str, InputValue]

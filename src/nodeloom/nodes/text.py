@@ -5,12 +5,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
+import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from jinja2 import TemplateError
-from jinja2.sandbox import SandboxedEnvironment
+from jinja2.sandbox import SandboxedEnvironment, safe_range
 from pydantic import Field
 
 from nodeloom.nodes.base import (
@@ -28,7 +29,10 @@ from nodeloom.nodes.base import (
 )
 
 MAX_TEMPLATE_OUTPUT = 1_000_000  # characters
-MAX_TEMPLATE_SECONDS = 2.0
+MAX_TEMPLATE_SECONDS = 10.0  # checked between output chunks; the sandbox budget is the backstop
+MAX_TEMPLATE_VALUE = 1_000_000  # items or characters of any string or list a template builds
+MAX_TEMPLATE_LOOP_ITEMS = 1_000_000  # items produced by range() over one rendering
+MAX_POWER_BITS = 4096
 
 
 def input_text(inputs: Mapping[str, InputValue], name: str = "text") -> str | None:
@@ -67,6 +71,7 @@ class TextInput(NodeType):
         params=TextInputParams,
         cost=Cost(credits=0),
         uses_run_input=True,
+        sandboxed=False,  # it only copies a value out of the run's input data
     )
 
     async def run(
@@ -95,34 +100,96 @@ class TextTemplateParams(Params):
     )
 
 
+class BoundedEnvironment(SandboxedEnvironment):
+    """The sandbox stops attribute abuse; this also stops a template from building huge
+    values. ``*``, ``**`` and ``+`` are intercepted, which also keeps Jinja from folding them
+    at compile time (``{{ 'ab' * 10**9 }}`` would otherwise be computed while *compiling*),
+    and the optimizer is off, so compiling costs time proportional to the source only."""
+
+    intercepted_binops = frozenset({"*", "**", "+"})
+
+    def call_binop(self, context: Any, operator: str, left: Any, right: Any) -> Any:
+        if operator == "*":
+            _check_repeat(left, right)
+            _check_repeat(right, left)
+        elif operator == "+":
+            if _is_sequence(left) and _is_sequence(right):
+                _check_size(len(left) + len(right))
+        elif operator == "**":
+            _check_power(left, right)
+        return super().call_binop(context, operator, left, right)
+
+
+def _is_sequence(value: Any) -> bool:
+    return isinstance(value, str | bytes | list | tuple)
+
+
+def _check_size(size: int) -> None:
+    if size > MAX_TEMPLATE_VALUE:
+        raise NodeFailure(f"the template builds a value longer than {MAX_TEMPLATE_VALUE}")
+
+
+def _check_repeat(sequence: Any, times: Any) -> None:
+    if _is_sequence(sequence) and isinstance(times, int) and times > 0:
+        _check_size(len(sequence) * times)
+
+
+def _check_power(base: Any, exponent: Any) -> None:
+    if isinstance(base, int) and isinstance(exponent, int) and abs(base) > 1 and exponent > 0:
+        if exponent * math.log2(abs(base)) > MAX_POWER_BITS:
+            raise NodeFailure(f"the template computes a number of more than {MAX_POWER_BITS} bits")
+
+
 @functools.lru_cache(maxsize=1)
-def _environment() -> SandboxedEnvironment:
-    return SandboxedEnvironment(autoescape=False, keep_trailing_newline=True)
+def _environment() -> BoundedEnvironment:
+    return BoundedEnvironment(autoescape=False, keep_trailing_newline=True, optimized=False)
 
 
-@functools.lru_cache(maxsize=512)
+# Compiled templates are cached only in sandbox processes (this runs there), a few at a time:
+# a compiled template can be many times the size of its source.
+@functools.lru_cache(maxsize=32)
 def _compile(source: str) -> Any:
     return _environment().from_string(source)
 
 
 def check_template(source: str) -> str | None:
-    """A syntax error message, or None; used by graph validation."""
+    """A syntax error message, or None. Compiling takes time proportional to the source (up
+    to a second for 100,000 characters), so graph validation runs it in a sandbox process."""
     try:
-        _compile(source)
+        _environment().from_string(source)
     except TemplateError as exc:
         return f"template error: {exc}"
+    except RecursionError:
+        return "template error: the template is nested too deeply"
     return None
 
 
+def _bounded_range() -> Callable[..., range]:
+    """``range`` for one rendering: each range is capped by the sandbox, and all of them
+    together may produce at most MAX_TEMPLATE_LOOP_ITEMS items."""
+    left = MAX_TEMPLATE_LOOP_ITEMS
+
+    def bounded(*args: int) -> range:
+        nonlocal left
+        items = safe_range(*args)
+        left -= len(items)
+        if left < 0:
+            raise NodeFailure(
+                f"the template's loops run over more than {MAX_TEMPLATE_LOOP_ITEMS} items"
+            )
+        return items
+
+    return bounded
+
+
 def render_template(source: str, variables: Mapping[str, Any]) -> str:
-    """Render with bounded output size and time: the sandbox stops attribute abuse, these
-    bounds stop a template that tries to exhaust memory or CPU."""
+    """Render with bounded values, loops, output size and time (see BoundedEnvironment)."""
     try:
         template = _compile(source)
         parts: list[str] = []
         size = 0
         deadline = time.monotonic() + MAX_TEMPLATE_SECONDS
-        for chunk in template.generate(**variables):
+        for chunk in template.generate(**variables, range=_bounded_range()):
             size += len(chunk)
             if size > MAX_TEMPLATE_OUTPUT:
                 raise NodeFailure(f"template output exceeds {MAX_TEMPLATE_OUTPUT} characters")
@@ -131,8 +198,10 @@ def render_template(source: str, variables: Mapping[str, Any]) -> str:
             parts.append(chunk)
     except TemplateError as exc:
         raise NodeFailure(f"template error: {exc}") from exc
-    except NodeFailure:
+    except (NodeFailure, MemoryError):
         raise
+    except RecursionError as exc:
+        raise NodeFailure("template error: nested too deeply") from exc
     except Exception as exc:  # a template can raise anything (1/0, bad arithmetic...)
         raise NodeFailure(f"template error: {type(exc).__name__}: {exc}") from exc
     return "".join(parts)
@@ -152,7 +221,7 @@ class TextTemplate(NodeType):
         uses_run_input=True,
     )
 
-    def param_problems(self, params: TextTemplateParams) -> list[str]:
+    def deep_problems(self, params: TextTemplateParams) -> list[str]:
         problem = check_template(params.template)
         return [problem] if problem else []
 
@@ -180,6 +249,7 @@ class Delay(NodeType):
         params=DelayParams,
         cost=Cost(credits=0),
         cacheable=False,
+        sandboxed=False,  # it only waits
     )
 
     async def run(

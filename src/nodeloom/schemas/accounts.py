@@ -32,6 +32,11 @@ class LoginRequest(BaseModel):
     password: str = Field(max_length=1024, repr=False)
 
 
+class PasswordChange(BaseModel):
+    current_password: str = Field(max_length=1024, repr=False)
+    new_password: str = Field(min_length=8, max_length=128, repr=False)
+
+
 class AccountOut(BaseModel):
     model_config = ConfigDict(from_attributes=True)
 
@@ -68,4 +73,25 @@ class ApiKeyCreated(BaseModel):
     name: str
     key: str = Field(description="The key itself. Shown only in this response.")
     prefix: str
+    created_at: Timestamp
+
+
+class SetupStatus(BaseModel):
+    setup_required: bool = Field(
+        description="No account exists yet: the next sign-up creates the owner account."
+    )
+    signup_enabled: bool = Field(description="Whether sign-up is open once the owner exists.")
+
+
+class LedgerEntryOut(BaseModel):
+    id: int
+    kind: Literal["grant", "hold", "charge", "release"]
+    amount: int = Field(description="Credits, as recorded (never negative for holds).")
+    balance_change: int = Field(
+        description="How the entry moved the balance: -amount for a hold, +amount for a grant "
+        "or a release, 0 for a charge (it was held already)."
+    )
+    run_id: str | None
+    node_id: str | None
+    note: str | None
     created_at: Timestamp

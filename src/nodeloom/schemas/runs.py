@@ -1,4 +1,4 @@
-"""Run and artifact bodies (SPEC §5, §6)."""
+"""Run and artifact bodies: execute, run status, run lists, artifact metadata."""
 
 from __future__ import annotations
 
@@ -6,10 +6,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.schemas.common import Timestamp
 
-RunStatusName = Literal["running", "completed", "failed"]
-NodeStatusName = Literal["pending", "running", "completed", "failed", "skipped", "cancelled"]
+# One vocabulary: the state machines' own enums (engine/states.py) are the API's too, so the
+# schemas, the OpenAPI document, the typed web client and the Python client cannot drift.
+RunStatusName = RunStatus
+NodeStatusName = NodeStatus
+RunTrigger = Literal["api", "webhook", "editor"]
 
 
 class ExecuteRequest(BaseModel):
@@ -19,6 +23,11 @@ class ExecuteRequest(BaseModel):
         default=None, description="Input data for the run's TextInput nodes."
     )
     cache: bool = Field(default=True, description="Reuse earlier identical node outputs.")
+    trigger: Literal["api", "editor"] = Field(
+        default="api",
+        description="What started the run, as the run lists show it; the web app's editor "
+        'sends "editor". It changes nothing else.',
+    )
 
 
 class ExecuteResponse(BaseModel):
@@ -56,6 +65,19 @@ class RunSummary(BaseModel):
     created_at: Timestamp
     finished_at: Timestamp | None
     error: RunError | None
+    trigger: RunTrigger = Field(description="What started the run: api, webhook or editor.")
+    webhook_id: str | None = Field(default=None, description="The webhook, for webhook runs.")
+
+
+class RunListItem(RunSummary):
+    """An item of the account-wide run list, which also names each run's workflow."""
+
+    workflow_name: str
+
+
+class RunEstimate(BaseModel):
+    estimated_credits: int = Field(description="What a run of the saved graph would hold.")
+    credits_balance: int = Field(description="The account's balance now.")
 
 
 class RunOut(RunSummary):

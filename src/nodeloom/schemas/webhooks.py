@@ -1,4 +1,4 @@
-"""Webhook trigger bodies (SPEC §7, the seed's "Webhook trigger" resource)."""
+"""Webhook trigger bodies: create, update, the webhook as shown, the trigger's answer."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ document the shapes in OpenAPI and type the responses."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -44,6 +44,10 @@ class WorkflowSummary(BaseModel):
     name: str
     created_at: Timestamp
     node_count: int
+    last_run_status: Literal["running", "completed", "failed"] | None = Field(
+        default=None, description="Status of the newest run; null before the first run."
+    )
+    last_run_at: Timestamp | None = Field(default=None, description="When the newest run began.")
 
 
 class WorkflowOut(BaseModel):

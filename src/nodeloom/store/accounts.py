@@ -1,78 +1,120 @@
-"""Accounts and the credit ledger's grants. Functions flush; the caller's transaction commits."""
+"""Accounts and the credit ledger's grants: functions of a Core connection, run by
+``db.read`` / ``db.write`` (the caller's transaction commits)."""
 
 from __future__ import annotations
 
 import uuid
+from typing import cast
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, CreditEntry, utcnow
+from nodeloom.store import Record
+
+ACCOUNTS = cast(sa.Table, Account.__table__)
+_LEDGER = cast(sa.Table, CreditEntry.__table__)
 
 
-async def count(session: AsyncSession) -> int:
-    return int(await session.scalar(sa.select(sa.func.count()).select_from(Account)) or 0)
+def count(conn: Connection) -> int:
+    return int(conn.execute(sa.select(sa.func.count()).select_from(ACCOUNTS)).scalar() or 0)
 
 
-async def create(
-    session: AsyncSession, *, email: str, password_hash: str, plan: str, credits: int
-) -> Account:
-    account = Account(
-        id=str(uuid.uuid4()),
-        email=email,
-        password_hash=password_hash,
-        plan=plan,
-        credits_balance=0,
-        created_at=utcnow(),
-    )
-    session.add(account)
-    await session.flush()
-    if credits:
-        await grant(session, account.id, credits, note="initial credits")
-        await session.refresh(account)
-    return account
-
-
-async def by_email(session: AsyncSession, email: str) -> Account | None:
-    return await session.scalar(sa.select(Account).where(Account.email == email))
-
-
-async def by_id(session: AsyncSession, account_id: str) -> Account | None:
-    return await session.get(Account, account_id)
-
-
-async def plan_of(session: AsyncSession, account_id: str) -> str | None:
-    return await session.scalar(sa.select(Account.plan).where(Account.id == account_id))
-
-
-async def list_all(session: AsyncSession) -> list[Account]:
-    return list(await session.scalars(sa.select(Account).order_by(Account.created_at)))
-
-
-async def set_plan(session: AsyncSession, account_id: str, plan: str) -> None:
-    await session.execute(sa.update(Account).where(Account.id == account_id).values(plan=plan))
-
-
-async def grant(session: AsyncSession, account_id: str, amount: int, note: str) -> None:
-    """Add (or, negative, take back) credits, recorded in the ledger as a grant."""
-    result = await session.execute(
-        sa.update(Account)
-        .where(Account.id == account_id, Account.credits_balance + amount >= 0)
-        .values(credits_balance=Account.credits_balance + amount)
-    )
-    if result.rowcount != 1:  # type: ignore[attr-defined]
-        raise ValueError("a grant cannot make the balance negative")
-    session.add(
-        CreditEntry(
-            account_id=account_id, kind="grant", amount=amount, note=note, created_at=utcnow()
+def create(conn: Connection, *, email: str, password_hash: str, plan: str, credits: int) -> Record:
+    account_id = str(uuid.uuid4())
+    conn.execute(
+        sa.insert(ACCOUNTS).values(
+            id=account_id,
+            email=email,
+            password_hash=password_hash,
+            plan=plan,
+            credits_balance=0,
+            created_at=utcnow(),
+            token_version=0,
+            disabled_at=None,
         )
     )
-    await session.flush()
+    if credits:
+        grant(conn, account_id, credits, note="initial credits")
+    row = by_id(conn, account_id)
+    assert row is not None
+    return row
 
 
-async def set_credits(session: AsyncSession, account_id: str, credits: int) -> None:
-    balance = await session.scalar(
-        sa.select(Account.credits_balance).where(Account.id == account_id)
+def by_email(conn: Connection, email: str) -> Record | None:
+    return conn.execute(sa.select(ACCOUNTS).where(ACCOUNTS.c.email == email)).first()
+
+
+def by_id(conn: Connection, account_id: str) -> Record | None:
+    return conn.execute(sa.select(ACCOUNTS).where(ACCOUNTS.c.id == account_id)).first()
+
+
+def plan_of(conn: Connection, account_id: str) -> str | None:
+    query = sa.select(ACCOUNTS.c.plan).where(ACCOUNTS.c.id == account_id)
+    return conn.execute(query).scalar()
+
+
+def list_all(conn: Connection) -> list[Record]:
+    return list(conn.execute(sa.select(ACCOUNTS).order_by(ACCOUNTS.c.created_at)).all())
+
+
+def set_plan(conn: Connection, account_id: str, plan: str) -> None:
+    conn.execute(sa.update(ACCOUNTS).where(ACCOUNTS.c.id == account_id).values(plan=plan))
+
+
+def set_password(conn: Connection, account_id: str, password_hash: str) -> int:
+    """Store a new password hash and bump the token version; the new version."""
+    return int(
+        conn.execute(
+            sa.update(ACCOUNTS)
+            .where(ACCOUNTS.c.id == account_id)
+            .values(password_hash=password_hash, token_version=ACCOUNTS.c.token_version + 1)
+            .returning(ACCOUNTS.c.token_version)
+        ).scalar_one()
     )
+
+
+def set_disabled(conn: Connection, account_id: str, disabled: bool) -> int:
+    """Disable (every credential refused, the token version bumped) or enable an account;
+    the token version afterwards."""
+    values: dict[str, object] = {"disabled_at": utcnow() if disabled else None}
+    if disabled:
+        values["token_version"] = ACCOUNTS.c.token_version + 1
+    return int(
+        conn.execute(
+            sa.update(ACCOUNTS)
+            .where(ACCOUNTS.c.id == account_id)
+            .values(**values)
+            .returning(ACCOUNTS.c.token_version)
+        ).scalar_one()
+    )
+
+
+def grant(conn: Connection, account_id: str, amount: int, note: str) -> None:
+    """Add (or, negative, take back) credits, recorded in the ledger as a grant."""
+    result = conn.execute(
+        sa.update(ACCOUNTS)
+        .where(ACCOUNTS.c.id == account_id, ACCOUNTS.c.credits_balance + amount >= 0)
+        .values(credits_balance=ACCOUNTS.c.credits_balance + amount)
+    )
+    if result.rowcount != 1:
+        raise ValueError("a grant cannot make the balance negative")
+    conn.execute(
+        sa.insert(_LEDGER).values(
+            account_id=account_id,
+            run_id="",
+            node_id="",
+            kind="grant",
+            amount=amount,
+            note=note,
+            created_at=utcnow(),
+        )
+    )
+
+
+def set_credits(conn: Connection, account_id: str, credits: int) -> None:
+    balance = conn.execute(
+        sa.select(ACCOUNTS.c.credits_balance).where(ACCOUNTS.c.id == account_id)
+    ).scalar()
     if balance is not None and balance != credits:
-        await grant(session, account_id, credits - balance, note="set by administrator")
+        grant(conn, account_id, credits - balance, note="set by administrator")

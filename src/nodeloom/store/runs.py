@@ -1,88 +1,176 @@
-"""Reading runs, node runs and artifacts for the API and the executor."""
+"""Runs, their node runs and their event logs (functions of a Core connection, run by
+``db.read`` / ``db.write``). Reads for the API select only the columns a response shows: a
+run row also holds the graph snapshot, which a status poll must not load."""
 
 from __future__ import annotations
 
+from typing import cast
+
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.engine import Connection
 
-from nodeloom.db.models import Artifact, CacheEntry, NodeRun, Run, RunEvent
+from nodeloom.db.models import Account, NodeRun, Run, RunEvent, Workflow
+from nodeloom.engine.states import RunStatus
+from nodeloom.store import Record
+from nodeloom.store.paging import after_cursor
+
+RUNS = cast(sa.Table, Run.__table__)
+_RUNS = RUNS
+_NODES = cast(sa.Table, NodeRun.__table__)
+_WORKFLOWS = cast(sa.Table, Workflow.__table__)
+
+SUMMARY_COLUMNS = (
+    _RUNS.c.id,
+    _RUNS.c.workflow_id,
+    _RUNS.c.status,
+    _RUNS.c.credits_used,
+    _RUNS.c.estimated_credits,
+    _RUNS.c.created_at,
+    _RUNS.c.finished_at,
+    _RUNS.c.error,
+    _RUNS.c.trigger,
+    _RUNS.c.webhook_id,
+)
+_RUN = sa.select(*SUMMARY_COLUMNS, _RUNS.c.input).where(
+    _RUNS.c.id == sa.bindparam("run"),
+    _RUNS.c.account_id == sa.bindparam("account"),
+    _RUNS.c.workflow_id == sa.bindparam("workflow"),
+)
+_NODE_RUNS = (
+    sa.select(
+        _NODES.c.node_id,
+        _NODES.c.type,
+        _NODES.c.status,
+        _NODES.c.artifact_id,
+        _NODES.c.credits_used,
+        _NODES.c.cached,
+        _NODES.c.started_at,
+        _NODES.c.finished_at,
+        _NODES.c.error,
+    )
+    .where(_NODES.c.run_id == sa.bindparam("run"))
+    .order_by(_NODES.c.position)
+)
+_WORKFLOW_EXISTS = sa.select(_WORKFLOWS.c.id).where(
+    _WORKFLOWS.c.id == sa.bindparam("workflow"),
+    _WORKFLOWS.c.account_id == sa.bindparam("account"),
+    _WORKFLOWS.c.deleted_at.is_(None),
+)
+_SO_FAR = (
+    sa.select(_NODES.c.run_id, sa.func.sum(_NODES.c.credits_used))
+    .where(_NODES.c.run_id.in_(sa.bindparam("runs", expanding=True)))
+    .group_by(_NODES.c.run_id)
+)
 
 
-async def get(
-    session: AsyncSession, account_id: str, run_id: str, workflow_id: str | None = None
-) -> Run | None:
-    query = sa.select(Run).where(Run.id == run_id, Run.account_id == account_id)
+_EVENTS = cast(sa.Table, RunEvent.__table__)
+_ACCOUNTS = cast(sa.Table, Account.__table__)
+_RUNNING = _RUNS.c.status == RunStatus.RUNNING.value
+
+
+def run(conn: Connection, account_id: str, workflow_id: str, run_id: str) -> Record | None:
+    """The run's summary columns and input, when it is the account's, of that workflow."""
+    params = {"run": run_id, "account": account_id, "workflow": workflow_id}
+    return conn.execute(_RUN, params).first()
+
+
+def owned(
+    conn: Connection, account_id: str, run_id: str, workflow_id: str | None = None
+) -> Record | None:
+    """The run's summary columns when it is the account's (and, if given, the workflow's)."""
+    query = sa.select(*SUMMARY_COLUMNS).where(
+        _RUNS.c.id == run_id, _RUNS.c.account_id == account_id
+    )
     if workflow_id is not None:
-        query = query.where(Run.workflow_id == workflow_id)
-    return await session.scalar(query)
+        query = query.where(_RUNS.c.workflow_id == workflow_id)
+    return conn.execute(query).first()
 
 
-async def by_id(session: AsyncSession, run_id: str) -> Run | None:
-    return await session.get(Run, run_id)
+def full(conn: Connection, run_id: str) -> Record | None:
+    """Every column, graph included (a driver adopting the run)."""
+    return conn.execute(sa.select(_RUNS).where(_RUNS.c.id == run_id)).first()
 
 
-async def node_runs(session: AsyncSession, run_id: str) -> list[NodeRun]:
-    query = sa.select(NodeRun).where(NodeRun.run_id == run_id).order_by(NodeRun.position)
-    return list(await session.scalars(query))
+def node_runs(conn: Connection, run_id: str) -> list[Record]:
+    return list(conn.execute(_NODE_RUNS, {"run": run_id}).all())
 
 
-async def running_ids(session: AsyncSession) -> list[str]:
-    query = sa.select(Run.id).where(Run.status == "running").order_by(Run.created_at)
-    return list(await session.scalars(query))
+def node_rows(conn: Connection, run_id: str) -> list[Record]:
+    """Every column of the run's node runs (a driver adopting the run)."""
+    query = sa.select(_NODES).where(_NODES.c.run_id == run_id).order_by(_NODES.c.position)
+    return list(conn.execute(query).all())
 
 
-async def running_ids_of_workflow(session: AsyncSession, workflow_id: str) -> list[str]:
-    query = sa.select(Run.id).where(Run.workflow_id == workflow_id, Run.status == "running")
-    return list(await session.scalars(query))
+def workflow_exists(conn: Connection, account_id: str, workflow_id: str) -> bool:
+    params = {"workflow": workflow_id, "account": account_id}
+    return conn.execute(_WORKFLOW_EXISTS, params).first() is not None
 
 
-async def request_cancel(session: AsyncSession, run_ids: list[str]) -> None:
+def page(
+    conn: Connection,
+    account_id: str,
+    workflow_id: str | None,
+    status: str | None,
+    limit: int,
+    cursor: str | None,
+    trigger: str | None = None,
+) -> list[Record]:
+    """Newest first, ``limit + 1`` rows. One workflow's runs, or with ``workflow_id=None``
+    every run of the account whose workflow still exists, each with ``workflow_name``."""
+    query = (
+        sa.select(*SUMMARY_COLUMNS)
+        .where(
+            _RUNS.c.account_id == account_id,
+            after_cursor(_RUNS.c.created_at, _RUNS.c.id, cursor),
+        )
+        .order_by(_RUNS.c.created_at.desc(), _RUNS.c.id.desc())
+        .limit(limit + 1)
+    )
+    if workflow_id is not None:
+        query = query.where(_RUNS.c.workflow_id == workflow_id)
+    else:
+        query = query.join(_WORKFLOWS, _WORKFLOWS.c.id == _RUNS.c.workflow_id)
+        query = query.add_columns(_WORKFLOWS.c.name.label("workflow_name"))
+        query = query.where(_WORKFLOWS.c.deleted_at.is_(None))
+    if status is not None:
+        query = query.where(_RUNS.c.status == status)
+    if trigger is not None:
+        query = query.where(_RUNS.c.trigger == trigger)
+    return list(conn.execute(query).all())
+
+
+def credits_so_far(conn: Connection, run_ids: list[str]) -> dict[str, int]:
+    if not run_ids:
+        return {}
+    rows = conn.execute(_SO_FAR, {"runs": run_ids})
+    return {run_id: int(total or 0) for run_id, total in rows.all()}
+
+
+def account_plan(conn: Connection, account_id: str) -> str | None:
+    return conn.execute(sa.select(_ACCOUNTS.c.plan).where(_ACCOUNTS.c.id == account_id)).scalar()
+
+
+def running_ids_of_workflow(conn: Connection, workflow_id: str) -> list[str]:
+    query = sa.select(_RUNS.c.id).where(_RUNS.c.workflow_id == workflow_id, _RUNNING)
+    return list(conn.execute(query).scalars())
+
+
+def request_cancel(conn: Connection, run_ids: list[str]) -> None:
     if run_ids:
-        await session.execute(
-            sa.update(Run)
-            .where(Run.id.in_(run_ids), Run.status == "running")
-            .values(cancel_requested=True)
+        conn.execute(
+            sa.update(_RUNS).where(_RUNS.c.id.in_(run_ids), _RUNNING).values(cancel_requested=True)
         )
 
 
-async def artifact(session: AsyncSession, account_id: str, artifact_id: str) -> Artifact | None:
-    return await session.scalar(
-        sa.select(Artifact).where(Artifact.id == artifact_id, Artifact.account_id == account_id)
-    )
-
-
-async def artifact_any(session: AsyncSession, artifact_id: str) -> Artifact | None:
-    return await session.get(Artifact, artifact_id)
-
-
-async def artifacts_by_id(session: AsyncSession, ids: list[str]) -> dict[str, Artifact]:
-    if not ids:
-        return {}
-    rows = await session.scalars(sa.select(Artifact).where(Artifact.id.in_(ids)))
-    return {a.id: a for a in rows}
-
-
-async def cached_artifact(
-    session: AsyncSession, account_id: str, cache_key: str
-) -> Artifact | None:
-    return await session.scalar(
-        sa.select(Artifact)
-        .join(CacheEntry, CacheEntry.artifact_id == Artifact.id)
-        .where(CacheEntry.account_id == account_id, CacheEntry.cache_key == cache_key)
-    )
-
-
-async def events_after(session: AsyncSession, run_id: str, after_seq: int) -> list[RunEvent]:
+def events_after(conn: Connection, run_id: str, after_seq: int) -> list[Record]:
     query = (
-        sa.select(RunEvent)
-        .where(RunEvent.run_id == run_id, RunEvent.seq > after_seq)
-        .order_by(RunEvent.seq)
+        sa.select(_EVENTS)
+        .where(_EVENTS.c.run_id == run_id, _EVENTS.c.seq > after_seq)
+        .order_by(_EVENTS.c.seq)
     )
-    return list(await session.scalars(query))
+    return list(conn.execute(query).all())
 
 
-async def last_seq(session: AsyncSession, run_id: str) -> int:
-    value = await session.scalar(
-        sa.select(sa.func.max(RunEvent.seq)).where(RunEvent.run_id == run_id)
-    )
-    return int(value or 0)
+def last_seq(conn: Connection, run_id: str) -> int:
+    query = sa.select(sa.func.max(_EVENTS.c.seq)).where(_EVENTS.c.run_id == run_id)
+    return int(conn.execute(query).scalar() or 0)

@@ -1,5 +1,5 @@
-"""Webhook triggers, scoped to their account and workflow. Functions flush; the caller's
-transaction commits.
+"""Webhook triggers, scoped to their account and workflow (functions of a Core connection,
+run by ``db.read`` / ``db.write``).
 
 Deleted webhooks are kept (soft delete) because runs refer to them. Every query here hides
 deleted webhooks, and the trigger look-up also hides webhooks of deleted workflows, so
@@ -10,16 +10,23 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from typing import Any, cast
 
 import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, Webhook, Workflow, utcnow
+from nodeloom.store import Record
 from nodeloom.store.paging import after_cursor
 
+WEBHOOKS = cast(sa.Table, Webhook.__table__)
+_WORKFLOWS = cast(sa.Table, Workflow.__table__)
+_ACCOUNTS = cast(sa.Table, Account.__table__)
+_VISIBLE = WEBHOOKS.c.deleted_at.is_(None)
 
-async def create(
-    session: AsyncSession,
+
+def create(
+    conn: Connection,
     *,
     account_id: str,
     workflow_id: str,
@@ -28,77 +35,94 @@ async def create(
     token_hash: str,
     token_encrypted: str,
     secret_encrypted: str | None,
-) -> Webhook:
-    webhook = Webhook(
-        id=str(uuid.uuid4()),
-        account_id=account_id,
-        workflow_id=workflow_id,
-        name=name,
-        active=active,
-        token_hash=token_hash,
-        token_encrypted=token_encrypted,
-        secret_encrypted=secret_encrypted,
-        created_at=utcnow(),
-    )
-    session.add(webhook)
-    await session.flush()
-    return webhook
+) -> Record:
+    return conn.execute(
+        sa.insert(WEBHOOKS)
+        .values(
+            id=str(uuid.uuid4()),
+            account_id=account_id,
+            workflow_id=workflow_id,
+            name=name,
+            active=active,
+            token_hash=token_hash,
+            token_encrypted=token_encrypted,
+            secret_encrypted=secret_encrypted,
+            created_at=utcnow(),
+            deleted_at=None,
+        )
+        .returning(*WEBHOOKS.c)
+    ).one()
 
 
-async def page(
-    session: AsyncSession, account_id: str, workflow_id: str, limit: int, cursor: str | None
-) -> list[Webhook]:
+def page(
+    conn: Connection, account_id: str, workflow_id: str, limit: int, cursor: str | None
+) -> list[Record]:
     """Newest first, ``limit + 1`` rows so the caller can tell whether a next page exists."""
     query = (
-        sa.select(Webhook)
+        sa.select(WEBHOOKS)
         .where(
-            Webhook.account_id == account_id,
-            Webhook.workflow_id == workflow_id,
-            Webhook.deleted_at.is_(None),
-            after_cursor(Webhook.created_at, Webhook.id, cursor),
+            WEBHOOKS.c.account_id == account_id,
+            WEBHOOKS.c.workflow_id == workflow_id,
+            _VISIBLE,
+            after_cursor(WEBHOOKS.c.created_at, WEBHOOKS.c.id, cursor),
         )
-        .order_by(Webhook.created_at.desc(), Webhook.id.desc())
+        .order_by(WEBHOOKS.c.created_at.desc(), WEBHOOKS.c.id.desc())
         .limit(limit + 1)
     )
-    return list(await session.scalars(query))
+    return list(conn.execute(query).all())
 
 
-async def get(
-    session: AsyncSession, account_id: str, workflow_id: str, webhook_id: str
-) -> Webhook | None:
-    return await session.scalar(
-        sa.select(Webhook).where(
-            Webhook.id == webhook_id,
-            Webhook.account_id == account_id,
-            Webhook.workflow_id == workflow_id,
-            Webhook.deleted_at.is_(None),
-        )
+def _one(account_id: str, workflow_id: str, webhook_id: str) -> Any:
+    return sa.and_(
+        WEBHOOKS.c.id == webhook_id,
+        WEBHOOKS.c.account_id == account_id,
+        WEBHOOKS.c.workflow_id == workflow_id,
+        _VISIBLE,
     )
 
 
-async def update(
-    session: AsyncSession,
-    webhook: Webhook,
+def get(conn: Connection, account_id: str, workflow_id: str, webhook_id: str) -> Record | None:
+    query = sa.select(WEBHOOKS).where(_one(account_id, workflow_id, webhook_id))
+    return conn.execute(query).first()
+
+
+def update(
+    conn: Connection,
+    account_id: str,
+    workflow_id: str,
+    webhook_id: str,
     *,
     name: str | None = None,
     active: bool | None = None,
     change_secret: bool = False,
     secret_encrypted: str | None = None,
-) -> Webhook:
-    """Change what is given; the secret only with ``change_secret`` (None then removes it)."""
+) -> Record | None:
+    """Change what is given; the secret only with ``change_secret`` (None then removes it).
+    The webhook as changed, or None when it is not there."""
+    values: dict[str, Any] = {}
     if name is not None:
-        webhook.name = name
+        values["name"] = name
     if active is not None:
-        webhook.active = active
+        values["active"] = active
     if change_secret:
-        webhook.secret_encrypted = secret_encrypted
-    await session.flush()
-    return webhook
+        values["secret_encrypted"] = secret_encrypted
+    if not values:
+        return get(conn, account_id, workflow_id, webhook_id)
+    return conn.execute(
+        sa.update(WEBHOOKS)
+        .where(_one(account_id, workflow_id, webhook_id))
+        .values(**values)
+        .returning(*WEBHOOKS.c)
+    ).first()
 
 
-async def soft_delete(session: AsyncSession, webhook: Webhook) -> None:
-    webhook.deleted_at = utcnow()
-    await session.flush()
+def soft_delete(conn: Connection, account_id: str, workflow_id: str, webhook_id: str) -> bool:
+    result = conn.execute(
+        sa.update(WEBHOOKS)
+        .where(_one(account_id, workflow_id, webhook_id))
+        .values(deleted_at=utcnow())
+    )
+    return bool(result.rowcount)
 
 
 @dataclass(frozen=True)
@@ -111,31 +135,32 @@ class TriggerTarget:
     secret_encrypted: str | None
 
 
-async def for_trigger(session: AsyncSession, token_hash: str) -> TriggerTarget | None:
+_FOR_TRIGGER = (
+    sa.select(
+        WEBHOOKS.c.id,
+        WEBHOOKS.c.account_id,
+        WEBHOOKS.c.workflow_id,
+        WEBHOOKS.c.active,
+        _ACCOUNTS.c.plan,
+        WEBHOOKS.c.secret_encrypted,
+    )
+    .join(_WORKFLOWS, _WORKFLOWS.c.id == WEBHOOKS.c.workflow_id)
+    .join(_ACCOUNTS, _ACCOUNTS.c.id == WEBHOOKS.c.account_id)
+    .where(
+        WEBHOOKS.c.token_hash == sa.bindparam("hash"),
+        _VISIBLE,
+        _WORKFLOWS.c.deleted_at.is_(None),
+    )
+)
+
+
+def for_trigger(conn: Connection, token_hash: str) -> TriggerTarget | None:
     """One indexed look-up per trigger: the webhook by its token's keyed hash, with its
     owner's current plan. Deleted webhooks and webhooks of deleted workflows are not found.
 
     The equality test happens on the keyed hash, which an attacker cannot choose, so an
     index look-up leaks nothing useful about stored tokens through timing."""
-    row = (
-        await session.execute(
-            sa.select(
-                Webhook.id,
-                Webhook.account_id,
-                Webhook.workflow_id,
-                Webhook.active,
-                Account.plan,
-                Webhook.secret_encrypted,
-            )
-            .join(Workflow, Workflow.id == Webhook.workflow_id)
-            .join(Account, Account.id == Webhook.account_id)
-            .where(
-                Webhook.token_hash == token_hash,
-                Webhook.deleted_at.is_(None),
-                Workflow.deleted_at.is_(None),
-            )
-        )
-    ).first()
+    row = conn.execute(_FOR_TRIGGER, {"hash": token_hash}).first()
     if row is None:
         return None
     return TriggerTarget(row[0], row[1], row[2], bool(row[3]), row[4], row[5])

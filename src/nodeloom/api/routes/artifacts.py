@@ -3,23 +3,21 @@
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Annotated
 
-import anyio
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from starlette.responses import StreamingResponse
 
 from nodeloom.api.deps import CtxDep, PrincipalDep, bearer, get_principal
+from nodeloom.api.routing import GuardedRoute
 from nodeloom.auth.tokens import check_signed_url, sign_url
-from nodeloom.db.models import Artifact
 from nodeloom.errors import BadSignature, NotFound, RangeNotSatisfiable
 from nodeloom.schemas.runs import ArtifactMetadata
-from nodeloom.store import runs as run_store
+from nodeloom.store import Record
+from nodeloom.store import artifacts as artifact_store
 
-router = APIRouter(tags=["artifacts"])
+router = APIRouter(route_class=GuardedRoute, tags=["artifacts"])
 
 CHUNK = 256 * 1024
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
@@ -53,18 +51,6 @@ def parse_range(header: str, size: int) -> tuple[int, int] | None:
     return first, last
 
 
-async def _file_chunks(path: Path, first: int, length: int) -> AsyncIterator[bytes]:
-    async with await anyio.open_file(path, "rb") as handle:
-        await handle.seek(first)
-        remaining = length
-        while remaining > 0:
-            chunk = await handle.read(min(CHUNK, remaining))
-            if not chunk:
-                break
-            remaining -= len(chunk)
-            yield chunk
-
-
 async def _owned_or_signed(
     request: Request,
     ctx: CtxDep,
@@ -72,18 +58,17 @@ async def _owned_or_signed(
     credentials: HTTPAuthorizationCredentials | None,
     exp: str | None,
     sig: str | None,
-) -> Artifact:
+) -> Record:
     if sig is not None or exp is not None:
         if not check_signed_url(
             ctx.settings.secret, _download_path(artifact_id), exp or "", sig or ""
         ):
             raise BadSignature("The signature is invalid or has expired.")
-        async with ctx.db.read() as session:
-            row = await run_store.artifact_any(session, artifact_id)
+        row = await ctx.db.read(lambda c: artifact_store.any_account(c, artifact_id))
     else:
         principal = await get_principal(request, ctx, credentials)
-        async with ctx.db.read() as session:
-            row = await run_store.artifact(session, principal.account_id, artifact_id)
+        account_id = principal.account_id
+        row = await ctx.db.read(lambda c: artifact_store.owned(c, account_id, artifact_id))
     if row is None:
         raise NotFound("No such artifact.")
     return row
@@ -118,7 +103,6 @@ async def download(
 ) -> Response:
     """The file. Authorised by the owner's credentials or a signed ``?exp=&sig=`` URL."""
     row = await _owned_or_signed(request, ctx, artifact_id, credentials, exp, sig)
-    path = ctx.store.path_for(row.sha256)
     etag = f'"{row.sha256}"'
     content_type = row.content_type + (
         "; charset=utf-8" if row.content_type == "text/plain" else ""
@@ -147,22 +131,24 @@ async def download(
     if span is None:
         headers["Content-Length"] = str(size)
         return StreamingResponse(
-            _file_chunks(path, 0, size), headers=headers, media_type=content_type
+            ctx.store.read(row.sha256, 0, size), headers=headers, media_type=content_type
         )
     first, last = span
     length = last - first + 1
     headers["Content-Length"] = str(length)
     headers["Content-Range"] = f"bytes {first}-{last}/{size}"
     return StreamingResponse(
-        _file_chunks(path, first, length), status_code=206, headers=headers, media_type=content_type
+        ctx.store.read(row.sha256, first, length),
+        status_code=206,
+        headers=headers,
+        media_type=content_type,
     )
 
 
 @router.get("/artifacts/{artifact_id}/metadata", response_model=ArtifactMetadata)
 async def metadata(artifact_id: str, principal: PrincipalDep, ctx: CtxDep) -> ArtifactMetadata:
     """What the artifact is, with a signed ``download_url`` that needs no Authorization."""
-    async with ctx.db.read() as session:
-        row = await run_store.artifact(session, principal.account_id, artifact_id)
+    row = await ctx.db.read(lambda c: artifact_store.owned(c, principal.account_id, artifact_id))
     if row is None:
         raise NotFound("No such artifact.")
     settings = ctx.settings

@@ -1,4 +1,4 @@
-"""Real-time run events (SPEC §9): WebSocket ``/ws`` and Server-Sent Events per run.
+"""Real-time run events: WebSocket ``/ws`` and Server-Sent Events per run.
 
 Both endpoints use ``events.stream`` for replay-then-live (subscribe to the bus, then read the
 log, then deliver live events past what was replayed), so a client sees seq 1..N of a run in
@@ -23,12 +23,14 @@ import orjson
 from fastapi import APIRouter, Depends, Header, Query, Request, WebSocket
 from fastapi.responses import StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials
+from sqlalchemy.engine import Connection as SyncConnection
 from starlette.websockets import WebSocketDisconnect
 
-from nodeloom.api.deps import CtxDep, bearer, get_principal
+from nodeloom.api.deps import CtxDep, bearer, count_request, get_principal
+from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth.authenticate import authenticate
-from nodeloom.auth.principal import CredentialKind, Principal
+from nodeloom.auth.principal import Principal
 from nodeloom.engine.states import RunStatus
 from nodeloom.errors import InvalidRequest, NotFound, Unauthorized
 from nodeloom.events import protocol
@@ -38,12 +40,13 @@ from nodeloom.events.stream import RunCursors
 from nodeloom.store import runs as run_store
 from nodeloom.store import workflows as workflow_store
 
-router = APIRouter(tags=["events"])
+router = APIRouter(route_class=GuardedRoute, tags=["events"])
 log = logging.getLogger("nodeloom.events")
 
 HEARTBEAT_SECONDS = 20.0  # a {"type": "ping"} after this long without sending anything
 SSE_KEEPALIVE_SECONDS = 15.0  # a ": keep-alive" comment line after this long
 CLOSE_TIMEOUT_SECONDS = 5.0  # a consumer too slow to take even the close frame is cut off
+REVALIDATE_SECONDS = 60.0  # an open WebSocket's credential is checked again this often
 MAX_SUBSCRIPTIONS = 1000  # runs plus workflows per connection
 
 MAX_SEQ = 2**31 - 1  # event seqs are 32-bit INTEGER columns; a larger resume point is refused
@@ -67,9 +70,10 @@ def _ws_credential(websocket: WebSocket) -> str | None:
 async def events_websocket(websocket: WebSocket) -> None:
     """Run events over a WebSocket; see docs/events.md for the protocol."""
     ctx: AppContext = websocket.app.state.ctx
+    credential = _ws_credential(websocket)
     try:
         principal: Principal | None = await authenticate(
-            ctx.db, ctx.settings.secret, ctx.key_usage, _ws_credential(websocket)
+            ctx.db, ctx.settings.secret, ctx.key_usage, credential
         )
     except Unauthorized:
         principal = None
@@ -77,16 +81,14 @@ async def events_websocket(websocket: WebSocket) -> None:
     if principal is None:
         await websocket.close(CLOSE_UNAUTHORIZED, "unauthorized: send a valid API key or JWT")
         return
-    limit = (
-        ctx.settings.rate_limit_api_key
-        if principal.via is CredentialKind.API_KEY
-        else ctx.settings.rate_limit_jwt
-    )
-    if not (await ctx.limiter.hit(principal.rate_key, limit)).allowed:
+    if not (await count_request(ctx, principal))[0].allowed:
         await websocket.close(CLOSE_RATE_LIMITED, "rate_limited: retry later")
         return
-    with ctx.bus.subscribe(principal.account_id) as sub:
-        await _Connection(websocket, ctx, principal, sub).serve()
+    with (
+        ctx.bus.subscribe(principal.account_id) as sub,
+        ctx.revocations.watch(principal) as revoked,
+    ):
+        await _Connection(websocket, ctx, principal, sub).serve(revoked, credential)
 
 
 class _Connection:
@@ -107,17 +109,26 @@ class _Connection:
         self.cursors = RunCursors(ctx.db)
         self.lock = asyncio.Lock()
 
-    async def serve(self) -> None:
+    async def serve(self, revoked: asyncio.Event, credential: str | None) -> None:
         reader = asyncio.create_task(self._read())
         pump = asyncio.create_task(self._pump())
         dropped = asyncio.create_task(self.sub.dropped.wait())
-        tasks = {reader, pump, dropped}
+        ended = asyncio.create_task(self._credential_ends(revoked, credential))
+        tasks = {reader, pump, dropped, ended}
         try:
             done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+        if ended in done and reader not in done:
+            self.sub.clear()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(CLOSE_TIMEOUT_SECONDS):
+                    await self.ws.close(
+                        CLOSE_UNAUTHORIZED, "unauthorized: the credential was revoked or expired"
+                    )
+            return
         if dropped in done and reader not in done:
             self.sub.clear()  # nothing more is routed to it while the close frame waits
             log.info("closing a WebSocket whose client does not keep up")
@@ -132,6 +143,23 @@ class _Connection:
                 exc = task.exception()
                 if not isinstance(exc, WebSocketDisconnect | OSError):
                     log.error("WebSocket connection failed", exc_info=exc)
+
+    async def _credential_ends(self, revoked: asyncio.Event, credential: str | None) -> None:
+        """Returns when the credential stops being valid: revoked (at once, see
+        auth/revocation.py), or found invalid by a periodic check (an expired token)."""
+        while True:
+            try:
+                async with asyncio.timeout(REVALIDATE_SECONDS):
+                    await revoked.wait()
+                return
+            except TimeoutError:
+                pass
+            try:
+                await authenticate(
+                    self.ctx.db, self.ctx.settings.secret, self.ctx.key_usage, credential
+                )
+            except Unauthorized:
+                return
 
     async def _send(self, text: str) -> None:
         await self.ws.send_text(text)
@@ -158,6 +186,13 @@ class _Connection:
             else:
                 await self._unsubscribe(parsed)
 
+    def _workflow_of(self, conn: SyncConnection, msg: protocol.Subscribe) -> str | None:
+        """The workflow a subscription is about, when the account owns the run/workflow."""
+        if msg.kind == "run":
+            run = run_store.owned(conn, self.account_id, msg.id)
+            return run.workflow_id if run is not None else None
+        return msg.id if workflow_store.exists(conn, self.account_id, msg.id) else None
+
     async def _subscribe(self, msg: protocol.Subscribe) -> None:
         key = f"{msg.kind}_id"
         watched = self.sub.run_ids if msg.kind == "run" else self.sub.workflow_ids
@@ -173,13 +208,7 @@ class _Connection:
                     )
                 )
             return
-        async with self.ctx.db.read() as session:
-            if msg.kind == "run":
-                run = await run_store.get(session, self.account_id, msg.id)
-                workflow_id = run.workflow_id if run is not None else None
-            else:
-                workflow = await workflow_store.get(session, self.account_id, msg.id)
-                workflow_id = workflow.id if workflow is not None else None
+        workflow_id = await self.ctx.db.read(lambda c: self._workflow_of(c, msg))
         async with self.lock:
             if workflow_id is None:
                 await self._send_json(
@@ -305,12 +334,11 @@ async def run_events(
             raise InvalidRequest(
                 f"Last-Event-ID must be the seq of an event (an integer from 0 to {MAX_SEQ})."
             )
-    async with ctx.db.read() as session:
-        run = await run_store.get(session, principal.account_id, run_id, workflow_id)
+    run = await ctx.db.read(lambda c: run_store.owned(c, principal.account_id, run_id, workflow_id))
     if run is None:
         raise NotFound("No such run of this workflow.")
     finished = run.status != RunStatus.RUNNING
-    frames = _sse_frames(ctx, principal.account_id, run_id, workflow_id, after, finished)
+    frames = _sse_frames(ctx, principal, run_id, workflow_id, after, finished)
     return StreamingResponse(
         frames,
         media_type="text/event-stream",
@@ -319,9 +347,15 @@ async def run_events(
 
 
 async def _sse_frames(
-    ctx: AppContext, account_id: str, run_id: str, workflow_id: str, after: int, finished: bool
+    ctx: AppContext,
+    principal: Principal,
+    run_id: str,
+    workflow_id: str,
+    after: int,
+    finished: bool,
 ) -> AsyncIterator[bytes]:
-    with ctx.bus.subscribe(account_id) as sub:
+    account_id = principal.account_id
+    with ctx.bus.subscribe(account_id) as sub, ctx.revocations.watch(principal) as revoked:
         sub.watch_run(run_id)  # bus first, then the log
         cursors = RunCursors(ctx.db)
         pending = await cursors.replay(run_id, workflow_id, account_id, after)
@@ -329,26 +363,41 @@ async def _sse_frames(
             for event in pending:
                 yield _sse_frame(event)
             return
-        while True:
-            for event in pending:
-                yield _sse_frame(event)
-                if event.is_final:
-                    return
-            if sub.overflowed:
-                # One run per stream: rather than drop the client, catch up from the log.
-                while not sub.queue.empty():
-                    sub.queue.get_nowait()
-                sub.overflowed = False
-                sub.dropped.clear()
-                pending = await cursors.replay(
-                    run_id, workflow_id, account_id, cursors.position(run_id)
+        revoked_wait = asyncio.ensure_future(revoked.wait())
+        next_event: asyncio.Future[Event] | None = None
+        try:
+            while True:
+                for event in pending:
+                    yield _sse_frame(event)
+                    if event.is_final:
+                        return
+                if sub.overflowed:
+                    # One run per stream: rather than drop the client, catch up from the log.
+                    while not sub.queue.empty():
+                        sub.queue.get_nowait()
+                    sub.overflowed = False
+                    sub.dropped.clear()
+                    pending = await cursors.replay(
+                        run_id, workflow_id, account_id, cursors.position(run_id)
+                    )
+                    continue
+                if next_event is None:
+                    next_event = asyncio.ensure_future(sub.queue.get())
+                waiting: set[asyncio.Future[Any]] = {next_event, revoked_wait}
+                done, _ = await asyncio.wait(
+                    waiting,
+                    timeout=SSE_KEEPALIVE_SECONDS,
+                    return_when=asyncio.FIRST_COMPLETED,
                 )
-                continue
-            try:
-                async with asyncio.timeout(SSE_KEEPALIVE_SECONDS):
-                    event = await sub.queue.get()
-            except TimeoutError:
-                pending = []
-                yield b": keep-alive\n\n"
-                continue
-            pending = await cursors.admit(event)
+                if revoked_wait in done:
+                    return  # the credential was revoked: the stream ends
+                if next_event not in done:
+                    pending = []
+                    yield b": keep-alive\n\n"
+                    continue
+                pending = await cursors.admit(next_event.result())
+                next_event = None
+        finally:
+            revoked_wait.cancel()
+            if next_event is not None:
+                next_event.cancel()

@@ -7,9 +7,10 @@ from fastapi import APIRouter
 from fastapi.responses import PlainTextResponse
 
 from nodeloom.api.deps import CtxDep
+from nodeloom.api.routing import GuardedRoute
 from nodeloom.errors import ServiceUnavailable
 
-router = APIRouter(tags=["health"])
+router = APIRouter(route_class=GuardedRoute, tags=["health"])
 
 
 @router.get("/healthz")
@@ -22,8 +23,7 @@ async def healthz() -> dict[str, str]:
 async def readyz(ctx: CtxDep) -> dict[str, str]:
     """The database (and, in scale-out, Redis) answers."""
     try:
-        async with ctx.db.read() as session:
-            await session.execute(sa.text("SELECT 1"))
+        await ctx.db.read(lambda c: c.execute(sa.text("SELECT 1")).scalar())
     except Exception as exc:
         raise ServiceUnavailable("The database is not reachable.") from exc
     for name, check in ctx.readiness_checks.items():

@@ -5,9 +5,10 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from nodeloom.api.deps import CtxDep, PrincipalDep
+from nodeloom.api.routing import GuardedRoute
 from nodeloom.schemas.nodes import NodeCostOut, NodeInputOut, NodeOutputOut, NodeTypeOut
 
-router = APIRouter(tags=["nodes"])
+router = APIRouter(route_class=GuardedRoute, tags=["nodes"])
 
 
 @router.get("/node-types", response_model=list[NodeTypeOut])

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 from urllib.parse import quote
 
-from fastapi import APIRouter, Header, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 from pydantic import ValidationError
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from nodeloom.api.body import read_json
@@ -15,6 +18,7 @@ from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.paging import link_next
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
+from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.db.models import utcnow
 from nodeloom.engine import submit
@@ -24,15 +28,20 @@ from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.runs import (
     ExecuteRequest,
     ExecuteResponse,
+    RunEstimate,
+    RunListItem,
     RunOut,
     RunStatusName,
     RunSummary,
+    RunTrigger,
 )
-from nodeloom.store import run_views
+from nodeloom.store import Record
+from nodeloom.store import accounts as account_store
 from nodeloom.store import runs as run_store
+from nodeloom.store import workflows as workflow_store
 from nodeloom.store.paging import encode_cursor
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(route_class=GuardedRoute, tags=["runs"])
 
 MAX_EXECUTE_BODY = 1024 * 1024
 
@@ -49,25 +58,20 @@ async def start_run(ctx: AppContext, request: RunRequest) -> Accepted:
         raise ServiceUnavailable(
             "The server is shutting down; retry shortly.", headers={"Retry-After": "2"}
         )
+    request = dataclasses.replace(request, driver=ctx.dispatcher.owner)
     try:
         async with ctx.admission:
-            accepted = await ctx.db.run_write(
-                lambda conn: submit.start_run(conn, request, ctx.graphs)
-            )
+            accepted = await ctx.db.write(lambda c: submit.start_run(c, request, ctx.graphs))
     except IntegrityError:
         key = request.idempotency_key
         if key is None:
             raise
-        async with ctx.db.read_core() as conn:
-            earlier = await conn.run_sync(
-                lambda sync: submit.earlier_answer(
-                    sync, request.account_id, key, request.workflow_id
-                )
-            )
+        earlier = await ctx.db.read(lambda c: submit.earlier_answer(c, request))
         if earlier is None:
             raise
         return Accepted(earlier, replayed=True)
     if not accepted.replayed:
+        await ctx.bus.publish(list(accepted.events))
         await ctx.dispatcher.submit(accepted.answer["run_id"], accepted.prepared)
     return accepted
 
@@ -90,7 +94,10 @@ def _run_location(workflow_id: str, run_id: str) -> str:
     },
     responses={
         402: {"description": "Insufficient credits (insufficient_credits)"},
-        409: {"description": "Idempotency-Key reused for another workflow (conflict)"},
+        422: {
+            "description": "Idempotency-Key already used for a different request "
+            "(idempotency_key_reused)"
+        },
         404: {"description": "No such workflow (not_found)"},
     },
 )
@@ -124,7 +131,9 @@ async def execute(
             workflow_id=workflow_id,
             run_input=body.input,
             use_cache=body.cache,
+            plan=principal.plan.value,
             idempotency_key=idempotency_key,
+            trigger=body.trigger,
         ),
     )
     answer = accepted.answer
@@ -164,6 +173,8 @@ def run_summary(run: Any, credits_so_far: int | None = None) -> dict[str, Any]:
         "created_at": _ts(run.created_at),
         "finished_at": _ts(run.finished_at),
         "error": _error(run.error),
+        "trigger": run.trigger,
+        "webhook_id": run.webhook_id,
     }
 
 
@@ -187,41 +198,122 @@ async def get_run(
 ) -> OrjsonResponse:
     """The run with every node. Built straight from two indexed reads (this endpoint is
     polled), so the body is encoded once, without a validation pass."""
-    async with ctx.db.read_core() as conn:
-        run = await run_views.run(conn, principal.account_id, workflow_id, run_id)
-        if run is None:
-            raise NotFound("No such run of this workflow.")
-        nodes = [node_run_out(n) for n in await run_views.node_runs(conn, run_id)]
+
+    def read(conn: Connection) -> tuple[Record, list[Record]] | None:
+        run = run_store.run(conn, principal.account_id, workflow_id, run_id)
+        return None if run is None else (run, run_store.node_runs(conn, run_id))
+
+    found = await ctx.db.read(read)
+    if found is None:
+        raise NotFound("No such run of this workflow.")
+    run, node_rows = found
+    nodes = [node_run_out(n) for n in node_rows]
     body = run_summary(run, sum(n["credits_used"] for n in nodes))
     body["input"] = run.input
     body["node_runs"] = nodes
     return OrjsonResponse(body)
 
 
-@router.get("/workflows/{workflow_id}/runs", response_model=list[RunSummary])
-async def list_runs(
-    workflow_id: str,
-    request: Request,
-    principal: PrincipalDep,
-    ctx: CtxDep,
+StatusQuery = Annotated[RunStatusName | None, Query(alias="status")]
+TriggerQuery = Annotated[
+    RunTrigger | None, Query(description="Only runs started this way: api, webhook or editor")
+]
+
+
+@dataclass(frozen=True)
+class RunListQuery:
+    """The paging and filter parameters both run lists take."""
+
+    limit: int
+    cursor: str | None
+    status: str | None
+    trigger: str | None
+
+
+def run_list_query(
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
-    status_filter: Annotated[RunStatusName | None, Query(alias="status")] = None,
+    status_filter: StatusQuery = None,
+    trigger: TriggerQuery = None,
+) -> RunListQuery:
+    return RunListQuery(limit, cursor, status_filter, trigger)
+
+
+RunListDep = Annotated[RunListQuery, Depends(run_list_query)]
+
+
+@router.get("/workflows/{workflow_id}/runs", response_model=list[RunSummary])
+async def list_runs(
+    workflow_id: str, request: Request, principal: PrincipalDep, ctx: CtxDep, query: RunListDep
 ) -> OrjsonResponse:
-    """Newest first, paged; ``?status=running|completed|failed`` filters."""
-    headers: dict[str, str] = {}
-    async with ctx.db.read_core() as conn:
-        if not await run_views.workflow_exists(conn, principal.account_id, workflow_id):
+    """Newest first, paged; ``?status=running|completed|failed`` and ``?trigger=`` filter."""
+
+    def read(conn: Connection) -> tuple[list[Record], dict[str, int]]:
+        if not run_store.workflow_exists(conn, principal.account_id, workflow_id):
             raise NotFound("No such workflow.")
-        rows = await run_views.page(
-            conn, principal.account_id, workflow_id, status_filter, limit, cursor
-        )
-        if len(rows) > limit:
-            rows = rows[:limit]
-            headers["Link"] = link_next(request, encode_cursor(rows[-1].created_at, rows[-1].id))
-        running = [r.id for r in rows if r.status == "running"]
-        so_far = await run_views.credits_so_far(conn, running)
-    return OrjsonResponse([run_summary(r, so_far.get(r.id)) for r in rows], headers=headers)
+        return _runs_page(conn, principal.account_id, workflow_id, query)
+
+    return _runs_response(request, workflow_id, query, *await ctx.db.read(read))
+
+
+@router.get("/runs", response_model=list[RunListItem])
+async def list_all_runs(
+    request: Request, principal: PrincipalDep, ctx: CtxDep, query: RunListDep
+) -> OrjsonResponse:
+    """Every run of the account (of workflows not deleted), newest first, paged, each with
+    its workflow's name; filters as on a workflow's run list."""
+    page = await ctx.db.read(lambda c: _runs_page(c, principal.account_id, None, query))
+    return _runs_response(request, None, query, *page)
+
+
+def _runs_page(
+    conn: Connection, account_id: str, workflow_id: str | None, query: RunListQuery
+) -> tuple[list[Record], dict[str, int]]:
+    """``limit + 1`` rows, and what the running ones among them were charged so far."""
+    rows = run_store.page(
+        conn, account_id, workflow_id, query.status, query.limit, query.cursor, query.trigger
+    )
+    running = [r.id for r in rows[: query.limit] if r.status == "running"]
+    return rows, run_store.credits_so_far(conn, running)
+
+
+def _runs_response(
+    request: Request,
+    workflow_id: str | None,
+    query: RunListQuery,
+    rows: list[Record],
+    so_far: dict[str, int],
+) -> OrjsonResponse:
+    headers: dict[str, str] = {}
+    if len(rows) > query.limit:
+        rows = rows[: query.limit]
+        headers["Link"] = link_next(request, encode_cursor(rows[-1].created_at, rows[-1].id))
+    body = []
+    for row in rows:
+        item = run_summary(row, so_far.get(row.id))
+        if workflow_id is None:
+            item["workflow_name"] = row.workflow_name
+        body.append(item)
+    return OrjsonResponse(body, headers=headers)
+
+
+@router.get("/workflows/{workflow_id}/estimate", response_model=RunEstimate)
+async def estimate(workflow_id: str, principal: PrincipalDep, ctx: CtxDep) -> RunEstimate:
+    """What a run of the saved graph would hold, and the balance, before anything starts
+    (the web app shows both before a run is confirmed)."""
+
+    def read(conn: Connection) -> tuple[Record, Record]:
+        row = workflow_store.get(conn, principal.account_id, workflow_id)
+        if row is None:
+            raise NotFound("No such workflow.")
+        return row, account_store.by_id(conn, principal.account_id)
+
+    row, account = await ctx.db.read(read)
+    graph = ctx.graphs.get(row.id, row.updated_at, row.graph_json)
+    return RunEstimate(
+        estimated_credits=graph.estimate_credits(),
+        credits_balance=account.credits_balance if account else 0,
+    )
 
 
 @router.post(
@@ -234,13 +326,16 @@ async def cancel_run(
     workflow_id: str, run_id: str, principal: PrincipalDep, ctx: CtxDep
 ) -> dict[str, Any]:
     """Ask the run to stop. It ends ``failed`` with error code ``cancelled``."""
-    async with ctx.db.write() as session:
-        run = await run_store.get(session, principal.account_id, run_id, workflow_id)
+
+    def cancel(conn: Connection) -> Record:
+        run = run_store.owned(conn, principal.account_id, run_id, workflow_id)
         if run is None:
             raise NotFound("No such run of this workflow.")
         if run.status != "running":
             raise Conflict(f"The run has already finished ({run.status}).")
-        await run_store.request_cancel(session, [run_id])
-        summary = run_summary(run)
+        run_store.request_cancel(conn, [run_id])
+        return run
+
+    run = await ctx.db.write(cancel)
     await ctx.dispatcher.cancel(run_id)
-    return summary
+    return run_summary(run)

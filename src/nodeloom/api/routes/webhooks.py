@@ -1,6 +1,6 @@
 """Webhook triggers: management under a workflow, and the public trigger endpoint.
 
-Management (SPEC §2, §7) needs the workflow owner's credentials and a plan that allows it
+Management needs the workflow owner's credentials and a plan that allows it
 (``auth/plans.py``). The trigger, ``POST /webhooks/{token}``, needs nothing but the token.
 Its checks run cheapest-first, and nothing is counted or spent until the run is accepted:
 
@@ -28,18 +28,19 @@ import secrets
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response, status
+from sqlalchemy.engine import Connection
 
-from nodeloom.api.body import is_json_content_type, parse_json, read_limited
+from nodeloom.api.body import is_json_content_type, parse_json_off_loop, read_limited
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.paging import link_next
 from nodeloom.api.routes.runs import start_run
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
+from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth import signatures
 from nodeloom.auth.plans import require_webhook_management, require_webhook_trigger
 from nodeloom.auth.principal import Principal
 from nodeloom.auth.tokens import decrypt, encrypt, keyed_hash
-from nodeloom.db.models import Webhook
 from nodeloom.engine.submit import RunRequest
 from nodeloom.errors import (
     NodeloomError,
@@ -50,11 +51,11 @@ from nodeloom.errors import (
 )
 from nodeloom.ratelimit import Reservation
 from nodeloom.schemas.webhooks import TriggerAccepted, WebhookCreate, WebhookOut, WebhookUpdate
+from nodeloom.store import Record, workflows
 from nodeloom.store import webhooks as webhook_store
-from nodeloom.store import workflows
 from nodeloom.store.paging import encode_cursor
 
-router = APIRouter(tags=["webhooks"])
+router = APIRouter(route_class=GuardedRoute, tags=["webhooks"])
 
 MAX_TRIGGER_BODY = 1_048_576
 TOKEN_BYTES = 32
@@ -74,7 +75,7 @@ def _token_hash(ctx: AppContext, token: str) -> str:
     return keyed_hash(ctx.settings.secret, token, TOKEN_PURPOSE)
 
 
-def _out(ctx: AppContext, row: Webhook) -> WebhookOut:
+def _out(ctx: AppContext, row: Record) -> WebhookOut:
     token = decrypt(ctx.settings.secret, row.token_encrypted)
     if token is None:
         raise NodeloomError(f"webhook {row.id}: token does not decrypt with the server secret")
@@ -109,11 +110,12 @@ async def create_webhook(
     encrypted (to show the URL again) and finds it by a keyed hash."""
     token = secrets.token_urlsafe(TOKEN_BYTES)
     secret = ctx.settings.secret
-    async with ctx.db.write() as session:
-        if await workflows.get(session, principal.account_id, workflow_id) is None:
+
+    def create(conn: Connection) -> Record:
+        if not workflows.exists(conn, principal.account_id, workflow_id):
             raise NotFound("No such workflow.")
-        row = await webhook_store.create(
-            session,
+        return webhook_store.create(
+            conn,
             account_id=principal.account_id,
             workflow_id=workflow_id,
             name=body.name,
@@ -122,7 +124,8 @@ async def create_webhook(
             token_encrypted=encrypt(secret, token),
             secret_encrypted=encrypt(secret, body.secret) if body.secret else None,
         )
-    return _out(ctx, row)
+
+    return _out(ctx, await ctx.db.write(create))
 
 
 @router.get(
@@ -140,10 +143,13 @@ async def list_webhooks(
     cursor: CursorQuery = None,
 ) -> list[WebhookOut]:
     """Newest first; the next page is in the ``Link: <...>; rel="next"`` header."""
-    async with ctx.db.read() as session:
-        if await workflows.get(session, principal.account_id, workflow_id) is None:
+
+    def read(conn: Connection) -> list[Record]:
+        if not workflows.exists(conn, principal.account_id, workflow_id):
             raise NotFound("No such workflow.")
-        rows = await webhook_store.page(session, principal.account_id, workflow_id, limit, cursor)
+        return webhook_store.page(conn, principal.account_id, workflow_id, limit, cursor)
+
+    rows = await ctx.db.read(read)
     if len(rows) > limit:
         rows = rows[:limit]
         response.headers["Link"] = link_next(
@@ -152,15 +158,12 @@ async def list_webhooks(
     return [_out(ctx, row) for row in rows]
 
 
-async def _get_or_404(
-    ctx: AppContext, session: Any, account_id: str, workflow_id: str, webhook_id: str
-) -> Webhook:
-    if await workflows.get(session, account_id, workflow_id) is None:
+def _found(conn: Connection, row: Record | bool, account_id: str, workflow_id: str) -> None:
+    """404 for a missing workflow, else for a missing webhook of it."""
+    if not workflows.exists(conn, account_id, workflow_id):
         raise NotFound("No such workflow.")
-    row = await webhook_store.get(session, account_id, workflow_id, webhook_id)
-    if row is None:
+    if row is None or row is False:
         raise NotFound("No such webhook of this workflow.")
-    return row
 
 
 @router.patch(
@@ -174,17 +177,23 @@ async def update_webhook(
     """Rename, switch on or off (``active``), or set / remove (``null``) the signing secret.
     The token never changes: to rotate it, create a new webhook and delete the old one."""
     change_secret = "secret" in body.model_fields_set
-    async with ctx.db.write() as session:
-        row = await _get_or_404(ctx, session, principal.account_id, workflow_id, webhook_id)
-        row = await webhook_store.update(
-            session,
-            row,
+    secret = encrypt(ctx.settings.secret, body.secret) if body.secret else None
+
+    def update(conn: Connection) -> Record:
+        row = webhook_store.update(
+            conn,
+            principal.account_id,
+            workflow_id,
+            webhook_id,
             name=body.name,
             active=body.active,
             change_secret=change_secret,
-            secret_encrypted=encrypt(ctx.settings.secret, body.secret) if body.secret else None,
+            secret_encrypted=secret,
         )
-    return _out(ctx, row)
+        _found(conn, row, principal.account_id, workflow_id)
+        return row
+
+    return _out(ctx, await ctx.db.write(update))
 
 
 @router.delete(
@@ -197,14 +206,17 @@ async def delete_webhook(
     workflow_id: str, webhook_id: str, principal: ManagerDep, ctx: CtxDep
 ) -> Response:
     """Delete at once: the very next trigger with its token gets 404."""
-    async with ctx.db.write() as session:
-        row = await _get_or_404(ctx, session, principal.account_id, workflow_id, webhook_id)
-        await webhook_store.soft_delete(session, row)
+
+    def delete(conn: Connection) -> None:
+        deleted = webhook_store.soft_delete(conn, principal.account_id, workflow_id, webhook_id)
+        _found(conn, deleted, principal.account_id, workflow_id)
+
+    await ctx.db.write(delete)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-def _parse_object(raw: bytes) -> dict[str, Any]:
-    value: dict[str, Any] = parse_json(raw)
+async def _parse_object(raw: bytes) -> dict[str, Any]:
+    value: dict[str, Any] = await parse_json_off_loop(raw)
     return value
 
 
@@ -245,8 +257,8 @@ async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
     The token in the path is the only credential."""
     if not _TOKEN_SHAPE.fullmatch(token):
         raise NotFound("No such webhook.")
-    async with ctx.db.read() as session:
-        target = await webhook_store.for_trigger(session, _token_hash(ctx, token))
+    token_hash = _token_hash(ctx, token)
+    target = await ctx.db.read(lambda c: webhook_store.for_trigger(c, token_hash))
     if target is None:
         raise NotFound("No such webhook.")
     if not target.active:
@@ -271,7 +283,7 @@ async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
         if secret is None:
             raise NodeloomError(f"webhook {target.webhook_id}: secret does not decrypt")
         signatures.verify(secret, raw, *signature)
-    run_input = _parse_object(raw)
+    run_input = await _parse_object(raw)
 
     # Count only accepted triggers: a slot is reserved for the attempt and given back if the
     # run is refused, so two concurrent triggers can never both take the last slot.
@@ -288,7 +300,9 @@ async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
                     workflow_id=target.workflow_id,
                     run_input=run_input,
                     use_cache=True,
+                    plan=str(target.plan),
                     webhook_id=target.webhook_id,
+                    trigger="webhook",
                 ),
             )
     finally:

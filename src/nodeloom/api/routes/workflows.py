@@ -5,22 +5,25 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response, status
+from sqlalchemy.engine import Connection
 
 from nodeloom.api.body import read_json
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.paging import link_next
 from nodeloom.api.responses import OrjsonResponse
+from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
-from nodeloom.db.models import Workflow
-from nodeloom.engine.graph import validate_graph
+from nodeloom.engine.graph import deep_checks, validate_graph
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
+from nodeloom.nodes.base import NodeFailure
+from nodeloom.sandbox.budget import Budget
 from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.workflows import WorkflowCreate, WorkflowOut, WorkflowSummary, WorkflowUpdate
+from nodeloom.store import Record, workflows
 from nodeloom.store import runs as run_store
-from nodeloom.store import workflows
 from nodeloom.store.paging import encode_cursor
 
-router = APIRouter(tags=["workflows"])
+router = APIRouter(route_class=GuardedRoute, tags=["workflows"])
 
 MAX_WORKFLOW_BODY = 8 * 1024 * 1024
 LimitQuery = Annotated[int, Query(ge=1, le=200, description="Page size (default 50)")]
@@ -38,7 +41,41 @@ def _body_doc(model: type[WorkflowCreate] | type[WorkflowUpdate]) -> dict[str, A
     }
 
 
-def _check_body(
+DETAIL_PROBLEMS = 5
+
+
+def _invalid_detail(problems: list[FieldError]) -> str:
+    """A sentence naming the first few problems; ``errors`` carries every one of them."""
+    count = len(problems)
+    shown = "; ".join(f"{p.pointer}: {p.message}" for p in problems[:DETAIL_PROBLEMS])
+    more = count - DETAIL_PROBLEMS
+    rest = f" ... and {more} more, all listed in errors" if more > 0 else ""
+    return f"The workflow is invalid ({count} problem{'s' if count != 1 else ''}): {shown}{rest}."
+
+
+# Template syntax and the like: checked in a sandbox process, within a request's patience.
+DEEP_CHECK_BUDGET = Budget(wall_seconds=10, cpu_seconds=10, memory_mb=256)
+
+
+async def _deep_problems(ctx: AppContext, graph: Any) -> list[FieldError]:
+    checks = deep_checks(graph, ctx.registry)
+    if not checks:
+        return []
+    items = [{"type": c.type, "params": c.params} for c in checks]
+    try:
+        answers = await ctx.sandbox.check(items, DEEP_CHECK_BUDGET)
+    except NodeFailure as exc:
+        return [
+            FieldError(checks[0].pointer, f"the parameters could not be checked: {exc.message}")
+        ]
+    return [
+        FieldError(check.pointer, message)
+        for check, messages in zip(checks, answers, strict=True)
+        for message in messages
+    ]
+
+
+async def _check_body(
     ctx: AppContext, body: Any, *, partial: bool
 ) -> tuple[str | None, dict[str, Any] | None]:
     """Name and graph from a create/update body, or InvalidGraph naming every problem."""
@@ -57,12 +94,9 @@ def _check_body(
         checked = validate_graph(graph, ctx.registry, ctx.settings)
         if isinstance(checked, list):
             problems.extend(checked)
+        problems.extend(await _deep_problems(ctx, graph))
     if problems:
-        raise InvalidGraph(
-            f"The workflow is invalid: {len(problems)} problem(s). "
-            + "; ".join(f"{p.pointer}: {p.message}" for p in problems[:5]),
-            errors=problems,
-        )
+        raise InvalidGraph(_invalid_detail(problems), errors=problems)
     return name, graph
 
 
@@ -73,16 +107,22 @@ async def list_workflows(
     ctx: CtxDep,
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
+    with_last_run: Annotated[
+        bool,
+        Query(description="Add last_run_status and last_run_at (the newest run) to each item"),
+    ] = False,
 ) -> OrjsonResponse:
-    """Newest first; the next page is in the ``Link: <...>; rel="next"`` header."""
-    async with ctx.db.read_core() as conn:
-        rows = await workflows.page(conn, principal.account_id, limit, cursor)
+    """Newest first; the next page is in the ``Link: <...>; rel="next"`` header. Items have
+    the four fields of the published list unless ``?with_last_run=true`` asks for more."""
+    rows = await ctx.db.read(
+        lambda c: workflows.page(c, principal.account_id, limit, cursor, with_last_run)
+    )
     headers: dict[str, str] = {}
     if len(rows) > limit:
         rows = rows[:limit]
         last = rows[-1]
         headers["Link"] = link_next(request, encode_cursor(last.created_at, last.id))
-    body = [
+    body: list[dict[str, Any]] = [
         {
             "id": r.id,
             "name": r.name,
@@ -91,6 +131,10 @@ async def list_workflows(
         }
         for r in rows
     ]
+    if with_last_run:
+        for item, r in zip(body, rows, strict=True):
+            item["last_run_status"] = r.last_run_status
+            item["last_run_at"] = format_timestamp(r.last_run_at) if r.last_run_at else None
     return OrjsonResponse(body, headers=headers)
 
 
@@ -103,18 +147,16 @@ async def list_workflows(
 )
 async def create_workflow(request: Request, principal: PrincipalDep, ctx: CtxDep) -> WorkflowOut:
     body = await read_json(request, MAX_WORKFLOW_BODY)
-    name, graph = _check_body(ctx, body, partial=False)
+    name, graph = await _check_body(ctx, body, partial=False)
     assert name is not None and graph is not None
-    async with ctx.db.write() as session:
-        row = await workflows.create(
-            session, account_id=principal.account_id, name=name, graph_json=graph
-        )
-        return WorkflowOut.model_validate(row)
+    row = await ctx.db.write(
+        lambda c: workflows.create(c, account_id=principal.account_id, name=name, graph_json=graph)
+    )
+    return WorkflowOut.model_validate(row)
 
 
-async def _get_or_404(ctx: AppContext, account_id: str, workflow_id: str) -> Workflow:
-    async with ctx.db.read() as session:
-        row = await workflows.get(session, account_id, workflow_id)
+async def _get_or_404(ctx: AppContext, account_id: str, workflow_id: str) -> Record:
+    row = await ctx.db.read(lambda c: workflows.get(c, account_id, workflow_id))
     if row is None:
         raise NotFound("No such workflow.")
     return row
@@ -135,13 +177,15 @@ async def update_workflow(
 ) -> WorkflowOut:
     await _get_or_404(ctx, principal.account_id, workflow_id)
     body = await read_json(request, MAX_WORKFLOW_BODY)
-    name, graph = _check_body(ctx, body, partial=True)
-    async with ctx.db.write() as session:
-        row = await workflows.get(session, principal.account_id, workflow_id)
-        if row is None:
-            raise NotFound("No such workflow.")
-        row = await workflows.update(session, row, name=name, graph_json=graph)
-        return WorkflowOut.model_validate(row)
+    name, graph = await _check_body(ctx, body, partial=True)
+    row = await ctx.db.write(
+        lambda c: workflows.update(
+            c, principal.account_id, workflow_id, name=name, graph_json=graph
+        )
+    )
+    if row is None:
+        raise NotFound("No such workflow.")
+    return WorkflowOut.model_validate(row)
 
 
 @router.delete(
@@ -149,13 +193,15 @@ async def update_workflow(
 )
 async def delete_workflow(workflow_id: str, principal: PrincipalDep, ctx: CtxDep) -> Response:
     """Delete; its running runs are cancelled and its webhooks stop at once."""
-    async with ctx.db.write() as session:
-        row = await workflows.get(session, principal.account_id, workflow_id)
-        if row is None:
+
+    def delete(conn: Connection) -> list[str]:
+        if not workflows.soft_delete(conn, principal.account_id, workflow_id):
             raise NotFound("No such workflow.")
-        await workflows.soft_delete(session, row)
-        running = await run_store.running_ids_of_workflow(session, row.id)
-        await run_store.request_cancel(session, running)
+        running = run_store.running_ids_of_workflow(conn, workflow_id)
+        run_store.request_cancel(conn, running)
+        return running
+
+    running = await ctx.db.write(delete)
     for run_id in running:
         await ctx.dispatcher.cancel(run_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

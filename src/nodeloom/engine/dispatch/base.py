@@ -12,6 +12,11 @@ from nodeloom.engine.submit import PreparedRun
 class Dispatcher(Protocol):
     accepting: bool
 
+    @property
+    def owner(self) -> str | None:
+        """The driver a run accepted here records (this process), or None when queue
+        workers drive runs node by node."""
+
     async def start(self) -> None:
         """Begin work; resume runs left ``running`` by an earlier process."""
 

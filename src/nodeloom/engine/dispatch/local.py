@@ -1,10 +1,17 @@
-"""The in-process executor of the embedded default: each run is an asyncio task.
+"""The in-process executor of the embedded mode: each run is an asyncio task of the process
+that drives it.
 
-On start it resumes every run the database says is ``running`` (this process is the only
-executor), and a periodic sweep picks up any run that is running but not driven here (a
-submission lost to an error), so no run stays ``running`` forever while the service is up.
-On stop it drains: no new nodes start, running nodes get ``shutdown_grace_seconds`` to
-finish and commit, and whatever remains is resumed on the next start.
+A run is driven by exactly one live process: ``runs.driver`` holds its token from the
+moment the run is accepted (engine/submit.py), and another process takes a run over only
+with a conditional UPDATE naming the previous driver, and only when that driver is gone
+(``ProcessIdentity.is_alive``: its lock is free). So any number of ``nodeloom serve``
+processes may share one SQLite file, and none runs another's nodes.
+
+Every ``SWEEP_SECONDS`` (and at start) a sweep adopts the running runs of dead processes —
+including this process's previous life after a crash — and passes on cancellations made by
+other processes. On stop it drains: no new nodes start, running nodes get
+``shutdown_grace_seconds`` to finish and commit, and whatever remains is adopted by the next
+process to start.
 """
 
 from __future__ import annotations
@@ -13,26 +20,54 @@ import asyncio
 import contextlib
 import logging
 from collections import OrderedDict
+from collections.abc import Callable
+from typing import cast
 
-from nodeloom.engine.runner import ExecutorEnv, RunDriver
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from nodeloom.db.models import Run
+from nodeloom.engine.executor import ExecutorEnv
+from nodeloom.engine.process import ProcessIdentity
+from nodeloom.engine.runner import RunDriver
+from nodeloom.engine.states import RunStatus
 from nodeloom.engine.submit import PreparedRun
-from nodeloom.store import runs as run_store
 
 log = logging.getLogger("nodeloom.dispatch")
 
-SWEEP_SECONDS = 30.0
-COMMIT_RETRY_SECONDS = 2.0
+SWEEP_SECONDS = 2.0
+
+_RUNS = cast(sa.Table, Run.__table__)
+_RUNNING = sa.select(_RUNS.c.id, _RUNS.c.driver, _RUNS.c.cancel_requested).where(
+    _RUNS.c.status == RunStatus.RUNNING.value
+)
+_ADOPT = (
+    sa.update(_RUNS)
+    .where(
+        _RUNS.c.id == sa.bindparam("run"),
+        _RUNS.c.status == RunStatus.RUNNING.value,
+        sa.or_(_RUNS.c.driver == sa.bindparam("previous"), _RUNS.c.driver.is_(None)),
+    )
+    .values(driver=sa.bindparam("me"))
+)
 
 
 class LocalDispatcher:
-    def __init__(self, env: ExecutorEnv) -> None:
+    def __init__(self, env: ExecutorEnv, identity: ProcessIdentity) -> None:
         self.env = env
+        self.identity = identity
         self.accepting = False
         self._drivers: dict[str, RunDriver] = {}
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._sweep_now = asyncio.Event()
         # Runs waiting for a driver slot, in arrival order (bounded memory per waiting run).
         self._waiting: OrderedDict[str, PreparedRun | None] = OrderedDict()
+
+    @property
+    def owner(self) -> str | None:
+        """What accepted runs record as their driver: this process."""
+        return self.identity.token
 
     @property
     def active_runs(self) -> int:
@@ -44,22 +79,39 @@ class LocalDispatcher:
 
     async def start(self) -> None:
         self.accepting = True
-        await self._resume_all()
+        await self._sweep()
         self._sweeper = asyncio.create_task(self._sweep_forever(), name="run-sweeper")
 
-    async def _resume_all(self) -> None:
-        async with self.env.db.read() as session:
-            run_ids = await run_store.running_ids(session)
-        for run_id in run_ids:
-            if run_id not in self._tasks and run_id not in self._waiting:
-                log.info("resuming run %s", run_id)
+    async def _sweep(self) -> None:
+        """Adopt the runs of dead drivers; pass on cancellations of runs driven here."""
+        rows = await self.env.db.read(lambda c: c.execute(_RUNNING).all())
+        me = self.identity.token
+        alive: dict[str, bool] = {}
+        for run_id, driver, cancel_requested in rows:
+            if driver == me:
+                local = self._drivers.get(run_id)
+                if local is not None and cancel_requested:
+                    local.cancel_requested.set()
+                elif run_id not in self._tasks and run_id not in self._waiting:
+                    self._enqueue(run_id, None)  # ours, but its driver task ended early
+                continue
+            if driver is not None:
+                if driver not in alive:
+                    alive[driver] = self.identity.is_alive(driver)
+                if alive[driver]:
+                    continue
+            if await self.env.db.write(_adopter(run_id, driver, me)):
+                log.info("adopting run %s (its driver %s is gone)", run_id, driver or "none")
                 self._enqueue(run_id, None)
 
     async def _sweep_forever(self) -> None:
         while True:
-            await asyncio.sleep(SWEEP_SECONDS)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(SWEEP_SECONDS):
+                    await self._sweep_now.wait()
+            self._sweep_now.clear()
             try:
-                await self._resume_all()
+                await self._sweep()
             except Exception:
                 log.warning("run sweep failed", exc_info=True)
 
@@ -69,6 +121,8 @@ class LocalDispatcher:
 
     def _enqueue(self, run_id: str, prepared: PreparedRun | None) -> None:
         """Drive now if a slot is free (``max_active_runs``), else wait in line."""
+        if not self.accepting:
+            return
         if len(self._tasks) < self.env.settings.max_active_runs:
             self._launch(run_id, prepared)
         else:
@@ -83,7 +137,7 @@ class LocalDispatcher:
                 self._launch(run_id, prepared)
 
     def _launch(self, run_id: str, prepared: PreparedRun | None = None) -> None:
-        driver = RunDriver(self.env, run_id, prepared)
+        driver = RunDriver(self.env, run_id, self.identity.token, prepared)
         self._drivers[run_id] = driver
         task = asyncio.create_task(self._drive(driver), name=f"run:{run_id}")
         self._tasks[run_id] = task
@@ -94,7 +148,7 @@ class LocalDispatcher:
         except asyncio.CancelledError:
             raise
         except Exception:
-            # The run stays "running" in the database; the sweep will try it again.
+            # The run stays "running" in the database, driven by us: the sweep tries again.
             log.exception("driving run %s failed; it will be retried", driver.run_id)
         finally:
             self._drivers.pop(driver.run_id, None)
@@ -102,18 +156,21 @@ class LocalDispatcher:
             self._next()
 
     async def cancel(self, run_id: str) -> None:
+        """The run's cancel flag is committed: act on it here, or let the sweep (here or in
+        the process that drives it) do so."""
         driver = self._drivers.get(run_id)
         if driver is not None:
             driver.cancel_requested.set()
-        elif self.accepting:
-            # Not driven here (or still waiting): drive it first; it reads the flag and
-            # cancels before anything runs.
-            self._waiting.pop(run_id, None)
-            self._launch(run_id)
+            return
+        if run_id in self._waiting:
+            del self._waiting[run_id]
+            self._launch(run_id)  # it reads the flag and cancels before anything runs
+            return
+        self._sweep_now.set()
 
     async def stop(self) -> None:
         self.accepting = False
-        self._waiting.clear()  # still "running" in the database: resumed on the next start
+        self._waiting.clear()  # still "running" in the database: adopted after we are gone
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -126,3 +183,11 @@ class LocalDispatcher:
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _adopter(run_id: str, previous: str | None, me: str) -> Callable[[Connection], bool]:
+    def adopt(conn: Connection) -> bool:
+        params = {"run": run_id, "previous": previous, "me": me}
+        return bool(conn.execute(_ADOPT, params).rowcount)
+
+    return adopt

@@ -1,0 +1,83 @@
+"""Serving with a drain: uvicorn, except that the first SIGTERM (or Ctrl-C) does not close
+the listening socket at once.
+
+A load balancer keeps sending requests for a moment after it asked a replica to stop, and a
+closed socket turns them into connection errors. Instead, on the first signal the server keeps
+listening and answers every new request with 503 and ``Retry-After`` (``/readyz`` too, so the
+balancer takes it out; ``/healthz`` stays 200: the process is alive), while the executor lets
+running nodes finish and commit (``shutdown_grace_seconds``). Then it shuts down the way
+uvicorn does. A second signal exits at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+import socket
+from types import FrameType
+
+import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from nodeloom.api.problems import problem_response
+from nodeloom.api.state import AppContext
+
+DRAIN_RETRY_AFTER = "5"
+_ALWAYS = frozenset({"/healthz", "/metrics"})
+
+
+class DrainingServer(uvicorn.Server):
+    def __init__(self, config: uvicorn.Config, ctx: AppContext) -> None:
+        super().__init__(config)
+        self.ctx = ctx
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._drain: asyncio.Task[None] | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self.started and not self.should_exit and not self.ctx.draining and self._loop:
+            self.ctx.draining = True
+            self._captured_signals.append(sig)  # re-raised after shutdown, as uvicorn does
+            self._loop.call_soon_threadsafe(self._start_drain)
+            return
+        if self.ctx.draining and not self.should_exit:
+            sig = signal.SIGINT  # a second signal: stop now, without waiting for nodes
+            self.should_exit = True
+        super().handle_exit(sig, frame)
+
+    def _start_drain(self) -> None:
+        self._drain = asyncio.ensure_future(self._drain_then_exit())
+
+    async def _drain_then_exit(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.ctx.dispatcher.stop()
+        self.should_exit = True
+
+
+class RefuseWhileDraining:
+    """503 + Retry-After for new requests once the server drains (see module docstring)."""
+
+    def __init__(self, app: ASGIApp, ctx: AppContext) -> None:
+        self.app = app
+        self.ctx = ctx
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if not self.ctx.draining or scope["type"] == "lifespan" or scope["path"] in _ALWAYS:
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1012, "reason": "server restarting"})
+            return
+        response = problem_response(
+            503,
+            "service_unavailable",
+            "Service unavailable",
+            "The server is restarting; retry shortly (another replica may answer now).",
+            base_url=self.ctx.settings.base_url,
+            headers={"Retry-After": DRAIN_RETRY_AFTER, "Connection": "close"},
+        )
+        await response(scope, receive, send)

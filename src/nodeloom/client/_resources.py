@@ -1,0 +1,281 @@
+"""The API's resources as methods: workflows, runs, artifacts, webhooks, API keys.
+
+Every answer is parsed into the server's own response models (``nodeloom.schemas``), so the
+client and the server cannot drift apart. Lists are async iterators that fetch the next page
+only when the caller gets there.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import json
+import os
+import secrets
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+import anyio
+
+from nodeloom.client._runs import AsyncRun, RunEvent, extension_for
+from nodeloom.client.errors import AmbiguousWorkflow, NotFound
+from nodeloom.schemas.accounts import ApiKeyCreated, ApiKeyOut
+from nodeloom.schemas.runs import ArtifactMetadata, RunStatusName, RunSummary
+from nodeloom.schemas.webhooks import WebhookOut
+from nodeloom.schemas.workflows import WorkflowOut, WorkflowSummary
+
+if TYPE_CHECKING:
+    from nodeloom.client._core import AsyncClient
+
+WorkflowSource = Mapping[str, Any] | str | os.PathLike[str]
+
+
+def _seg(value: str) -> str:
+    """A path segment: ids are UUIDs, but never let a value change the path."""
+    return quote(str(value), safe="")
+
+
+def load_workflow(source: WorkflowSource, name: str | None = None) -> tuple[str, dict[str, Any]]:
+    """(name, graph_json) from a dict or a JSON file holding either ``{"name", "graph_json"}``
+    (what ``workflows pull`` writes and ``examples/`` holds) or a bare graph
+    ``{"nodes", "edges", "viewport"}`` (then the name defaults to the file's stem)."""
+    default_name = None
+    if isinstance(source, Mapping):
+        data: Any = dict(source)
+    else:
+        path = Path(source)
+        data = json.loads(path.read_text(encoding="utf-8"))
+        default_name = path.stem
+    if not isinstance(data, dict):
+        raise ValueError("a workflow is a JSON object")
+    if "graph_json" in data:
+        graph, name = data["graph_json"], name or data.get("name") or default_name
+    elif "nodes" in data:
+        graph, name = data, name or default_name
+    else:
+        raise ValueError("a workflow has graph_json (or is a graph with nodes, edges, viewport)")
+    if not isinstance(name, str) or not name:
+        raise ValueError("a workflow needs a name")
+    return name, graph
+
+
+def looks_like_id(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
+class _Resource:
+    def __init__(self, client: AsyncClient) -> None:
+        self._client = client
+
+
+class AsyncWorkflows(_Resource):
+    def list(self, *, page_size: int = 50) -> AsyncIterator[WorkflowSummary]:
+        """Every workflow of the account, newest first (pages fetched as needed)."""
+        return self._client.paginate("/workflows", WorkflowSummary, {"limit": page_size})
+
+    async def get(self, workflow_id: str) -> WorkflowOut:
+        response = await self._client.request("GET", f"/workflows/{_seg(workflow_id)}")
+        return WorkflowOut.model_validate(response.json())
+
+    async def find(self, id_or_name: str) -> WorkflowOut:
+        """A workflow by id, or by its exact name (``AmbiguousWorkflow`` when names repeat)."""
+        if looks_like_id(id_or_name):
+            return await self.get(id_or_name)
+        ids = [w.id async for w in self.list(page_size=200) if w.name == id_or_name]
+        if len(ids) > 1:
+            raise AmbiguousWorkflow(id_or_name, ids)
+        if not ids:
+            raise NotFound(
+                404, {"code": "not_found", "detail": f"No workflow named {id_or_name!r}."}
+            )
+        return await self.get(ids[0])
+
+    async def create(self, source: WorkflowSource, *, name: str | None = None) -> WorkflowOut:
+        """Create from a dict or a JSON file path (see ``load_workflow``)."""
+        name, graph = load_workflow(source, name)
+        response = await self._client.request(
+            "POST", "/workflows", json={"name": name, "graph_json": graph}
+        )
+        return WorkflowOut.model_validate(response.json())
+
+    async def update(
+        self,
+        workflow_id: str,
+        *,
+        name: str | None = None,
+        graph_json: Mapping[str, Any] | None = None,
+    ) -> WorkflowOut:
+        """Change the name, the graph or both; what is not given stays."""
+        body: dict[str, Any] = {}
+        if name is not None:
+            body["name"] = name
+        if graph_json is not None:
+            body["graph_json"] = dict(graph_json)
+        response = await self._client.request("PATCH", f"/workflows/{_seg(workflow_id)}", json=body)
+        return WorkflowOut.model_validate(response.json())
+
+    async def delete(self, workflow_id: str) -> None:
+        """Delete; its running runs are cancelled and its webhooks stop at once."""
+        await self._client.request("DELETE", f"/workflows/{_seg(workflow_id)}")
+
+    async def execute(
+        self,
+        workflow_id: str,
+        input: Mapping[str, Any] | None = None,
+        *,
+        cache: bool = True,
+        idempotency_key: str | None = None,
+    ) -> AsyncRun:
+        """Start a run. Without an ``idempotency_key`` one is made up, so that a retried
+        request (429, 503) can never start a second run."""
+        key = idempotency_key or f"client-{uuid.uuid4()}"
+        body: dict[str, Any] = {"cache": cache}
+        if input is not None:
+            body["input"] = dict(input)
+        response = await self._client.request(
+            "POST",
+            f"/workflows/{_seg(workflow_id)}/execute",
+            json=body,
+            headers={"Idempotency-Key": key},
+        )
+        return await self._client.runs.get(workflow_id, response.json()["run_id"])
+
+
+class AsyncRuns(_Resource):
+    async def get(self, workflow_id: str, run_id: str) -> AsyncRun:
+        response = await self._client.request(
+            "GET", f"/workflows/{_seg(workflow_id)}/runs/{_seg(run_id)}"
+        )
+        return AsyncRun.bind(response.json(), self._client)
+
+    def list(
+        self, workflow_id: str, *, status: RunStatusName | None = None, page_size: int = 50
+    ) -> AsyncIterator[RunSummary]:
+        """The workflow's runs, newest first; ``status`` filters."""
+        return self._client.paginate(
+            f"/workflows/{_seg(workflow_id)}/runs",
+            RunSummary,
+            {"limit": page_size, "status": status},
+        )
+
+    async def cancel(self, workflow_id: str, run_id: str) -> RunSummary:
+        """Ask the run to stop; it ends ``failed`` with error code ``cancelled``."""
+        response = await self._client.request(
+            "POST", f"/workflows/{_seg(workflow_id)}/runs/{_seg(run_id)}/cancel"
+        )
+        return RunSummary.model_validate(response.json())
+
+    async def events(
+        self, workflow_id: str, run_id: str, *, after_seq: int = 0
+    ) -> AsyncIterator[RunEvent]:
+        """The run's events (Server-Sent Events): the past ones, then live ones until the run
+        ends."""
+        path = f"/workflows/{_seg(workflow_id)}/runs/{_seg(run_id)}/events"
+        async with self._client.stream(
+            "GET", path, params={"after_seq": after_seq or None}
+        ) as response:
+            async for line in response.aiter_lines():
+                if line.startswith("data:"):
+                    yield RunEvent.model_validate_json(line[5:].strip())
+
+
+class AsyncArtifacts(_Resource):
+    async def metadata(self, artifact_id: str) -> ArtifactMetadata:
+        """Content type, size, sha256, dimensions or duration, and a signed download URL."""
+        response = await self._client.request("GET", f"/artifacts/{_seg(artifact_id)}/metadata")
+        return ArtifactMetadata.model_validate(response.json())
+
+    async def read(self, artifact_id: str) -> bytes:
+        """The artifact's bytes, in memory."""
+        return (await self._client.request("GET", f"/artifacts/{_seg(artifact_id)}")).content
+
+    async def download(self, artifact_id: str, to: str | os.PathLike[str]) -> Path:
+        """Stream the artifact into the file ``to`` (or into ``<to>/<id>.<ext>`` when ``to``
+        is a directory, or ends with a slash). The file appears complete or not at all."""
+        target = anyio.Path(to)
+        into_directory = str(to).endswith(("/", os.sep))
+        async with self._client.stream("GET", f"/artifacts/{_seg(artifact_id)}") as response:
+            if into_directory or await target.is_dir():
+                content_type = response.headers.get("content-type", "")
+                target = target / f"{artifact_id}{extension_for(content_type)}"
+            await target.parent.mkdir(parents=True, exist_ok=True)
+            # A new name in the same directory ("x": never an existing file), created with the
+            # user's umask like any download, renamed over the target when complete.
+            tmp = target.parent / f".{target.name}.{secrets.token_hex(6)}.part"
+            try:
+                async with await anyio.open_file(tmp, "xb") as handle:
+                    async for chunk in response.aiter_bytes():
+                        await handle.write(chunk)
+                await tmp.replace(target)
+            except BaseException:
+                with contextlib.suppress(OSError):
+                    await tmp.unlink()
+                raise
+        return Path(target)
+
+
+class AsyncWebhooks(_Resource):
+    async def create(
+        self, workflow_id: str, name: str, *, active: bool = True, secret: str | None = None
+    ) -> WebhookOut:
+        """A trigger URL for the workflow; ``secret`` makes triggers carry a signature."""
+        body: dict[str, Any] = {"name": name, "active": active}
+        if secret is not None:
+            body["secret"] = secret
+        response = await self._client.request(
+            "POST", f"/workflows/{_seg(workflow_id)}/webhooks", json=body
+        )
+        return WebhookOut.model_validate(response.json())
+
+    def list(self, workflow_id: str, *, page_size: int = 50) -> AsyncIterator[WebhookOut]:
+        return self._client.paginate(
+            f"/workflows/{_seg(workflow_id)}/webhooks", WebhookOut, {"limit": page_size}
+        )
+
+    async def update(
+        self,
+        workflow_id: str,
+        webhook_id: str,
+        *,
+        name: str | None = None,
+        active: bool | None = None,
+    ) -> WebhookOut:
+        body = {k: v for k, v in (("name", name), ("active", active)) if v is not None}
+        response = await self._client.request(
+            "PATCH", f"/workflows/{_seg(workflow_id)}/webhooks/{_seg(webhook_id)}", json=body
+        )
+        return WebhookOut.model_validate(response.json())
+
+    async def set_active(self, workflow_id: str, webhook_id: str, active: bool) -> WebhookOut:
+        """Switch a webhook on or off; an inactive one answers 403 webhook_inactive."""
+        return await self.update(workflow_id, webhook_id, active=active)
+
+    async def delete(self, workflow_id: str, webhook_id: str) -> None:
+        await self._client.request(
+            "DELETE", f"/workflows/{_seg(workflow_id)}/webhooks/{_seg(webhook_id)}"
+        )
+
+
+class AsyncKeys(_Resource):
+    """API keys. The server takes a JWT here only (``JwtRequired`` with an API key): use
+    ``AsyncClient.login`` or the token ``nodeloom login`` stored."""
+
+    async def create(self, name: str) -> ApiKeyCreated:
+        """A new key; ``.key`` is shown in this answer only."""
+        response = await self._client.request("POST", "/api-keys", json={"name": name})
+        return ApiKeyCreated.model_validate(response.json())
+
+    async def list(self) -> builtins.list[ApiKeyOut]:
+        response = await self._client.request("GET", "/api-keys")
+        return [ApiKeyOut.model_validate(item) for item in response.json()]
+
+    async def revoke(self, key_id: str) -> None:
+        """Revoke at once: the very next request with the key gets 401."""
+        await self._client.request("DELETE", f"/api-keys/{_seg(key_id)}")

@@ -1,0 +1,52 @@
+"""The ``nodeloom`` command's client and administration commands, added to the app that
+``nodeloom/cli.py`` builds (which keeps ``serve``, ``db`` and ``provider``).
+
+    login / logout                        store an API key for a server (0600)
+    workflows list|show|push|pull|delete  workflows as JSON files
+    run WORKFLOW --wait --download DIR    run, follow live, save the outputs
+    runs list|show|cancel|events          a workflow's runs
+    webhooks create|list|enable|disable|delete
+    keys create|list|revoke               API keys (with a log-in token)
+    accounts create|set|list              server-side administration, on the database
+
+Every client command takes --url and --api-key (else NODELOOM_URL / NODELOOM_API_KEY, else
+the stored login: the same order as the Python client), and every listing takes --json.
+See docs/cli.md.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from nodeloom import __version__
+from nodeloom.commands import accounts, keys, runs, webhooks, workflows
+from nodeloom.commands.login import login_command, logout_command
+
+
+def _version(value: bool) -> None:
+    if value:
+        print(f"nodeloom {__version__}")
+        raise typer.Exit()
+
+
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
+    ] = False,
+) -> None:
+    """Nodeloom: workflow automation for generative media."""
+
+
+def register(app: typer.Typer) -> None:
+    app.callback()(_root)
+    app.command("login")(login_command)
+    app.command("logout")(logout_command)
+    app.command("run")(runs.run_command)
+    app.add_typer(workflows.app, name="workflows")
+    app.add_typer(runs.app, name="runs")
+    app.add_typer(webhooks.app, name="webhooks")
+    app.add_typer(keys.app, name="keys")
+    app.add_typer(accounts.app, name="accounts")

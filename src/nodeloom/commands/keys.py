@@ -1,0 +1,95 @@
+"""``nodeloom keys create|list|revoke``. The server manages keys with a log-in token (JWT)
+only; these commands use ``--api-key`` when given (it must then be a JWT), else the token
+``nodeloom login`` stored, else ``NODELOOM_API_KEY``, and when the stored token has expired
+they ask for the password again (in a terminal)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Annotated
+
+import typer
+
+from nodeloom.client import Client, _config
+from nodeloom.commands.common import (
+    ApiKeyOption,
+    JsonOption,
+    UrlOption,
+    err,
+    handled,
+    print_json,
+    print_table,
+    when,
+)
+from nodeloom.commands.login import read_secret
+
+app = typer.Typer(help="API keys of your account (managed with a log-in token).")
+
+
+@contextlib.contextmanager
+def token_client(url: str | None, api_key: str | None) -> Iterator[Client]:
+    with handled():
+        if api_key is None:
+            stored = _config.stored_login(url or os.environ.get(_config.URL_ENV))
+            if stored is not None and stored.valid_token:
+                url, api_key = stored.url, stored.valid_token
+            elif stored is not None and sys.stdin.isatty():
+                err().print(f"log-in token expired; password for {stored.email}:")
+                password = read_secret("Password", from_stdin=False)
+                with Client.login(stored.url, stored.email, password) as fresh:
+                    stored.token, stored.token_expires_at = fresh.credential, fresh.token_expires_at
+                _config.save_login(stored)
+                url, api_key = stored.url, stored.token
+        with Client(url, api_key) as opened:
+            yield opened
+
+
+@app.command("create")
+def create(
+    name: Annotated[str, typer.Argument(help="What the key is for.")],
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Create an API key. The key is printed once, now; store it safely."""
+    with token_client(url, api_key) as c:
+        key = c.keys.create(name)
+    if as_json:
+        print_json(key)
+        return
+    err().print(f"created API key {key.id} ({key.name}); it is shown only this once:")
+    print(key.key)
+
+
+@app.command("list")
+def list_keys(
+    url: UrlOption = None, api_key: ApiKeyOption = None, as_json: JsonOption = False
+) -> None:
+    """Your API keys (their prefixes; the keys themselves are never shown again)."""
+    with token_client(url, api_key) as c:
+        keys = c.keys.list()
+    if as_json:
+        print_json(keys)
+        return
+    print_table(
+        ("id", "name", "prefix", "created (UTC)", "last used (UTC)", "revoked (UTC)"),
+        (
+            (k.id, k.name, k.prefix, when(k.created_at), when(k.last_used_at), when(k.revoked_at))
+            for k in keys
+        ),
+    )
+
+
+@app.command("revoke")
+def revoke(
+    key_id: Annotated[str, typer.Argument(help="The key's id (see `keys list`).")],
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Revoke a key: the very next request with it gets 401."""
+    with token_client(url, api_key) as c:
+        c.keys.revoke(key_id)
+    err().print(f"revoked API key {key_id}")

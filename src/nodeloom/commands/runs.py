@@ -1,0 +1,235 @@
+"""``nodeloom run`` and ``nodeloom runs list|show|cancel|events``."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from nodeloom.client import Client, Run
+from nodeloom.commands.common import (
+    ApiKeyOption,
+    JsonOption,
+    LimitOption,
+    UrlOption,
+    WorkflowArg,
+    client,
+    err,
+    handled,
+    print_json,
+    print_table,
+    take,
+    when,
+)
+from nodeloom.commands.progress import ProgressView
+from nodeloom.schemas.runs import RunStatusName
+
+app = typer.Typer(help="Runs of a workflow: list, show, cancel, events.")
+
+RunArg = Annotated[str, typer.Argument(help="Run id.")]
+
+
+def parse_inputs(pairs: list[str], input_file: str | None) -> dict[str, Any] | None:
+    """``--input-file`` (a JSON object; '-' is stdin), then each ``--input key=value``
+    (a string) or ``key:=json`` (any JSON value) on top."""
+    data: dict[str, Any] = {}
+    if input_file is not None:
+        text = sys.stdin.read() if input_file == "-" else Path(input_file).read_text("utf-8")
+        loaded = json.loads(text)
+        if not isinstance(loaded, dict):
+            raise ValueError(f"{input_file} must hold a JSON object")
+        data.update(loaded)
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--input takes key=value or key:=json, not {pair!r}")
+        if key.endswith(":"):
+            data[key[:-1]] = json.loads(value)
+        else:
+            data[key] = value
+    return data if (data or input_file is not None) else None
+
+
+def run_command(
+    workflow: WorkflowArg,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--input", "-i", help="key=value (text) or key:=json; repeat for more keys."),
+    ] = None,
+    input_file: Annotated[
+        str | None, typer.Option("--input-file", help="Input as a JSON object file ('-': stdin).")
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", "-w", help="Follow the run live until it ends.")
+    ] = False,
+    download: Annotated[
+        Path | None,
+        typer.Option("--download", "-d", help="Save the outputs into this directory (waits)."),
+    ] = None,
+    all_nodes: Annotated[
+        bool, typer.Option("--all", help="Every node's artifact, not just the outputs.")
+    ] = False,
+    timeout: Annotated[
+        float | None, typer.Option(help="Give up waiting after this many seconds.")
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Run every node again, even unchanged ones.")
+    ] = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a workflow; with --wait show each node live, then the output artifacts.
+
+    The outputs are the artifacts of the nodes no edge leaves; --all lists every node's.
+    Exit status 1 when the run fails.
+    """
+    with client(url, api_key) as c:
+        data = parse_inputs(inputs or [], input_file)
+        found = c.workflows.find(workflow)
+        run = c.workflows.execute(found.id, data, cache=not no_cache)
+        if not (wait or download):
+            if as_json:
+                print_json(run)
+            else:
+                err().print(f"started run of {found.name!r}; follow it with --wait")
+                sys.stdout.write(run.id + "\n")
+            return
+        with ProgressView(run, err()) as view:
+            run = run.wait(timeout, on_event=view.on_event)
+        _report(c, run, download, all_nodes, as_json)
+    if run.status != "completed":
+        raise typer.Exit(1)
+
+
+def _report(c: Client, run: Run, download: Path | None, all_nodes: bool, as_json: bool) -> None:
+    outputs = run.outputs(all_nodes=all_nodes)
+    files = run.download(download, all_nodes=all_nodes) if download is not None else {}
+    if as_json:
+        print_json({"run": run, "outputs": outputs, "files": {k: str(v) for k, v in files.items()}})
+        return
+    types = {n.node_id: n.type for n in run.node_runs}
+    print_table(
+        ("node", "type", "content type", "bytes", "artifact", "file"),
+        (
+            (
+                node_id,
+                types.get(node_id),
+                meta.content_type,
+                meta.size_bytes,
+                meta.id,
+                files.get(node_id, ""),
+            )
+            for node_id, meta in outputs.items()
+        ),
+    )
+    if run.error is not None:
+        err().print(f"run failed: {run.error.code}: {run.error.message}", markup=False)
+
+
+@app.command("list")
+def list_runs(
+    workflow: WorkflowArg,
+    status: Annotated[RunStatusName | None, typer.Option(help="Only runs in this state.")] = None,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+    limit: LimitOption = 50,
+) -> None:
+    """A workflow's runs, newest first."""
+    with client(url, api_key) as c:
+        found = c.workflows.find(workflow)
+        runs = take(c.runs.list(found.id, status=status, page_size=min(limit, 200)), limit)
+    if as_json:
+        print_json(runs)
+        return
+    print_table(
+        ("id", "status", "credits", "ms", "created (UTC)", "error"),
+        (
+            (
+                r.id,
+                r.status,
+                r.credits_used,
+                r.duration_ms,
+                when(r.created_at),
+                r.error.code if r.error else "",
+            )
+            for r in runs
+        ),
+    )
+
+
+@app.command("show")
+def show(
+    workflow: WorkflowArg,
+    run_id: RunArg,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A run and each of its nodes."""
+    with client(url, api_key) as c:
+        run = c.runs.get(c.workflows.find(workflow).id, run_id)
+    if as_json:
+        print_json(run)
+        return
+    error = f" · {run.error.code}: {run.error.message}" if run.error else ""
+    err().print(
+        f"run {run.id} · {run.status} · {run.credits_used} credits · {run.duration_ms} ms{error}",
+        markup=False,
+    )
+    print_table(
+        ("node", "type", "status", "credits", "ms", "artifact", "error"),
+        (
+            (
+                n.node_id,
+                n.type,
+                n.status + (" (cached)" if n.cached else ""),
+                n.credits_used,
+                n.duration_ms,
+                n.artifact_id,
+                (n.error or {}).get("code", ""),
+            )
+            for n in run.node_runs
+        ),
+    )
+
+
+@app.command("cancel")
+def cancel(
+    workflow: WorkflowArg,
+    run_id: RunArg,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+) -> None:
+    """Stop a run; it ends failed with error code cancelled."""
+    with client(url, api_key) as c:
+        c.runs.cancel(c.workflows.find(workflow).id, run_id)
+    err().print(f"cancelling run {run_id}")
+
+
+@app.command("events")
+def events(
+    workflow: WorkflowArg,
+    run_id: RunArg,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """A run's events, from the first; live until the run ends (--json: one per line)."""
+    with client(url, api_key) as c:
+        workflow_id = c.workflows.find(workflow).id
+        with handled():
+            for event in c.runs.events(workflow_id, run_id):
+                if as_json:
+                    sys.stdout.write(event.model_dump_json() + "\n")
+                else:
+                    node = f" {event.node_id}" if event.node_id else ""
+                    data = json.dumps(event.data, ensure_ascii=False) if event.data else ""
+                    sys.stdout.write(
+                        f"{event.seq:>4} {when(event.ts)} {event.type}{node} {data}".rstrip() + "\n"
+                    )
+                sys.stdout.flush()

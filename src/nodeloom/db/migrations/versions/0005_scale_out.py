@@ -1,0 +1,75 @@
+"""scale-out: the queued node state, node claims, run drivers; Procrastinate's job tables
+
+Revision ID: 0005
+Revises: 0004
+Create Date: 2026-11-23
+
+- ``node_runs.claimed_by`` names who runs a node (a server process or a queue job) and
+  ``queued_at`` when it became runnable; a partial index finds queued nodes quickly.
+- ``runs.driver`` names the process that drives a run in the embedded mode; the unused lease
+  columns and the in-memory sequence mirror ``event_seq`` go (an event's seq comes from the
+  run's event log itself).
+- On PostgreSQL, Procrastinate's schema (its job queue) is installed: the version pinned in
+  pyproject.toml ships it, and a later upgrade of Procrastinate comes with a migration here.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0005"
+down_revision = "0004"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    with op.batch_alter_table("node_runs", schema=None) as batch_op:
+        batch_op.add_column(sa.Column("claimed_by", sa.String(length=64), nullable=True))
+        batch_op.add_column(sa.Column("queued_at", sa.DateTime(), nullable=True))
+    op.create_index(
+        "ix_node_runs_queued",
+        "node_runs",
+        ["queued_at"],
+        sqlite_where=sa.text("status = 'queued'"),
+        postgresql_where=sa.text("status = 'queued'"),
+    )
+    with op.batch_alter_table("runs", schema=None) as batch_op:
+        batch_op.drop_index("ix_runs_status_lease")
+        batch_op.drop_column("lease_owner")
+        batch_op.drop_column("lease_expires_at")
+        batch_op.drop_column("event_seq")
+        batch_op.add_column(sa.Column("driver", sa.String(length=64), nullable=True))
+    op.create_index(
+        "ix_runs_running",
+        "runs",
+        ["driver"],
+        sqlite_where=sa.text("status = 'running'"),
+        postgresql_where=sa.text("status = 'running'"),
+    )
+    bind = op.get_bind()
+    if bind.dialect.name == "postgresql":
+        from procrastinate.schema import SchemaManager
+        from sqlalchemy.util import await_
+
+        # Many statements in one script: asyncpg runs that only outside a prepared statement.
+        driver = bind.connection.dbapi_connection.driver_connection  # type: ignore[union-attr]
+        await_(driver.execute(SchemaManager.get_schema()))
+
+
+def downgrade() -> None:
+    # Procrastinate's tables stay: they hold nothing of ours once no worker runs.
+    op.drop_index("ix_runs_running", table_name="runs")
+    with op.batch_alter_table("runs", schema=None) as batch_op:
+        batch_op.drop_column("driver")
+        batch_op.add_column(
+            sa.Column("event_seq", sa.Integer(), nullable=False, server_default="0")
+        )
+        batch_op.add_column(sa.Column("lease_expires_at", sa.DateTime(), nullable=True))
+        batch_op.add_column(sa.Column("lease_owner", sa.String(length=64), nullable=True))
+        batch_op.create_index("ix_runs_status_lease", ["status", "lease_expires_at"])
+    op.drop_index("ix_node_runs_queued", table_name="node_runs")
+    with op.batch_alter_table("node_runs", schema=None) as batch_op:
+        batch_op.drop_column("queued_at")
+        batch_op.drop_column("claimed_by")

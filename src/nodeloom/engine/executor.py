@@ -1,0 +1,236 @@
+"""Executing one node, whichever executor drives its run: look up the output cache, run the
+node (in a sandbox process under its budget, or on the event loop for the few node types
+that compute nothing), keep what it produced as an artifact, and say how it ended.
+
+Nothing here touches run or node state: the caller records the ``Outcome``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import shutil
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from nodeloom.artifacts.store import ArtifactStore
+from nodeloom.db.engine import Database
+from nodeloom.db.models import utcnow
+from nodeloom.engine.cache import cache_key
+from nodeloom.engine.context import RunNodeContext
+from nodeloom.engine.graph import GraphNode
+from nodeloom.engine.run_state import ArtifactInfo, Outcome, failed
+from nodeloom.engine.scratch import ScratchSpace
+from nodeloom.engine.states import NodeStatus
+from nodeloom.events.bus import EventBus
+from nodeloom.metrics import Metrics
+from nodeloom.nodes.base import ArtifactRef, InputValue, NodeFailure, Produced
+from nodeloom.nodes.providers import api_key as provider_key
+from nodeloom.nodes.registry import Registry
+from nodeloom.sandbox import budget
+from nodeloom.sandbox.pool import NodeJob, SandboxPool
+from nodeloom.sandbox.zygote import SandboxUnavailable
+from nodeloom.settings import Settings
+from nodeloom.store import artifacts as artifact_store
+
+log = logging.getLogger("nodeloom.engine")
+
+Progress = Callable[[float], Awaitable[None]]
+InputInfos = dict[str, ArtifactInfo | list[ArtifactInfo] | None]
+
+
+@dataclass
+class ExecutorEnv:
+    """What executing nodes needs, built once per process."""
+
+    settings: Settings
+    db: Database
+    registry: Registry
+    store: ArtifactStore
+    bus: EventBus
+    slots: asyncio.Semaphore  # nodes executing at once in this process
+    metrics: Metrics
+    sandbox: SandboxPool
+    scratch: ScratchSpace
+
+
+@dataclass(frozen=True)
+class NodeTask:
+    """One node of one run, with everything needed to execute it."""
+
+    run_id: str
+    account_id: str
+    plan: str
+    node: GraphNode
+    inputs: InputInfos
+    run_input: dict[str, Any] | None
+    use_cache: bool
+
+
+def _job_input(value: InputValue) -> Any:
+    """An input as a sandbox job carries it (plain JSON)."""
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return [_job_input(v) for v in value]
+    return {**dataclasses.asdict(value), "path": str(value.path)}
+
+
+class NodeExecutor:
+    def __init__(self, env: ExecutorEnv) -> None:
+        self.env = env
+
+    async def execute(self, task: NodeTask, progress: Progress) -> Outcome:
+        env = self.env
+        node = task.node
+        spec = node.node.spec
+        hashes = {
+            name: [v.sha256 for v in (value if isinstance(value, list) else [value])]
+            for name, value in task.inputs.items()
+            if value is not None
+        }
+        fingerprint = node.node.fingerprint(node.params, env.settings)
+        key = cache_key(spec, fingerprint, hashes, task.run_input)
+        if key is not None and task.use_cache:
+            account_id = task.account_id
+            hit = await env.db.read(lambda c: artifact_store.cached(c, account_id, key))
+            if hit is not None and await env.store.exists(hit.sha256):
+                artifact = ArtifactInfo(
+                    hit.id,
+                    hit.content_type,
+                    hit.size_bytes,
+                    hit.sha256,
+                    hit.width,
+                    hit.height,
+                    hit.duration_ms,
+                )
+                return Outcome(
+                    node.id, NodeStatus.COMPLETED, utcnow(), artifact, cached=True, cache_key=key
+                )
+        scratch = env.scratch.node_dir()
+        try:
+            async with env.slots:
+                produced = await asyncio.wait_for(
+                    self._produce(task, scratch, progress), env.settings.node_timeout_seconds
+                )
+            return await self._keep(node, produced, key)
+        except NodeFailure as exc:
+            return failed(node.id, exc.code, exc.message, utcnow())
+        except TimeoutError:
+            limit = env.settings.node_timeout_seconds
+            return failed(
+                node.id, "node_timeout", f"the node took longer than {limit:g} s", utcnow()
+            )
+        except SandboxUnavailable as exc:
+            log.error("node %s of run %s could not start: %s", node.id, task.run_id, exc)
+            return failed(node.id, "internal_error", "the node could not be started", utcnow())
+        except Exception as exc:
+            log.exception("node %s (%s) of run %s crashed", node.id, spec.type, task.run_id)
+            message = f"the node failed: {type(exc).__name__}"
+            return failed(node.id, "internal_error", message, utcnow())
+        finally:
+            if scratch.exists():
+                await asyncio.to_thread(shutil.rmtree, scratch, True)
+
+    async def _inputs(self, task: NodeTask) -> dict[str, InputValue]:
+        """Input artifacts as local files (a download when the store is remote)."""
+        store = self.env.store
+
+        async def ref(info: ArtifactInfo) -> ArtifactRef:
+            return ArtifactRef(
+                artifact_id=info.id,
+                content_type=info.content_type,
+                sha256=info.sha256,
+                size_bytes=info.size_bytes,
+                path=await store.local_path(info.sha256),
+                width=info.width,
+                height=info.height,
+                duration_ms=info.duration_ms,
+            )
+
+        values: dict[str, InputValue] = {}
+        for name, value in task.inputs.items():
+            if value is None:
+                values[name] = None
+            elif isinstance(value, list):
+                values[name] = [await ref(v) for v in value]
+            else:
+                values[name] = await ref(value)
+        return values
+
+    async def _produce(self, task: NodeTask, scratch: Any, progress: Progress) -> Produced:
+        """Run the node: in a sandbox process under its budget, or — for the few types that
+        compute nothing — right here."""
+        env = self.env
+        node = task.node
+        spec = node.node.spec
+        inputs = await self._inputs(task)
+        if not spec.sandboxed:
+            ctx = RunNodeContext(
+                run_id=task.run_id,
+                node_id=node.id,
+                account_id=task.account_id,
+                run_input=task.run_input,
+                settings=env.settings,
+                report=progress,
+                scratch=scratch,
+            )
+            return await node.node.run(ctx, node.params, inputs)
+        job = NodeJob(
+            type=spec.type,
+            params=node.params.model_dump(mode="json"),
+            inputs={name: _job_input(value) for name, value in inputs.items()},
+            run_input=task.run_input,
+            run_id=task.run_id,
+            node_id=node.id,
+            account_id=task.account_id,
+            scratch=scratch,
+            provider_key=provider_key(env.settings) if spec.calls_provider else None,
+        )
+        settings = env.settings
+        limits = budget.resolve(
+            spec.type,
+            spec.category,
+            task.plan,
+            overrides=settings.node_budgets,
+            plan_caps=settings.plan_budgets,
+            timeout_seconds=settings.node_timeout_seconds,
+        )
+        return await env.sandbox.run_node(job, limits, progress)
+
+    async def _keep(self, node: GraphNode, produced: Produced, key: str | None) -> Outcome:
+        """The produced bytes as an artifact in the store (not yet a row: the caller's
+        transaction writes that)."""
+        store = self.env.store
+        limit = self.env.settings.max_artifact_bytes
+        if produced.data is not None:
+            if len(produced.data) > limit:
+                raise NodeFailure(f"the output is larger than {limit} bytes", "output_too_large")
+            blob = await store.put_bytes(produced.data)
+        elif produced.path is not None:
+            if produced.path.stat().st_size > limit:
+                raise NodeFailure(f"the output is larger than {limit} bytes", "output_too_large")
+            blob = await store.put_file(produced.path)
+        else:
+            raise NodeFailure("the node produced no output", "no_output")
+        artifact = ArtifactInfo(
+            id=str(uuid.uuid4()),
+            content_type=node.node.spec.output.content_type,
+            size_bytes=blob.size_bytes,
+            sha256=blob.sha256,
+            width=produced.width,
+            height=produced.height,
+            duration_ms=produced.duration_ms,
+        )
+        return Outcome(
+            node.id,
+            NodeStatus.COMPLETED,
+            utcnow(),
+            artifact,
+            new_artifact=True,
+            credits=node.node.charge_credits(node.params, produced.duration_ms),
+            cache_key=key,
+        )

@@ -1,0 +1,195 @@
+"""What a run is at one moment, and the rules that move it on — pure, no I/O.
+
+Both executors use it: the in-process driver (dispatch/local.py) keeps one ``RunState`` in
+memory for as long as it owns the run, and the queue workers (dispatch/queue.py) load one
+from the database for each step, under the run's row lock. Either way a change is only
+*recorded* here, into a ``transitions.Batch``; it exists once the batch commits.
+
+The rules:
+- a node is runnable when every node feeding it completed;
+- a failed node skips its pending descendants; other branches go on;
+- the run ends when every node ended: failed if any failed (or it was cancelled), else
+  completed; what was held but not charged is released.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from nodeloom.engine.graph import Graph
+from nodeloom.engine.states import FINISHED_NODE_STATES, NodeStatus, RunStatus
+from nodeloom.engine.transitions import Batch, NewArtifact
+
+ArtifactInfo = NewArtifact  # an artifact as the engine needs it (no local path: see executor)
+
+
+@dataclass
+class Outcome:
+    """How one node execution ended."""
+
+    node_id: str
+    status: NodeStatus  # COMPLETED or FAILED
+    at: datetime
+    artifact: ArtifactInfo | None = None
+    new_artifact: bool = False  # written by this execution (else a cache hit)
+    credits: int = 0
+    cached: bool = False
+    cache_key: str | None = None
+    error: dict[str, Any] | None = None
+
+
+def failed(node_id: str, code: str, message: str, at: datetime) -> Outcome:
+    return Outcome(node_id, NodeStatus.FAILED, at, error={"code": code, "message": message})
+
+
+def crashed(node_id: str, attempts: int, at: datetime) -> Outcome:
+    message = (
+        f"the node was interrupted {attempts} times (the process running it stopped); it is "
+        "not started again"
+    )
+    return failed(node_id, "node_crashed", message, at)
+
+
+@dataclass
+class RunState:
+    run_id: str
+    account_id: str
+    workflow_id: str
+    graph: Graph
+    run_input: dict[str, Any] | None
+    use_cache: bool
+    estimate: int
+    created_at: datetime
+    plan: str
+    status: dict[str, NodeStatus]
+    artifacts: dict[str, ArtifactInfo] = field(default_factory=dict)
+    credits: dict[str, int] = field(default_factory=dict)
+    attempts: dict[str, int] = field(default_factory=dict)
+    claims: dict[str, str | None] = field(default_factory=dict)
+    first_error: dict[str, Any] | None = None
+
+    def batch(self) -> Batch:
+        return Batch(self.run_id, self.workflow_id, self.account_id)
+
+    def with_status(self, *statuses: NodeStatus) -> list[str]:
+        return [n for n in self.graph.order if self.status[n] in statuses]
+
+    # -- what can run -----------------------------------------------------------------------
+
+    def runnable(self) -> list[str]:
+        """Pending nodes whose inputs all completed, in graph order."""
+        return [
+            node_id
+            for node_id in self.graph.order
+            if self.status[node_id] == NodeStatus.PENDING and self._inputs_done(node_id)
+        ]
+
+    def _inputs_done(self, node_id: str) -> bool:
+        sources = self.graph.inputs[node_id].values()
+        return all(self.status[s] == NodeStatus.COMPLETED for srcs in sources for s in srcs)
+
+    def inputs_of(self, node_id: str) -> dict[str, ArtifactInfo | list[ArtifactInfo] | None]:
+        """The node's input artifacts by input name (a list for a multiple input)."""
+        node = self.graph.nodes[node_id]
+        values: dict[str, ArtifactInfo | list[ArtifactInfo] | None] = {}
+        for spec_input in node.node.spec.inputs:
+            sources = self.graph.inputs[node_id].get(spec_input.name, [])
+            found = [self.artifacts[s] for s in sources]
+            values[spec_input.name] = (
+                found if spec_input.multiple else (found[0] if found else None)
+            )
+        return values
+
+    # -- recording changes ------------------------------------------------------------------
+
+    def queue(self, batch: Batch, node_ids: list[str], at: datetime) -> None:
+        if node_ids:
+            batch.queue_nodes(node_ids, at)
+            for node_id in node_ids:
+                self.status[node_id] = NodeStatus.QUEUED
+                self.claims[node_id] = None
+
+    def start(self, batch: Batch, node_id: str, at: datetime, claimed_by: str) -> None:
+        batch.start_node(node_id, at, claimed_by)
+        self.status[node_id] = NodeStatus.RUNNING
+        self.claims[node_id] = claimed_by
+        self.attempts[node_id] = self.attempts.get(node_id, 0) + 1
+
+    def record(self, batch: Batch, outcome: Outcome) -> None:
+        """A node ended: completed (charged, its artifact kept) or failed (its pending
+        descendants skipped)."""
+        node_id = outcome.node_id
+        self.status[node_id] = outcome.status
+        if outcome.status == NodeStatus.COMPLETED:
+            assert outcome.artifact is not None
+            self.artifacts[node_id] = outcome.artifact
+            self.credits[node_id] = outcome.credits
+            batch.complete_node(
+                node_id,
+                outcome.at,
+                artifact_id=outcome.artifact.id,
+                new_artifact=outcome.artifact if outcome.new_artifact else None,
+                credits=outcome.credits,
+                cached=outcome.cached,
+                cache_key=outcome.cache_key,
+            )
+            return
+        error = outcome.error or {"code": "node_failed", "message": "the node failed"}
+        batch.fail_node(node_id, outcome.at, error)
+        if self.first_error is None:
+            self.first_error = {**error, "node_id": node_id}
+        skipped = self.pending_descendants(node_id)
+        for skipped_id in skipped:
+            self.status[skipped_id] = NodeStatus.SKIPPED
+        batch.skip_nodes(skipped, outcome.at, because=node_id)
+
+    def pending_descendants(self, node_id: str) -> list[str]:
+        found: list[str] = []
+        stack = list(self.graph.downstream[node_id])
+        seen: set[str] = set()
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if self.status[current] == NodeStatus.PENDING:
+                found.append(current)
+            stack.extend(self.graph.downstream[current])
+        order = {n: i for i, n in enumerate(self.graph.order)}
+        return sorted(found, key=order.__getitem__)
+
+    def cancel(self, batch: Batch, at: datetime, node_ids: list[str] | None = None) -> list[str]:
+        """Cancel ``node_ids`` (default: every unfinished node); the ids cancelled."""
+        targets = node_ids if node_ids is not None else self.unfinished()
+        if targets:
+            batch.cancel_nodes(targets, at)
+            for node_id in targets:
+                self.status[node_id] = NodeStatus.CANCELLED
+        return targets
+
+    def unfinished(self) -> list[str]:
+        return [n for n in self.graph.order if self.status[n] not in FINISHED_NODE_STATES]
+
+    @property
+    def all_finished(self) -> bool:
+        return all(s in FINISHED_NODE_STATES for s in self.status.values())
+
+    def finish(self, batch: Batch, at: datetime, error: dict[str, Any] | None = None) -> None:
+        error = error or self.first_error
+        status = RunStatus.FAILED if error is not None else RunStatus.COMPLETED
+        used = sum(self.credits.values())
+        batch.finish_run(
+            status,
+            at,
+            error,
+            credits_used=used,
+            release=max(0, self.estimate - used),
+            duration_ms=int((at - self.created_at).total_seconds() * 1000),
+        )
+
+    def finish_cancelled(self, batch: Batch, at: datetime) -> None:
+        self.cancel(batch, at)
+        error = {"code": "cancelled", "message": "the run was cancelled", "node_id": None}
+        self.finish(batch, at, error)

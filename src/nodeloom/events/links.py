@@ -1,0 +1,232 @@
+"""Events across processes: a node run by a worker on one host reaches a WebSocket held by an
+API replica on another.
+
+Every process keeps its own ``MemoryBus`` (local subscribers, indexed by run and workflow);
+a link carries what one process commits to the others:
+
+- ``RedisBus`` (when ``NODELOOM_REDIS_URL`` is set): each process publishes the events it
+  committed on one Redis channel and delivers what the others published. Redis pub/sub keeps
+  nothing, so after a (re)connection the bus catches up from the event log itself.
+- ``PollingBus`` (several processes, no Redis): each process reads the event log for the runs
+  and workflows its subscribers follow, a few times a second.
+
+Both rely on the rule that makes the log the truth (events/stream.py): a subscriber drops
+what it has already seen and fills any gap from the log, so a link may deliver late, twice
+or out of band without a client ever seeing a gap or a duplicate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+from typing import Any, cast
+
+import orjson
+import sqlalchemy as sa
+from redis.asyncio import Redis
+from redis.exceptions import RedisError
+
+from nodeloom.db.engine import Database
+from nodeloom.db.models import Run, RunEvent, utcnow
+from nodeloom.events.bus import MemoryBus
+from nodeloom.events.model import Event
+from nodeloom.redis_options import client_options
+
+log = logging.getLogger("nodeloom.events")
+
+CHANNEL = "nodeloom:events"
+RECONNECT_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
+POLL_SECONDS = 0.25
+OVERLAP = timedelta(seconds=2)  # commits land out of timestamp order by a little
+_RUNS = cast(sa.Table, Run.__table__)
+_EVENTS = cast(sa.Table, RunEvent.__table__)
+
+
+def encode(origin: str, events: list[Event]) -> bytes:
+    return orjson.dumps(
+        {
+            "origin": origin,
+            "events": [
+                {
+                    "type": e.type,
+                    "seq": e.seq,
+                    "ts": e.ts.isoformat(),
+                    "run_id": e.run_id,
+                    "workflow_id": e.workflow_id,
+                    "account_id": e.account_id,
+                    "node_id": e.node_id,
+                    "data": e.data,
+                }
+                for e in events
+            ],
+        }
+    )
+
+
+def decode(raw: bytes) -> tuple[str, list[Event]]:
+    body = orjson.loads(raw)
+    events = [
+        Event(
+            type=e["type"],
+            seq=int(e["seq"]),
+            ts=datetime.fromisoformat(e["ts"]),
+            run_id=e["run_id"],
+            workflow_id=e["workflow_id"],
+            account_id=e["account_id"],
+            node_id=e.get("node_id"),
+            data=e.get("data") or {},
+        )
+        for e in body["events"]
+    ]
+    return str(body["origin"]), events
+
+
+class LogReader:
+    """Events committed since a moment, for the runs and workflows followed here."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    async def since(self, when: datetime, runs: list[str], workflows: list[str]) -> list[Event]:
+        if not runs and not workflows:
+            return []
+        query = (
+            sa.select(_EVENTS, _RUNS.c.workflow_id, _RUNS.c.account_id)
+            .join(_RUNS, _RUNS.c.id == _EVENTS.c.run_id)
+            .where(
+                _EVENTS.c.ts >= when,
+                sa.or_(_EVENTS.c.run_id.in_(runs), _RUNS.c.workflow_id.in_(workflows)),
+            )
+            .order_by(_EVENTS.c.run_id, _EVENTS.c.seq)
+        )
+        rows = await self.db.read(lambda c: c.execute(query).all())
+        return [
+            Event(
+                type=r.type,
+                seq=r.seq,
+                ts=r.ts,
+                run_id=r.run_id,
+                workflow_id=r.workflow_id,
+                account_id=r.account_id,
+                node_id=r.node_id,
+                data=r.data or {},
+            )
+            for r in rows
+        ]
+
+
+class _CatchingUp(MemoryBus):
+    def __init__(self, reader: LogReader) -> None:
+        super().__init__()
+        self.reader = reader
+
+    async def catch_up(self, since: datetime) -> None:
+        """Deliver from the log what subscribers here may have missed since ``since``."""
+        runs = [key for kind, key in self._by_key if kind == "run"]
+        workflows = [key for kind, key in self._by_key if kind == "workflow"]
+        events = await self.reader.since(since - OVERLAP, runs, workflows)
+        if events:
+            self.deliver(events)
+
+
+class RedisBus(_CatchingUp):
+    def __init__(self, redis_url: str, origin: str, reader: LogReader) -> None:
+        super().__init__(reader)
+        self.origin = origin
+        self.redis: Redis = Redis.from_url(redis_url, **client_options())
+        self._listener: asyncio.Task[None] | None = None
+        self.connected = asyncio.Event()
+
+    async def publish(self, events: list[Event]) -> None:
+        self.deliver(events)
+        if not events:
+            return
+        try:
+            await self.redis.publish(CHANNEL, encode(self.origin, events))
+        except (RedisError, OSError) as exc:
+            # Others miss the live copy; they catch up from the log when Redis is back.
+            log.warning("could not publish events to Redis: %s", exc)
+
+    async def start(self) -> None:
+        self._listener = asyncio.create_task(self._listen(), name="redis-events")
+
+    async def stop(self) -> None:
+        if self._listener is not None:
+            self._listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._listener
+        await self.redis.aclose()
+
+    async def _listen(self) -> None:
+        attempt = 0
+        lost_at: datetime | None = None
+        while True:
+            try:
+                async with self.redis.pubsub() as pubsub:
+                    await pubsub.subscribe(CHANNEL)
+                    self.connected.set()
+                    attempt = 0
+                    if lost_at is not None:
+                        await self.catch_up(lost_at)
+                        lost_at = None
+                    async for message in pubsub.listen():
+                        if message.get("type") != "message":
+                            continue
+                        origin, events = decode(message["data"])
+                        if origin != self.origin:
+                            self.deliver(events)
+            except asyncio.CancelledError:
+                raise
+            except (RedisError, OSError, ValueError, KeyError) as exc:
+                self.connected.clear()
+                lost_at = lost_at or utcnow()
+                delay = RECONNECT_SECONDS[min(attempt, len(RECONNECT_SECONDS) - 1)]
+                attempt += 1
+                log.warning("Redis event channel lost (%s); retrying in %s s", exc, delay)
+                await asyncio.sleep(delay)
+
+    async def ready(self) -> bool:
+        try:
+            return bool(await self.redis.ping())
+        except (RedisError, OSError):
+            return False
+
+
+class PollingBus(_CatchingUp):
+    def __init__(self, reader: LogReader, interval: float = POLL_SECONDS) -> None:
+        super().__init__(reader)
+        self.interval = interval
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self._task = asyncio.create_task(self._poll(), name="event-poll")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _poll(self) -> None:
+        since = utcnow()
+        while True:
+            await asyncio.sleep(self.interval)
+            if not self._by_key:
+                since = utcnow()
+                continue
+            started = utcnow()
+            try:
+                await self.catch_up(since)
+                since = started
+            except Exception:
+                log.warning("could not read the event log", exc_info=True)
+
+
+ReadyCheck = Callable[[], Awaitable[bool]]
+
+
+def readiness(bus: Any) -> ReadyCheck | None:
+    return cast(ReadyCheck, bus.ready) if isinstance(bus, RedisBus) else None

@@ -1,0 +1,188 @@
+"""Everything one Nodeloom process runs besides HTTP, built from settings: the database, the
+artifact store, the event bus, the sandbox, the executor and its dispatcher, revocation and
+retention. ``nodeloom serve`` wraps it in the web app (api/app.py); ``nodeloom worker`` runs
+it alone.
+
+Which dispatcher depends on the database:
+
+- SQLite (the embedded default): ``LocalDispatcher``; each process drives the runs it
+  accepted, in memory, and adopts those of dead processes sharing the file.
+- PostgreSQL: ``QueueDispatcher``; every runnable node is a job of the Procrastinate queue,
+  run by whichever worker (``serve`` unless ``--no-worker``, or ``nodeloom worker``) takes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass
+
+from nodeloom.artifacts.store import ArtifactStore, LocalArtifactStore
+from nodeloom.auth.revocation import RevocationFeed, Revocations
+from nodeloom.db.engine import Database
+from nodeloom.engine.dispatch.base import Dispatcher
+from nodeloom.engine.dispatch.local import LocalDispatcher
+from nodeloom.engine.dispatch.queue import QueueDispatcher
+from nodeloom.engine.executor import ExecutorEnv
+from nodeloom.engine.process import ProcessIdentity
+from nodeloom.engine.retention import Retention
+from nodeloom.engine.scratch import ScratchSpace
+from nodeloom.events.bus import EventBus, MemoryBus
+from nodeloom.events.links import LogReader, PollingBus, RedisBus
+from nodeloom.metrics import Metrics
+from nodeloom.nodes.registry import Registry, build_registry
+from nodeloom.sandbox.pool import SandboxPool
+from nodeloom.settings import Settings
+
+log = logging.getLogger("nodeloom")
+
+
+def build_store(settings: Settings, db: Database) -> ArtifactStore:
+    if settings.artifact_store == "s3":
+        from nodeloom.artifacts.s3 import S3ArtifactStore
+
+        return S3ArtifactStore(settings)
+    return LocalArtifactStore(
+        settings.artifacts_dir, fsync=settings.sqlite_synchronous == "FULL" or not db.is_sqlite
+    )
+
+
+def build_bus(settings: Settings, db: Database, origin: str) -> EventBus:
+    """Redis links processes when configured; without it, processes sharing PostgreSQL
+    read each other's events from the log; one SQLite process needs neither."""
+    if settings.redis_url:
+        return RedisBus(settings.redis_url, origin, LogReader(db))
+    if not db.is_sqlite:
+        return PollingBus(LogReader(db))
+    return MemoryBus()
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    db: Database
+    registry: Registry
+    store: ArtifactStore
+    bus: EventBus
+    metrics: Metrics
+    sandbox: SandboxPool
+    identity: ProcessIdentity
+    scratch: ScratchSpace
+    env: ExecutorEnv
+    dispatcher: Dispatcher
+    revocations: Revocations
+    revocation_feed: RevocationFeed
+    retention: Retention
+
+    @classmethod
+    def build(
+        cls, settings: Settings, registry: Registry | None = None, *, executes: bool = True
+    ) -> Runtime:
+        """``executes``: this process runs nodes (not for an API-only replica)."""
+        db = Database(settings)
+        registry = registry or build_registry()
+        store = build_store(settings, db)
+        identity = ProcessIdentity(settings.data_dir)
+        bus = build_bus(settings, db, identity.token)
+        metrics = Metrics()
+        sandbox = SandboxPool(settings)
+        scratch = ScratchSpace(settings.data_dir, identity)
+        env = ExecutorEnv(
+            settings=settings,
+            db=db,
+            registry=registry,
+            store=store,
+            bus=bus,
+            slots=asyncio.Semaphore(settings.max_concurrent_nodes),
+            metrics=metrics,
+            sandbox=sandbox,
+            scratch=scratch,
+        )
+        dispatcher: Dispatcher
+        if db.is_sqlite:
+            dispatcher = LocalDispatcher(env, identity)
+        else:
+            dispatcher = QueueDispatcher(
+                env, executes=executes, concurrency=settings.worker_concurrency
+            )
+        revocations = Revocations()
+        runtime = cls(
+            settings=settings,
+            db=db,
+            registry=registry,
+            store=store,
+            bus=bus,
+            metrics=metrics,
+            sandbox=sandbox,
+            identity=identity,
+            scratch=scratch,
+            env=env,
+            dispatcher=dispatcher,
+            revocations=revocations,
+            revocation_feed=RevocationFeed(db, revocations),
+            retention=Retention(settings, db, store),
+        )
+        runtime._gauges()
+        return runtime
+
+    def _gauges(self) -> None:
+        metrics, db, sandbox, dispatcher = self.metrics, self.db, self.sandbox, self.dispatcher
+        metrics.gauge(
+            "nodeloom_db_statements", "Statements sent to the database.", lambda: db.statements
+        )
+        metrics.gauge("nodeloom_db_write_groups", "SQLite group commits.", lambda: db.write_groups)
+        metrics.gauge(
+            "nodeloom_db_grouped_writes",
+            "Write transactions carried by SQLite group commits.",
+            lambda: db.grouped_writes,
+        )
+        metrics.gauge(
+            "nodeloom_sandbox_processes", "Sandbox processes alive.", lambda: sandbox.processes
+        )
+        metrics.gauge(
+            "nodeloom_sandbox_memory_booked_mb",
+            "Memory budgets of the nodes running now.",
+            lambda: sandbox.memory.used_mb,
+        )
+        metrics.gauge(
+            "nodeloom_runs_active",
+            "Runs driven by this process.",
+            lambda: float(getattr(dispatcher, "active_runs", 0)),
+        )
+        metrics.gauge(
+            "nodeloom_runs_waiting",
+            "Accepted runs waiting for a driver slot in this process.",
+            lambda: float(getattr(dispatcher, "waiting_runs", 0)),
+        )
+
+    def describe(self) -> str:
+        """What this process runs on, for the start-up log."""
+        settings = self.settings
+        database = "SQLite" if self.db.is_sqlite else "PostgreSQL"
+        executor = type(self.dispatcher).__name__
+        events = type(self.bus).__name__
+        limits = "Redis" if settings.redis_url else "this process's memory"
+        return (
+            f"{database}; executor {executor}; events {events}; rate limits in {limits}; "
+            f"artifacts in {type(self.store).__name__}; process {self.identity.token}"
+        )
+
+    async def start(self) -> None:
+        log.info("Nodeloom runs on %s", self.describe())
+        self.identity.open()
+        self.scratch.open()
+        await self.bus.start()
+        await self.revocation_feed.start()
+        await self.sandbox.start()
+        await self.dispatcher.start()
+        await self.retention.start()
+
+    async def stop(self) -> None:
+        await self.retention.stop()
+        await self.dispatcher.stop()
+        await self.sandbox.stop()
+        self.scratch.close()
+        await self.revocation_feed.stop()
+        await self.bus.stop()
+        await self.db.dispose()
+        self.identity.close()

@@ -1,0 +1,1 @@
+"""Node work runs here, in processes with OS limits, never on the server's event loop."""

@@ -1,0 +1,73 @@
+"""Provider nodes through the executor: they run in a sandbox process, which never holds the
+provider key but for the job that needs it, and the output cache follows the model that the
+settings resolve to. Against the fake OpenAI-compatible server of the node tests."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from nodeloom.api.app import create_app
+from nodeloom.settings import Settings
+from tests.conftest import User
+from tests.nodes.conftest import FakeServer
+from tests.nodes.conftest import provider as provider  # the fixture
+from tests.runs_helpers import create_workflow, e, g, n, wait_for_run
+
+
+class TestProviderRuns:
+    @pytest.fixture
+    def settings_overrides(self, provider: FakeServer) -> dict[str, object]:
+        return {
+            "provider_base_url": provider.url + "/v1",
+            "provider_api_key": "sk-test-key",
+            "rate_limit_api_key": 10_000,
+        }
+
+    async def test_nodes_reach_the_provider_with_its_key(
+        self, client: httpx.AsyncClient, owner: User, provider: FakeServer
+    ) -> None:
+        graph = g(
+            [
+                n("in", "TextInput", text="hello"),
+                n("llm", "LLMText"),
+                n("tts", "TextToSpeech", engine="auto"),
+            ],
+            [e("in", "llm"), e("llm", "tts")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        r = await client.post(f"/api/v1/workflows/{wf}/execute", headers=owner.headers)
+        run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+        assert run["status"] == "completed", run
+        assert [q.path for q in provider.requests] == ["/v1/chat/completions", "/v1/audio/speech"]
+        assert all(q.headers["Authorization"] == "Bearer sk-test-key" for q in provider.requests)
+
+    async def test_cache_follows_the_configured_model(
+        self, settings: Settings, client: httpx.AsyncClient, owner: User, provider: FakeServer
+    ) -> None:
+        graph = g([n("in", "TextInput", text="hi"), n("llm", "LLMText")], [e("in", "llm")])
+        wf = await create_workflow(client, owner, graph)
+
+        async def run_once(http: httpx.AsyncClient) -> dict[str, Any]:
+            r = await http.post(f"/api/v1/workflows/{wf}/execute", headers=owner.headers)
+            return await wait_for_run(http, owner, wf, r.json()["run_id"])
+
+        def llm(run: dict[str, Any]) -> dict[str, Any]:
+            return next(x for x in run["node_runs"] if x["node_id"] == "llm")
+
+        await run_once(client)
+        assert llm(await run_once(client))["cached"]
+        assert len(provider.requests) == 1
+        # The operator configures another model and restarts: "model": "" now means it.
+        changed = settings.model_copy(update={"provider_llm_model": "a-newer-model"})
+        app = create_app(changed)
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as http:
+                third = await run_once(http)
+        assert not llm(third)["cached"]
+        assert len(provider.requests) == 2
+        assert json.loads(provider.requests[-1].body)["model"] == "a-newer-model"

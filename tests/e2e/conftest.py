@@ -1,0 +1,121 @@
+"""Browser tests: Playwright (the PyPI package) driving Debian's Chromium against a real
+``nodeloom serve`` on a free port, with a fresh data directory.
+
+Chromium comes from the system (``apt-get install chromium``; ``make install`` does it when it
+runs as root): Playwright's own browser download cannot work on machines without general
+internet access. Without Chromium or without a built web app the tests are skipped, saying
+why; with ``NODELOOM_REQUIRE_SERVICES=1`` (as CI sets) they fail instead. Screenshots of each
+page go to ``test-artifacts/screenshots/`` (not committed).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.server import ServerProcess
+
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "test-artifacts" / "screenshots"
+BUNDLE = REPO / "src" / "nodeloom" / "web_dist" / "index.html"
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--autoplay-policy=no-user-gesture-required",
+]
+
+
+def _unavailable(reason: str) -> None:
+    if os.environ.get("NODELOOM_REQUIRE_SERVICES") == "1":
+        pytest.fail(reason, pytrace=False)
+    pytest.skip(reason)
+
+
+def chromium_path() -> str | None:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found is None and Path("/usr/bin/chromium").exists():
+        found = "/usr/bin/chromium"
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    """Module-scoped on purpose: Playwright's sync API keeps its event loop marked as running
+    in this thread while it is open, which would break the async tests collected after it."""
+    executable = chromium_path()
+    if executable is None:
+        _unavailable(
+            "Chromium is not installed: install Debian's package with `apt-get install chromium` "
+            "(make install does it when run as root) to run the browser tests"
+        )
+    if not BUNDLE.exists():
+        _unavailable(
+            "the web app is not built: install Node.js 20+ and npm, then run `make install`"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("the playwright package is missing: run `make install`")
+    with sync_playwright() as p:
+        launched = p.chromium.launch(executable_path=executable, args=CHROMIUM_FLAGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    proc = ServerProcess(tmp_path_factory.mktemp("e2e"))
+    proc.start()
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@pytest.fixture(scope="module")
+def page(browser: object, server: ServerProcess) -> Iterator[object]:
+    """One tab for the module: the flows follow each other like a user's session."""
+    from playwright.sync_api import Browser
+
+    assert isinstance(browser, Browser)
+    context = browser.new_context(
+        base_url=server.base_url,
+        viewport={"width": 1400, "height": 900},
+        permissions=["clipboard-read", "clipboard-write"],
+    )
+    context.set_default_timeout(15_000)
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    # Chromium reports each CSP violation as a console error "Refused to ... because it
+    # violates the following Content Security Policy directive: ...".
+    tab.on(
+        "console",
+        lambda msg: (
+            errors.append(msg.text)
+            if msg.type == "error" and "Content Security Policy" in msg.text
+            else None
+        ),
+    )
+    try:
+        yield tab
+    finally:
+        context.close()
+    assert not errors, f"errors in the page: {errors}"
+
+
+def shot(page: object, name: str) -> None:
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))  # type: ignore[attr-defined]

@@ -1,0 +1,147 @@
+"""Every workflow in examples/ pushed to a real server, run end to end with its example input,
+and each output decoded: text as UTF-8, PNG with Pillow, MP3 and MP4 with PyAV. The
+provider-backed example runs against the fake OpenAI-compatible server (tests/fakes.py)."""
+
+from __future__ import annotations
+
+import io
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import av
+import httpx
+import pytest
+from PIL import Image
+
+from nodeloom.client import Client
+from tests.conftest import PASSWORD
+from tests.fakes import FakeServer, fake_provider
+from tests.server import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+FILES = sorted(EXAMPLES.glob("*.json"))
+
+
+@dataclass
+class Setup:
+    client: Client
+    provider: FakeServer
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
+    with fake_provider(tmp_path_factory.mktemp("provider")) as provider:
+        server = ServerProcess(
+            tmp_path_factory.mktemp("examples-server"),
+            env={
+                "NODELOOM_PROVIDER_BASE_URL": provider.url + "/v1",
+                "NODELOOM_PROVIDER_API_KEY": "sk-test-key",
+                "NODELOOM_LOG_LEVEL": "WARNING",
+            },
+        )
+        server.start()
+        try:
+            body = {"email": "examples@example.com", "password": PASSWORD}
+            with httpx.Client(base_url=server.base_url, timeout=10) as http:
+                assert http.post("/api/v1/auth/signup", json=body).status_code == 201
+            with Client.login(server.base_url, body["email"], PASSWORD) as session:
+                key = session.keys.create("examples").key
+            with Client(server.base_url, key) as client:
+                yield Setup(client, provider)
+        finally:
+            server.stop()
+
+
+def decode(content_type: str, data: bytes) -> dict[str, Any]:
+    """What the file really holds, read back by a decoder, never trusted from metadata."""
+    if content_type == "text/plain":
+        return {"text": data.decode("utf-8")}
+    if content_type == "image/png":
+        with Image.open(io.BytesIO(data)) as image:
+            assert image.format == "PNG"
+            image.load()
+            return {"size": image.size}
+    with av.open(io.BytesIO(data)) as container:
+        info: dict[str, Any] = {"seconds": container.duration / av.time_base}
+        for stream in container.streams:
+            info[stream.type] = stream.codec_context.codec.canonical_name
+        if container.streams.video:
+            frame = next(container.decode(video=0))
+            info["size"] = (frame.width, frame.height)
+        else:
+            info["samples"] = sum(f.samples for f in container.decode(audio=0))
+        return info
+
+
+def run_example(setup: Setup, name: str) -> dict[str, dict[str, Any]]:
+    document = json.loads((EXAMPLES / name).read_text(encoding="utf-8"))
+    workflow = setup.client.workflows.create(EXAMPLES / name)
+    assert workflow.name == document["name"]
+    run = setup.client.workflows.execute(workflow.id, document["input"]).wait(timeout=300)
+    failed = [(n.node_id, n.error) for n in run.node_runs if n.status != "completed"]
+    assert run.status == "completed", failed
+    decoded: dict[str, dict[str, Any]] = {}
+    for node_id, meta in run.outputs().items():
+        data = setup.client.artifacts.read(meta.id)
+        assert len(data) == meta.size_bytes
+        decoded[node_id] = {"type": meta.content_type, **decode(meta.content_type, data)}
+    return decoded
+
+
+def test_every_example_has_a_readme_line() -> None:
+    readme = (EXAMPLES / "README.md").read_text(encoding="utf-8")
+    assert len(FILES) >= 6
+    for path in FILES:
+        assert f"- `{path.name}` — " in readme
+        document = json.loads(path.read_text(encoding="utf-8"))
+        assert set(document) == {"name", "description", "input", "graph_json"}
+
+
+def test_greeting(setup: Setup) -> None:
+    assert run_example(setup, "greeting.json") == {
+        "tpl": {"type": "text/plain", "text": "Hello there!"}
+    }
+
+
+def test_narrated_video(setup: Setup) -> None:
+    out = run_example(setup, "narrated-video.json")["video"]
+    assert (out["video"], out["audio"], out["size"]) == ("h264", "aac", (1280, 720))
+    assert out["seconds"] > 3 + 4  # the 3 s title card, then several seconds of speech
+
+
+def test_slideshow_with_music(setup: Setup) -> None:
+    out = run_example(setup, "slideshow-music.json")["video"]
+    assert (out["video"], out["audio"], out["size"]) == ("h264", "aac", (1280, 720))
+    assert out["seconds"] == pytest.approx(9, abs=0.3)  # three slides of 3 s
+
+
+def test_podcast_snippet(setup: Setup) -> None:
+    out = run_example(setup, "podcast-snippet.json")["episode"]
+    assert out["audio"] == "mp3" and out["seconds"] > 0.4 + 0.6 + 0.8 + 2
+    assert out["samples"] > 44_100 * 3
+
+
+def test_social_thumbnails(setup: Setup) -> None:
+    out = run_example(setup, "social-thumbnails.json")
+    assert sorted(out) == ["contact_sheet", "thumb_1", "thumb_2", "thumb_3"]
+    for index in (1, 2, 3):
+        assert out[f"thumb_{index}"]["size"] == (640, 360)
+    width, height = out["contact_sheet"]["size"]
+    assert width >= 3 * 426 and height >= 240
+
+
+def test_llm_summary_to_speech(setup: Setup) -> None:
+    before = len(setup.provider.requests)
+    out = run_example(setup, "llm-summary-speech.json")["speech"]
+    assert out["audio"] == "mp3" and out["samples"] > 0
+    calls = setup.provider.requests[before:]
+    assert [c.path for c in calls] == ["/v1/chat/completions", "/v1/audio/speech"]
+    chat = json.loads(calls[0].body)
+    assert chat["messages"][0]["content"].startswith("Summarize the text")
+    assert "rail yard" in chat["messages"][-1]["content"]
+    assert json.loads(calls[1].body)["input"].startswith("echo: ")

@@ -1,0 +1,499 @@
+"""Nodeloom as a fleet, with real processes and real services on 127.0.0.1: API replicas and
+queue workers on one PostgreSQL database, events through Redis, artifacts in S3-compatible
+storage. Nothing is run twice, nothing is lost, and a killed worker's node runs elsewhere.
+Also two plain ``nodeloom serve`` sharing one database, PostgreSQL or SQLite.
+
+Every claim is checked from the database itself: one ``node.started`` event per start, node
+attempts, the credit ledger against the balance, and each run's event log without gaps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import create_async_engine
+from websockets.asyncio.client import connect
+
+from nodeloom.db.migrate import upgrade
+from tests.conftest import PASSWORD, TEST_SECRET, _admin, _pg_url
+from tests.live import account
+from tests.s3 import S3Server
+from tests.s3 import s3_server as s3_server  # the fixture
+from tests.server import ServerProcess, WorkerProcess, free_port
+from tests.services import require_postgres
+
+pytestmark = pytest.mark.slow
+
+TEXT = {
+    "nodes": [
+        {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
+        {
+            "id": "a",
+            "type": "TextTemplate",
+            "position": {"x": 1, "y": 0},
+            "data": {"template": "a {{ text }}"},
+        },
+        {
+            "id": "b",
+            "type": "TextTemplate",
+            "position": {"x": 1, "y": 1},
+            "data": {"template": "b {{ text }}"},
+        },
+        {"id": "join", "type": "TextJoin", "position": {"x": 2, "y": 0}, "data": {}},
+    ],
+    "edges": [
+        {"id": "e1", "source": "in", "target": "a"},
+        {"id": "e2", "source": "in", "target": "b"},
+        {"id": "e3", "source": "a", "target": "join"},
+        {"id": "e4", "source": "b", "target": "join"},
+    ],
+    "viewport": {"x": 0, "y": 0, "zoom": 1},
+}
+MEDIA = {
+    "nodes": [
+        {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
+        {
+            "id": "img",
+            "type": "RenderText",
+            "position": {"x": 1, "y": 0},
+            "data": {"width": 160, "height": 90},
+        },
+        {
+            "id": "small",
+            "type": "ImageResize",
+            "position": {"x": 2, "y": 0},
+            "data": {"width": 80, "height": 46},
+        },
+        {
+            "id": "voice",
+            "type": "TextToSpeech",
+            "position": {"x": 1, "y": 1},
+            "data": {"max_seconds": 5},
+        },
+    ],
+    "edges": [
+        {"id": "e1", "source": "in", "target": "img"},
+        {"id": "e2", "source": "img", "target": "small"},
+        {"id": "e3", "source": "in", "target": "voice"},
+    ],
+    "viewport": {"x": 0, "y": 0, "zoom": 1},
+}
+SLOW = {
+    "nodes": [
+        {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
+        {"id": "wait", "type": "Delay", "position": {"x": 1, "y": 0}, "data": {"seconds": 6}},
+        {
+            "id": "out",
+            "type": "TextTemplate",
+            "position": {"x": 2, "y": 0},
+            "data": {"template": "done {{ text }}"},
+        },
+    ],
+    "edges": [
+        {"id": "e1", "source": "in", "target": "wait"},
+        {"id": "e2", "source": "wait", "target": "out"},
+    ],
+    "viewport": {"x": 0, "y": 0, "zoom": 1},
+}
+OPEN_LIMITS = {
+    "NODELOOM_RATE_LIMIT_API_KEY": "1000000",
+    "NODELOOM_RATE_LIMIT_JWT": "1000000",
+    "NODELOOM_RATE_LIMIT_WEBHOOK": "1000000",
+    "NODELOOM_SIGNUP_ENABLED": "true",
+    "NODELOOM_LOG_LEVEL": "INFO",
+}
+
+
+# -- services of our own ------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str]:
+    require_postgres()
+    name = f"nl_topo_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    url = _pg_url(name)
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+
+
+class RedisServer:
+    """A redis-server of this test's own on a free port, so it can be restarted mid-load
+    without touching anyone else's Redis."""
+
+    def __init__(self, directory: Path) -> None:
+        self.port = free_port()
+        self.directory = directory
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [
+                *("redis-server", "--port", str(self.port), "--bind", "127.0.0.1"),
+                *("--save", "", "--appendonly", "no", "--dir", str(self.directory)),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while True:
+            with contextlib.suppress(OSError):
+                import socket
+
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
+                    return
+            assert time.monotonic() < deadline, "redis-server did not start"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+
+def _redis_available() -> None:
+    import shutil
+
+    if shutil.which("redis-server") is None:
+        if os.environ.get("NODELOOM_REQUIRE_SERVICES") == "1":
+            pytest.fail("redis-server is not installed (apt-get install redis-server)")
+        pytest.skip("redis-server is not installed (apt-get install redis-server)")
+
+
+# -- reading the truth from the database --------------------------------------------------
+
+
+def _query(url: str, sql: str, **params: Any) -> list[Any]:
+    async def run() -> list[Any]:
+        engine = create_async_engine(url)
+        try:
+            async with engine.connect() as conn:
+                return list((await conn.execute(sa.text(sql), params)).all())
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(run())
+
+
+def assert_nothing_ran_twice_and_the_books_balance(url: str) -> None:
+    starts = _query(
+        url,
+        "SELECT run_id, node_id, count(*) FROM run_events WHERE type = 'node.started' "
+        "GROUP BY run_id, node_id",
+    )
+    attempts = {(r.run_id, r.node_id): r.attempts for r in _query(url, "SELECT * FROM node_runs")}
+    for run_id, node_id, count in starts:
+        assert count == attempts[(run_id, node_id)], (run_id, node_id, count)
+    twice = _query(
+        url,
+        "SELECT run_id, node_id FROM credit_ledger WHERE kind = 'charge' "
+        "GROUP BY run_id, node_id HAVING count(*) > 1",
+    )
+    assert twice == []
+    for account_id, balance in _query(url, "SELECT id, credits_balance FROM accounts"):
+        ledger = _query(
+            url,
+            "SELECT coalesce(sum(CASE kind WHEN 'grant' THEN amount WHEN 'hold' THEN -amount "
+            "WHEN 'release' THEN amount ELSE 0 END), 0) FROM credit_ledger WHERE account_id = :a",
+            a=account_id,
+        )[0][0]
+        assert ledger == balance, (account_id, ledger, balance)
+    for run_id, count, top in _query(
+        url, "SELECT run_id, count(*), max(seq) FROM run_events GROUP BY run_id"
+    ):
+        assert count == top, f"run {run_id}: {count} events but seq reaches {top}"
+
+
+def _wait_runs(http: httpx.Client, runs: dict[str, str], timeout: float) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    done: dict[str, Any] = {}
+    while len(done) < len(runs):
+        for run_id, wf in runs.items():
+            if run_id in done:
+                continue
+            body = http.get(f"/api/v1/workflows/{wf}/runs/{run_id}").json()
+            if body["status"] != "running":
+                done[run_id] = body
+        assert time.monotonic() < deadline, f"{len(runs) - len(done)} runs still running"
+        time.sleep(0.2)
+    return done
+
+
+# -- the fleet ----------------------------------------------------------------------------
+
+
+def test_api_replicas_and_workers_share_the_work_and_lose_nothing(
+    tmp_path: Path, s3_server: S3Server
+) -> None:
+    _redis_available()
+    redis = RedisServer(tmp_path / "redis")
+    redis.start()
+    processes: list[ServerProcess | WorkerProcess] = []
+    try:
+        with postgres_database() as url, contextlib.ExitStack() as stops:
+            stops.callback(lambda: [p.stop() for p in processes])
+            env = {
+                **OPEN_LIMITS,
+                "NODELOOM_DATABASE_URL": url,
+                "NODELOOM_SECRET_KEY": TEST_SECRET,
+                "NODELOOM_REDIS_URL": redis.url,
+                **{
+                    f"NODELOOM_{k.upper()}": str(v)
+                    for k, v in s3_server.settings(s3_server.new_bucket()).items()
+                },
+            }
+            apis = [
+                ServerProcess(tmp_path / f"api{i}", env, args=["--no-worker"]) for i in range(2)
+            ]
+            workers = [WorkerProcess(tmp_path / f"worker{i}", env, concurrency=4) for i in range(2)]
+            processes.extend([*apis, *workers])
+            for process in processes:
+                process.start()
+            clients = [httpx.Client(base_url=api.base_url, timeout=30) for api in apis]
+            try:
+                _fleet_scenario(url, apis, workers, clients, redis)
+            finally:
+                for client in clients:
+                    client.close()
+    finally:
+        for process in processes:
+            process.stop()
+        redis.stop()
+
+
+def _fleet_scenario(
+    url: str,
+    apis: list[ServerProcess],
+    workers: list[WorkerProcess],
+    clients: list[httpx.Client],
+    redis: RedisServer,
+) -> None:
+    _, key = account(clients[0], "fleet@example.com")
+    for client in clients:
+        client.headers["Authorization"] = f"Bearer {key}"
+    hooks: dict[str, tuple[str, str]] = {}
+    for name, graph in (("text", TEXT), ("media", MEDIA), ("slow", SLOW)):
+        wf = (
+            clients[0]
+            .post("/api/v1/workflows", json={"name": name, "graph_json": graph})
+            .json()["id"]
+        )
+        token = (
+            clients[1]
+            .post(f"/api/v1/workflows/{wf}/webhooks", json={"name": name, "active": True})
+            .json()["token"]
+        )
+        hooks[name] = (wf, token)
+
+    # A WebSocket on replica 0 follows both workflows: events of nodes that workers run reach it.
+    finals: dict[str, str] = {}
+    follower = Follower(apis[0], key, [hooks["text"][0], hooks["media"][0]], finals)
+    follower.start()
+
+    runs: dict[str, str] = {}
+    for i in range(200):
+        kind = "media" if i % 10 == 0 else "text"
+        wf, token = hooks[kind]
+        r = clients[i % 2].post(f"/api/v1/webhooks/{token}", json={"text": f"n{i}"})
+        assert r.status_code == 202, r.text
+        runs[r.json()["run_id"]] = wf
+        if i == 100:  # Redis goes away mid-load and comes back: accepted runs are not lost
+            redis.stop()
+            time.sleep(1.0)
+            redis.start()
+    results = _wait_runs(clients[1], runs, timeout=240)
+    assert all(r["status"] == "completed" for r in results.values()), [
+        r for r in results.values() if r["status"] != "completed"
+    ][:2]
+    deadline = time.monotonic() + 30
+    while not set(runs) <= set(finals):
+        assert time.monotonic() < deadline, f"{len(set(runs) - set(finals))} runs never seen live"
+        time.sleep(0.1)
+    follower.stop()
+    assert all(finals[r] == "run.completed" for r in runs)
+
+    # Both workers took part, with parallel branches of one run on different processes.
+    claims = _query(url, "SELECT claimed_by FROM node_runs WHERE claimed_by IS NOT NULL")
+    pids = {int(c[0].split("@", 1)[1].split("-", 1)[0]) for c in claims}
+    assert pids == {w.pid for w in workers}
+    assert_nothing_ran_twice_and_the_books_balance(url)
+
+    # A worker killed while it holds a node: the node runs again on the other worker.
+    wf, token = hooks["slow"]
+    slow = {
+        clients[0].post(f"/api/v1/webhooks/{token}", json={"text": f"s{i}"}).json()["run_id"]: wf
+        for i in range(2)
+    }
+    holder = None
+    deadline = time.monotonic() + 20
+    while holder is None:
+        rows = _query(
+            url, "SELECT claimed_by FROM node_runs WHERE node_id = 'wait' AND status = 'running'"
+        )
+        if rows:
+            holder = int(rows[0][0].split("@", 1)[1].split("-", 1)[0])
+        assert time.monotonic() < deadline, "the slow node never started"
+        time.sleep(0.1)
+    victim = next(w for w in workers if w.pid == holder)
+    killed_at = time.monotonic()
+    victim.kill()
+    results = _wait_runs(clients[0], slow, timeout=60)
+    assert all(r["status"] == "completed" for r in results.values()), results
+    retried = _query(url, "SELECT run_id FROM node_runs WHERE node_id = 'wait' AND attempts = 2")
+    assert len(retried) >= 1
+    assert time.monotonic() - killed_at < 40
+    assert_nothing_ran_twice_and_the_books_balance(url)
+
+
+class Follower(threading.Thread):
+    """A WebSocket client in its own thread, subscribed to ``workflows`` on one API replica
+    (reconnecting if it drops): remembers the final event of every run it sees."""
+
+    def __init__(
+        self, api: ServerProcess, key: str, workflows: list[str], finals: dict[str, str]
+    ) -> None:
+        super().__init__(daemon=True)
+        self.url = api.base_url.replace("http://", "ws://") + "/api/v1/ws"
+        self.key = key
+        self.workflows = workflows
+        self.finals = finals
+        self.subscribed = threading.Event()
+        self._halt = threading.Event()
+
+    def start(self) -> None:
+        super().start()
+        assert self.subscribed.wait(10), "the WebSocket did not subscribe"
+
+    def stop(self) -> None:
+        self._halt.set()
+        self.join(10)
+
+    def run(self) -> None:
+        asyncio.run(self._follow())
+
+    async def _follow(self) -> None:
+        headers = {"Authorization": f"Bearer {self.key}"}
+        while not self._halt.is_set():
+            try:
+                async with connect(self.url, additional_headers=headers) as ws:
+                    for wf in self.workflows:
+                        await ws.send(json.dumps({"type": "subscribe", "workflow_id": wf}))
+                        assert json.loads(await ws.recv())["type"] == "subscribed"
+                    self.subscribed.set()
+                    while not self._halt.is_set():
+                        try:
+                            raw = await asyncio.wait_for(ws.recv(), 0.5)
+                        except TimeoutError:
+                            continue
+                        message = json.loads(raw)
+                        if message.get("type") in ("run.completed", "run.failed"):
+                            self.finals[message["run_id"]] = message["type"]
+            except Exception:
+                await asyncio.sleep(0.2)
+
+
+# -- two plain serves on one database -------------------------------------------------------
+
+
+def _two_serves_scenario(url: str, serves: list[ServerProcess]) -> None:
+    clients = [httpx.Client(base_url=s.base_url, timeout=30) for s in serves]
+    try:
+        _, key = account(clients[0], "twins@example.com")
+        for client in clients:
+            client.headers["Authorization"] = f"Bearer {key}"
+        wf = (
+            clients[0]
+            .post("/api/v1/workflows", json={"name": "t", "graph_json": TEXT})
+            .json()["id"]
+        )
+        runs: dict[str, str] = {}
+        for i in range(60):
+            r = clients[i % 2].post(
+                f"/api/v1/workflows/{wf}/execute", json={"input": {"text": str(i)}}
+            )
+            assert r.status_code == 202, r.text
+            runs[r.json()["run_id"]] = wf
+        results = _wait_runs(clients[1], runs, timeout=120)
+        assert all(r["status"] == "completed" for r in results.values())
+        assert_nothing_ran_twice_and_the_books_balance(url)
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_two_plain_serves_on_one_postgres_database(tmp_path: Path) -> None:
+    with postgres_database() as url:
+        env = {**OPEN_LIMITS, "NODELOOM_DATABASE_URL": url, "NODELOOM_SECRET_KEY": TEST_SECRET}
+        # Two serves started by mistake on one host: same data directory (artifacts).
+        serves = [ServerProcess(tmp_path / "data", env) for _ in range(2)]
+        try:
+            for serve in serves:
+                serve.start()
+            _two_serves_scenario(url, serves)
+        finally:
+            for serve in serves:
+                serve.stop()
+
+
+def test_two_plain_serves_on_one_sqlite_file_and_one_dies(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    url = f"sqlite+aiosqlite:///{data / 'nodeloom.db'}"
+    serves = [ServerProcess(data, OPEN_LIMITS) for _ in range(2)]
+    try:
+        for serve in serves:
+            serve.start()
+        _two_serves_scenario(url, serves)
+        # One serve dies with runs it drives: the other adopts them at once.
+        with httpx.Client(base_url=serves[0].base_url, timeout=30) as http:
+            http.headers["Authorization"] = "Bearer " + account(http, "orphans@example.com")[1]
+            wf = http.post("/api/v1/workflows", json={"name": "s", "graph_json": SLOW}).json()["id"]
+            runs = {
+                http.post(f"/api/v1/workflows/{wf}/execute").json()["run_id"]: wf for _ in range(3)
+            }
+            deadline = time.monotonic() + 20
+            while (
+                len(
+                    _query(url, "SELECT 1 FROM node_runs WHERE node_id='wait' AND status='running'")
+                )
+                < 3
+            ):
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+        serves[0].kill()
+        with httpx.Client(base_url=serves[1].base_url, timeout=30) as http:
+            http.headers["Authorization"] = "Bearer " + _login(http, "orphans@example.com")
+            results = _wait_runs(http, runs, timeout=60)
+        assert all(r["status"] == "completed" for r in results.values()), results
+        retried = _query(url, "SELECT count(*) FROM node_runs WHERE node_id='wait' AND attempts=2")
+        assert retried[0][0] == 3
+        assert_nothing_ran_twice_and_the_books_balance(url)
+    finally:
+        for serve in serves:
+            serve.stop()
+
+
+def _login(http: httpx.Client, email: str) -> str:
+    r = http.post("/api/v1/auth/login", json={"email": email, "password": PASSWORD})
+    return str(r.json()["access_token"])

@@ -1,0 +1,33 @@
+// Server state through TanStack Query: one hook per read, keys in one place.
+import { useQuery } from "@tanstack/react-query";
+import { api, unwrap } from "./client";
+import type { NodeType } from "./types";
+
+export const keys = {
+  me: ["me"] as const,
+  setup: ["setup"] as const,
+  nodeTypes: ["node-types"] as const,
+  workflows: ["workflows"] as const,
+  workflow: (id: string) => ["workflow", id] as const,
+  runs: (workflowId?: string) => ["runs", workflowId ?? "all"] as const,
+  run: (workflowId: string, runId: string) => ["run", workflowId, runId] as const,
+  keys: ["api-keys"] as const,
+  ledger: ["ledger"] as const,
+  webhooks: (workflowId: string) => ["webhooks", workflowId] as const,
+};
+
+export function useMe() {
+  return useQuery({ queryKey: keys.me, queryFn: async () => unwrap(await api.GET("/api/v1/me")) });
+}
+
+export function useNodeTypes() {
+  return useQuery({
+    queryKey: keys.nodeTypes,
+    staleTime: Infinity,
+    queryFn: async () => unwrap(await api.GET("/api/v1/node-types")),
+  });
+}
+
+export function catalogMap(types: NodeType[] | undefined): Map<string, NodeType> {
+  return new Map((types ?? []).map((t) => [t.type, t]));
+}

@@ -1,0 +1,40 @@
+import { useEffect, useRef } from "react";
+
+/** A modal question with two answers; Escape or "Keep" cancels. */
+export function ConfirmDialog({
+  open,
+  title,
+  children,
+  confirmLabel,
+  onConfirm,
+  onCancel,
+}: {
+  open: boolean;
+  title: string;
+  children?: React.ReactNode;
+  confirmLabel: string;
+  onConfirm: () => void;
+  onCancel: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    const dialog = ref.current;
+    if (!dialog) return;
+    if (open && !dialog.open) dialog.showModal();
+    if (!open && dialog.open) dialog.close();
+  }, [open]);
+  return (
+    <dialog ref={ref} onCancel={onCancel} aria-labelledby="confirm-title">
+      <h2 id="confirm-title">{title}</h2>
+      {children}
+      <div className="row" style={{ justifyContent: "flex-end", marginTop: 16 }}>
+        <button type="button" onClick={onCancel}>
+          Keep
+        </button>
+        <button type="button" className="danger" onClick={onConfirm}>
+          {confirmLabel}
+        </button>
+      </div>
+    </dialog>
+  );
+}

@@ -1,0 +1,36 @@
+export function Status({
+  status,
+  cached,
+}: {
+  status: string | null | undefined;
+  cached?: boolean;
+}) {
+  if (!status) return <span className="muted small">never run</span>;
+  const shown =
+    cached && status === "completed" ? "cached" : status === "pending" ? "queued" : status;
+  return (
+    <span className="status" data-status={shown}>
+      {shown}
+    </span>
+  );
+}
+
+export function formatTime(value: string | null | undefined): string {
+  if (!value) return "—";
+  return new Date(value).toLocaleString();
+}
+
+export function formatDuration(ms: number | null | undefined): string {
+  if (ms === null || ms === undefined) return "—";
+  if (ms < 1000) return `${ms} ms`;
+  const seconds = ms / 1000;
+  return seconds < 60
+    ? `${seconds.toFixed(1)} s`
+    : `${Math.floor(seconds / 60)} min ${Math.round(seconds % 60)} s`;
+}
+
+export const TRIGGER_LABEL: Record<string, string> = {
+  api: "API",
+  webhook: "Webhook",
+  editor: "Editor",
+};

@@ -1,0 +1,77 @@
+import { Link } from "react-router";
+import { Status } from "../components/Status";
+import type { RunView } from "./useRun";
+
+/** Name, save, undo/redo, fit view, the current run and its controls. */
+export function EditorToolbar({
+  workflowId,
+  name,
+  onName,
+  dirty,
+  saving,
+  onSave,
+  history,
+  onFitView,
+  run,
+  onCancel,
+  onRun,
+}: {
+  workflowId: string;
+  name: string;
+  onName: (value: string) => void;
+  dirty: boolean;
+  saving: boolean;
+  onSave: () => void;
+  history: { undo: () => void; redo: () => void; canUndo: boolean; canRedo: boolean };
+  onFitView: () => void;
+  run: RunView | null;
+  onCancel: () => void;
+  onRun: () => void;
+}) {
+  const running = run?.status === "running";
+  return (
+    <div className="toolbar" role="toolbar" aria-label="Editor">
+      <input
+        className="name"
+        aria-label="Workflow name"
+        value={name}
+        onChange={(e) => onName(e.target.value)}
+      />
+      <button type="button" className={dirty ? "primary" : ""} onClick={onSave} disabled={saving}>
+        Save
+      </button>
+      <button type="button" onClick={history.undo} disabled={!history.canUndo} title="Ctrl+Z">
+        Undo
+      </button>
+      <button type="button" onClick={history.redo} disabled={!history.canRedo} title="Ctrl+Shift+Z">
+        Redo
+      </button>
+      <button type="button" onClick={onFitView}>
+        Fit view
+      </button>
+      <span className="muted small">{dirty ? "Unsaved changes" : "All changes saved"}</span>
+      <span className="spacer" />
+      {run && (
+        <span className="row small" aria-live="polite">
+          Run <Status status={run.status} />
+          {run.creditsUsed !== undefined && <span>{run.creditsUsed} credits</span>}
+          <Link to={`/workflows/${workflowId}/runs/${run.runId}`}>Run page</Link>
+        </span>
+      )}
+      {running && (
+        <button type="button" className="danger" onClick={onCancel}>
+          Cancel run
+        </button>
+      )}
+      <button type="button" className="primary" onClick={onRun} disabled={running || saving}>
+        Run
+      </button>
+      <Link className="button" to={`/workflows/${workflowId}/runs`}>
+        Runs
+      </Link>
+      <Link className="button" to={`/workflows/${workflowId}/webhooks`}>
+        Webhooks
+      </Link>
+    </div>
+  );
+}

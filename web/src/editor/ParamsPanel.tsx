@@ -1,0 +1,130 @@
+import type { NodeType } from "../api/types";
+import type { FlowEdge, FlowNode } from "../graph/convert";
+import { refusal, targetInput } from "../graph/kinds";
+import { SchemaForm } from "../forms/SchemaForm";
+import type { JsonSchema } from "../forms/schema";
+import { useEditor } from "./context";
+
+/** The selected node: what it is, its params as a form, its inputs as pickers (a keyboard
+ * way to connect nodes), and delete. */
+export function ParamsPanel({
+  node,
+  nodes,
+  edges,
+  onParam,
+  onConnectInput,
+  onDelete,
+}: {
+  node: FlowNode;
+  nodes: FlowNode[];
+  edges: FlowEdge[];
+  onParam: (nodeId: string, name: string, value: unknown) => void;
+  onConnectInput: (nodeId: string, input: string, sourceId: string | null) => void;
+  onDelete: () => void;
+}) {
+  const { catalog, problems } = useEditor();
+  const spec = catalog.get(node.type ?? "");
+  if (!spec) return <p>Unknown node type {node.type}.</p>;
+  const nodeProblems = problems?.nodes.get(node.id) ?? [];
+  return (
+    <div>
+      <h2>{spec.title}</h2>
+      <p className="muted small">
+        {spec.description} <span className="mono">({node.id})</span>
+      </p>
+      {nodeProblems.length > 0 && (
+        <div className="banner error" role="alert">
+          {nodeProblems.map((p, i) => (
+            <div key={i}>{p}</div>
+          ))}
+        </div>
+      )}
+      {spec.inputs.length > 0 && <h3>Inputs</h3>}
+      {spec.inputs.map((input) => (
+        <InputPicker
+          key={input.name}
+          node={node}
+          spec={spec}
+          input={input}
+          nodes={nodes}
+          edges={edges}
+          catalog={catalog}
+          onConnect={(source) => onConnectInput(node.id, input.name, source)}
+        />
+      ))}
+      <h3>Parameters</h3>
+      <SchemaForm
+        schema={spec.params_schema as JsonSchema}
+        data={node.data}
+        idPrefix={`param-${node.id}`}
+        onChange={(name, value) => onParam(node.id, name, value)}
+      />
+      <button type="button" className="danger" onClick={onDelete}>
+        Delete node
+      </button>
+    </div>
+  );
+}
+
+function InputPicker({
+  node,
+  spec,
+  input,
+  nodes,
+  edges,
+  catalog,
+  onConnect,
+}: {
+  node: FlowNode;
+  spec: NodeType;
+  input: NodeType["inputs"][number];
+  nodes: FlowNode[];
+  edges: FlowEdge[];
+  catalog: Map<string, NodeType>;
+  onConnect: (source: string | null) => void;
+}) {
+  const into = edges.filter(
+    (e) => e.target === node.id && targetInput(spec, e.targetHandle) === input.name,
+  );
+  const others = edges.filter((e) => !into.includes(e));
+  const id = `input-${node.id}-${input.name}`;
+  if (input.multiple) {
+    return (
+      <div className="field">
+        <span className="small">
+          <b>{input.name}</b> ({input.kind}, several):{" "}
+          {into.map((e) => e.source).join(", ") || "not connected"}
+        </span>
+      </div>
+    );
+  }
+  const candidates = nodes.filter(
+    (n) =>
+      refusal(
+        { source: n.id, target: node.id, targetHandle: input.name },
+        nodes,
+        others,
+        catalog,
+      ) === null,
+  );
+  return (
+    <div className="field">
+      <label htmlFor={id}>
+        {input.name} ({input.kind}
+        {input.required ? "" : ", optional"})
+      </label>
+      <select
+        id={id}
+        value={into[0]?.source ?? ""}
+        onChange={(e) => onConnect(e.target.value || null)}
+      >
+        <option value="">— not connected —</option>
+        {candidates.map((n) => (
+          <option key={n.id} value={n.id}>
+            {catalog.get(n.type ?? "")?.title ?? n.type} ({n.id})
+          </option>
+        ))}
+      </select>
+    </div>
+  );
+}

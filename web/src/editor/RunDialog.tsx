@@ -1,0 +1,86 @@
+import { useEffect, useRef, useState } from "react";
+import type { RunEstimate } from "../api/types";
+import type { FlowNode } from "../graph/convert";
+import { inputFields } from "./runInput";
+
+export function RunDialog({
+  open,
+  nodes,
+  estimate,
+  error,
+  onStart,
+  onClose,
+}: {
+  open: boolean;
+  nodes: FlowNode[];
+  estimate: RunEstimate | null;
+  error: string | null;
+  onStart: (input: Record<string, string> | null) => void;
+  onClose: () => void;
+}) {
+  const ref = useRef<HTMLDialogElement>(null);
+  const fields = inputFields(nodes);
+  const [values, setValues] = useState<Record<string, string>>({});
+  useEffect(() => {
+    const dialog = ref.current;
+    if (!dialog) return;
+    if (open && !dialog.open) {
+      setValues(Object.fromEntries(inputFields(nodes).map((f) => [f.key, f.initial])));
+      dialog.showModal();
+    }
+    if (!open && dialog.open) dialog.close();
+  }, [open, nodes]);
+  const short = estimate !== null && estimate.estimated_credits > estimate.credits_balance;
+  return (
+    <dialog ref={ref} onCancel={onClose} aria-labelledby="run-title">
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          onStart(fields.length ? values : null);
+        }}
+      >
+        <h2 id="run-title">Run this workflow</h2>
+        {fields.length === 0 && (
+          <p className="muted small">
+            This graph has no TextInput node: it runs without input data.
+          </p>
+        )}
+        {fields.map((field) => (
+          <div className="field" key={field.key}>
+            <label htmlFor={`run-input-${field.key}`}>Input “{field.key}”</label>
+            <textarea
+              id={`run-input-${field.key}`}
+              value={values[field.key] ?? ""}
+              onChange={(e) => setValues({ ...values, [field.key]: e.target.value })}
+            />
+          </div>
+        ))}
+        <p aria-live="polite">
+          {estimate === null ? (
+            "Estimating…"
+          ) : (
+            <>
+              Estimated cost: <b data-testid="estimated-credits">{estimate.estimated_credits}</b>{" "}
+              credits (balance {estimate.credits_balance}). Nodes are charged as they complete; what
+              is not used is given back.
+            </>
+          )}
+        </p>
+        {short && <div className="banner error">Not enough credits for this run.</div>}
+        {error && (
+          <div className="banner error" role="alert">
+            {error}
+          </div>
+        )}
+        <div className="row" style={{ justifyContent: "flex-end" }}>
+          <button type="button" onClick={onClose}>
+            Close
+          </button>
+          <button type="submit" className="primary" disabled={estimate === null || short}>
+            Start run
+          </button>
+        </div>
+      </form>
+    </dialog>
+  );
+}

@@ -1,0 +1,103 @@
+import { describe, expect, it } from "vitest";
+import { refusal, targetInput } from "./kinds";
+import type { NodeType } from "../api/types";
+import type { FlowEdge, FlowNode } from "./convert";
+
+function spec(
+  type: string,
+  output: NodeType["output"]["kind"],
+  inputs: NodeType["inputs"],
+): NodeType {
+  return {
+    type,
+    version: 1,
+    category: "test",
+    title: type,
+    description: "",
+    inputs,
+    output: { kind: output, content_type: "x" },
+    params_schema: {},
+    cost: { credits: 1, per_second: 0 },
+    available: true,
+    unavailable_reason: null,
+  };
+}
+
+const catalog = new Map<string, NodeType>([
+  ["TextInput", spec("TextInput", "text", [])],
+  [
+    "RenderText",
+    spec("RenderText", "image", [{ name: "text", kind: "text", required: true, multiple: false }]),
+  ],
+  [
+    "ImageAudioToVideo",
+    spec("ImageAudioToVideo", "video", [
+      { name: "image", kind: "image", required: true, multiple: false },
+      { name: "audio", kind: "audio", required: true, multiple: false },
+    ]),
+  ],
+  [
+    "Concat",
+    spec("Concat", "text", [{ name: "texts", kind: "text", required: true, multiple: true }]),
+  ],
+]);
+const node = (id: string, type: string): FlowNode => ({
+  id,
+  type,
+  position: { x: 0, y: 0 },
+  data: {},
+});
+const nodes = [
+  node("in", "TextInput"),
+  node("img", "RenderText"),
+  node("vid", "ImageAudioToVideo"),
+  node("cat", "Concat"),
+];
+
+describe("refusal", () => {
+  it("allows a matching kind", () => {
+    expect(
+      refusal({ source: "in", target: "img", targetHandle: "text" }, nodes, [], catalog),
+    ).toBeNull();
+    expect(
+      refusal({ source: "img", target: "vid", targetHandle: "image" }, nodes, [], catalog),
+    ).toBeNull();
+  });
+
+  it("refuses a kind mismatch and says which kinds", () => {
+    const why = refusal({ source: "in", target: "vid", targetHandle: "image" }, nodes, [], catalog);
+    expect(why).toContain("outputs text");
+    expect(why).toContain("takes image");
+  });
+
+  it("refuses a second edge into a single input, not into a multiple one", () => {
+    const edges: FlowEdge[] = [
+      { id: "e", source: "in", target: "img", targetHandle: "text" },
+      { id: "f", source: "in", target: "cat", targetHandle: "texts" },
+    ];
+    expect(
+      refusal({ source: "in", target: "img", targetHandle: "text" }, nodes, edges, catalog),
+    ).toMatch(/already has a connection/);
+    expect(
+      refusal({ source: "in", target: "cat", targetHandle: "texts" }, nodes, edges, catalog),
+    ).toBeNull();
+  });
+
+  it("refuses self-loops and cycles", () => {
+    expect(refusal({ source: "cat", target: "cat" }, nodes, [], catalog)).toMatch(/itself/);
+    const edges: FlowEdge[] = [{ id: "e", source: "cat", target: "img", targetHandle: "text" }];
+    const looping = [...nodes, node("cat2", "Concat")];
+    const more: FlowEdge[] = [
+      ...edges,
+      { id: "g", source: "cat2", target: "cat", targetHandle: "texts" },
+    ];
+    expect(
+      refusal({ source: "cat", target: "cat2", targetHandle: "texts" }, looping, more, catalog),
+    ).toMatch(/cycle/);
+  });
+
+  it("resolves an omitted handle to the only input", () => {
+    expect(targetInput(catalog.get("RenderText") as NodeType, null)).toBe("text");
+    expect(targetInput(catalog.get("ImageAudioToVideo") as NodeType, null)).toBeNull();
+  });
+});

@@ -5,11 +5,12 @@ this machine, one server at a time (the other one stopped), all traffic on 127.0
     .venv/bin/python -m bench.bench_peers [--seconds 15] [--runs 2000] [--profile OUT]
 
 n8n is installed (once, ~6 min, ~2.3 GB) into ``$NODELOOM_PEERS_DIR/n8n`` (default
-``/tmp/nodeloom-peers/n8n``, outside the repository, never committed) the way
-/work/shared/peers/README.md shows: a package.json overriding xlsx with the registry copy,
+``/tmp/nodeloom-peers/n8n``, outside the repository, never committed) the way the peers'
+README shows: a package.json overriding xlsx with the registry copy,
 ``npm install n8n@2.8.4``, its env.sh, then import + publish of the bench workflow
 (Webhook -> Edit Fields -> Respond to Webhook). The folder's copies of those files are kept in
-``$NODELOOM_PEERS_SRC`` (default /work/shared/peers).
+``$NODELOOM_PEERS_SRC`` (default: the ``shared/peers`` folder beside this repository's own
+folder, wherever the checkout is).
 
 Scenarios, each run against both products with wrk (1 thread, every request body unique so
 Nodeloom's node cache never answers):
@@ -62,7 +63,8 @@ from bench.common import (
 
 N8N_VERSION = "2.8.4"
 N8N_WORKFLOW_ID = "benchWf000000001"
-PEERS_SRC = Path(os.environ.get("NODELOOM_PEERS_SRC", "/work/shared/peers"))
+REPOSITORY = Path(__file__).resolve().parents[1]
+PEERS_SRC = Path(os.environ.get("NODELOOM_PEERS_SRC", str(REPOSITORY.parent / "shared" / "peers")))
 PEERS_DIR = Path(os.environ.get("NODELOOM_PEERS_DIR", "/tmp/nodeloom-peers"))
 N8N_PACKAGE_JSON = {
     "name": "n8n-peer",

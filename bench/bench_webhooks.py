@@ -168,6 +168,7 @@ def main() -> None:
     parser.add_argument("--webhooks", type=int, default=32)
     parser.add_argument("--connections", type=int, default=CONNECTIONS)
     parser.add_argument("--write", action="store_true", help="update docs/benchmarks.md")
+    parser.add_argument("--processes", type=int, default=1, help="serve --processes N (default 1)")
     parser.add_argument(
         "--no-executor",
         action="store_true",
@@ -181,7 +182,7 @@ def main() -> None:
         accept_only(args)
         return
 
-    with server() as srv:
+    with server({"NODELOOM_PROCESSES": str(args.processes)}) as srv:
         _jwt, key = make_account(srv.base_url)
         grant_credits(srv.data_dir)
         db_file = srv.data_dir / "nodeloom.db"
@@ -249,12 +250,20 @@ def main() -> None:
     text = (
         f"POST /api/v1/webhooks/{{token}} with the documented body, {args.webhooks} webhooks "
         f"round-robin, {args.connections} connections, {args.seconds} s, workflow "
-        "TextInput -> TextTemplate (embedded SQLite, executor in the same process).\n\n"
+        "TextInput -> TextTemplate (embedded SQLite, executor in the same process"
+        + (f"; `serve --processes {args.processes}`" if args.processes > 1 else "")
+        + ").\n\n"
         + table(rows, ("measure", "value"))
     )
     print(text)
     if args.write:
-        write_section("webhooks", ".venv/bin/python -m bench.bench_webhooks", text)
+        command = ".venv/bin/python -m bench.bench_webhooks"
+        if args.processes > 1:
+            write_section(
+                f"webhooks-p{args.processes}", f"{command} --processes {args.processes}", text
+            )
+        else:
+            write_section("webhooks", command, text)
 
 
 if __name__ == "__main__":

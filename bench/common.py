@@ -72,9 +72,32 @@ class Server:
         return int(match.group(1)) / 1024 if match else 0.0
 
     def peak_rss_mb(self) -> float:
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        match = re.search(r"VmHWM:\s+(\d+) kB", status)
-        return int(match.group(1)) / 1024 if match else 0.0
+        """Peak RSS of the server; with ``--processes N``, of the supervisor and its
+        server processes together."""
+        return sum(_peak_rss_mb(pid) for pid in [self.proc.pid, *_children(self.proc.pid)])
+
+
+def _peak_rss_mb(pid: int) -> float:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    match = re.search(r"VmHWM:\s+(\d+) kB", status)
+    return int(match.group(1)) / 1024 if match else 0.0
+
+
+def _children(pid: int) -> list[int]:
+    """Direct children that are Nodeloom servers (not the sandbox processes' own tree)."""
+    try:
+        listed = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+    except OSError:
+        return []
+    return [
+        int(c)
+        for c in listed
+        if "spawn_main" in Path(f"/proc/{c}/cmdline").read_text(errors="replace")
+        and "resource_tracker" not in Path(f"/proc/{c}/cmdline").read_text(errors="replace")
+    ]
 
 
 @contextmanager

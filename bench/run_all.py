@@ -18,6 +18,7 @@ SCENARIOS: dict[str, list[str]] = {
     "api": ["-m", "bench.bench_api"],
     "runs": ["-m", "bench.bench_runs"],
     "webhooks": ["-m", "bench.bench_webhooks", "--write"],
+    "webhooks-p2": ["-m", "bench.bench_webhooks", "--write", "--processes", "2"],
     "events": ["-m", "bench.bench_events"],
     "media": ["-m", "bench.bench_media"],
 }

@@ -49,12 +49,18 @@ def serve(
             help="Only serve the API; nodes run in `nodeloom worker` processes (PostgreSQL).",
         ),
     ] = False,
+    processes: Annotated[
+        int | None,
+        typer.Option(
+            help="Server processes sharing the port (SO_REUSEPORT) and the database "
+            "(default NODELOOM_PROCESSES, 1).",
+            min=1,
+            max=64,
+        ),
+    ] = None,
 ) -> None:
     """Migrate the database, then serve the API (and, unless --no-worker, run workflows)."""
-    import uvicorn
-
-    from nodeloom.api.app import create_app
-    from nodeloom.api.serving import DrainingServer
+    from nodeloom.api import serving
 
     settings = _settings()
     _configure_logging(settings.log_level)
@@ -64,22 +70,15 @@ def serve(
             "every `nodeloom serve` runs the workflows it accepts."
         )
         raise typer.Exit(2)
+    if processes is not None:
+        settings = settings.model_copy(update={"processes": processes})
     upgrade(settings.effective_database_url)
-    app = create_app(settings, executes=not no_worker)
-    config = uvicorn.Config(
-        app,
-        host=host,
-        port=port,
-        loop="uvloop",
-        http="httptools",
-        log_level=settings.log_level.lower(),
-        access_log=False,
-        timeout_graceful_shutdown=5,  # after the drain: what is left is idle connections
-        # Events are small JSON; per-connection deflate state doubled memory per socket and
-        # pushed p99 delivery past 50 ms with 1,000 subscribers (bench/bench_events.py).
-        ws_per_message_deflate=False,
-    )
-    DrainingServer(config, app.state.ctx).run()
+    if settings.processes > 1:
+        from nodeloom.api.processes import Supervisor
+
+        code = Supervisor(settings, host, port, executes=not no_worker).run()
+        raise typer.Exit(code)
+    serving.serve(settings, host, port, executes=not no_worker)
 
 
 @app.command()

@@ -10,6 +10,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import Any, Protocol
 
 from limits import RateLimitItemPerSecond
 from limits.aio.storage import RedisStorage, Storage
@@ -122,11 +123,29 @@ def _redis_errors() -> Iterator[None]:
         ) from exc
 
 
+class Windows(Protocol):
+    """Moving windows without Redis: ``LocalWindows`` in one process, or ``SharedWindows``
+    (ratelimit_shared.py) across the processes of one ``serve --processes N``."""
+
+    def decide(self, key: str, limit: int, window: int, *, count: bool) -> Decision: ...
+
+    def take(self, key: str, limit: int, window: int) -> tuple[Decision, Any]: ...
+
+    def give_back(self, key: str, stamp: Any) -> None: ...
+
+    def clear(self, key: str) -> None: ...
+
+
 class RateLimiter:
-    def __init__(self, redis_url: str | None = None, namespace: str = "nodeloom") -> None:
+    def __init__(
+        self,
+        redis_url: str | None = None,
+        namespace: str = "nodeloom",
+        windows: Windows | None = None,
+    ) -> None:
         self.storage: Storage | None = None
         self._limiter: MovingWindowRateLimiter | None = None
-        self._local = LocalWindows()
+        self._local: Windows = windows or LocalWindows()
         if redis_url:
             url = redis_url if redis_url.startswith("async+") else "async+" + redis_url
             self.storage = RedisStorage(
@@ -243,7 +262,10 @@ class RateLimiter:
             return bool(await self._limiter.hit(item, key))
 
     async def close(self) -> None:
-        """Close the Redis connection pool (nothing to do in memory)."""
+        """Close the Redis connection pool or the shared windows' file."""
+        close = getattr(self._local, "close", None)
+        if close is not None:
+            close()
         if isinstance(self.storage, RedisStorage):
             client = getattr(self.storage.bridge, "storage", None)
             if client is not None:

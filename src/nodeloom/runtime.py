@@ -48,11 +48,12 @@ def build_store(settings: Settings, db: Database) -> ArtifactStore:
 
 
 def build_bus(settings: Settings, db: Database, origin: str) -> EventBus:
-    """Redis links processes when configured; without it, processes sharing PostgreSQL
-    read each other's events from the log; one SQLite process needs neither."""
+    """Redis links processes when configured; without it, processes sharing PostgreSQL (or
+    the processes of one ``serve --processes N``) read each other's events from the log; one
+    SQLite process needs neither."""
     if settings.redis_url:
         return RedisBus(settings.redis_url, origin, LogReader(db))
-    if not db.is_sqlite:
+    if not db.is_sqlite or settings.processes > 1:
         return PollingBus(LogReader(db))
     return MemoryBus()
 
@@ -161,7 +162,12 @@ class Runtime:
         database = "SQLite" if self.db.is_sqlite else "PostgreSQL"
         executor = type(self.dispatcher).__name__
         events = type(self.bus).__name__
-        limits = "Redis" if settings.redis_url else "this process's memory"
+        if settings.redis_url:
+            limits = "Redis"
+        elif settings.processes > 1:
+            limits = f"a file shared by this server's {settings.processes} processes"
+        else:
+            limits = "this process's memory"
         return (
             f"{database}; executor {executor}; events {events}; rate limits in {limits}; "
             f"artifacts in {type(self.store).__name__}; process {self.identity.token}"

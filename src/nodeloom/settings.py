@@ -55,6 +55,14 @@ class Settings(BaseSettings):
         description="SQLite synchronous pragma in WAL mode: NORMAL (crash-safe) or FULL "
         "(also power-loss safe). See docs/adr/0003-sqlite-durability.md.",
     )
+    processes: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Server processes sharing the port (SO_REUSEPORT) and the database; "
+        "`nodeloom serve --processes N` sets it. Node and sandbox budgets below are for the "
+        "whole server and divided among them.",
+    )
     max_concurrent_accepts: int = Field(
         default=8, ge=1, description="Execute/trigger transactions being prepared at once."
     )

@@ -20,102 +20,30 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import sqlalchemy as sa
-from sqlalchemy.ext.asyncio import create_async_engine
 from websockets.asyncio.client import connect
 
 from nodeloom.db.migrate import upgrade
-from tests.conftest import PASSWORD, TEST_SECRET, _admin, _pg_url
+from tests.conftest import TEST_SECRET, _admin, _pg_url
 from tests.live import account
 from tests.s3 import S3Server
 from tests.s3 import s3_server as s3_server  # the fixture
 from tests.server import ServerProcess, WorkerProcess, free_port
 from tests.services import require_postgres
+from tests.topology.fleet import (
+    MEDIA,
+    OPEN_LIMITS,
+    SLOW,
+    TEXT,
+    assert_nothing_ran_twice_and_the_books_balance,
+    login,
+    query,
+    wait_runs,
+)
 
 pytestmark = pytest.mark.slow
-
-TEXT = {
-    "nodes": [
-        {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
-        {
-            "id": "a",
-            "type": "TextTemplate",
-            "position": {"x": 1, "y": 0},
-            "data": {"template": "a {{ text }}"},
-        },
-        {
-            "id": "b",
-            "type": "TextTemplate",
-            "position": {"x": 1, "y": 1},
-            "data": {"template": "b {{ text }}"},
-        },
-        {"id": "join", "type": "TextJoin", "position": {"x": 2, "y": 0}, "data": {}},
-    ],
-    "edges": [
-        {"id": "e1", "source": "in", "target": "a"},
-        {"id": "e2", "source": "in", "target": "b"},
-        {"id": "e3", "source": "a", "target": "join"},
-        {"id": "e4", "source": "b", "target": "join"},
-    ],
-    "viewport": {"x": 0, "y": 0, "zoom": 1},
-}
-MEDIA = {
-    "nodes": [
-        {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
-        {
-            "id": "img",
-            "type": "RenderText",
-            "position": {"x": 1, "y": 0},
-            "data": {"width": 160, "height": 90},
-        },
-        {
-            "id": "small",
-            "type": "ImageResize",
-            "position": {"x": 2, "y": 0},
-            "data": {"width": 80, "height": 46},
-        },
-        {
-            "id": "voice",
-            "type": "TextToSpeech",
-            "position": {"x": 1, "y": 1},
-            "data": {"max_seconds": 5},
-        },
-    ],
-    "edges": [
-        {"id": "e1", "source": "in", "target": "img"},
-        {"id": "e2", "source": "img", "target": "small"},
-        {"id": "e3", "source": "in", "target": "voice"},
-    ],
-    "viewport": {"x": 0, "y": 0, "zoom": 1},
-}
-SLOW = {
-    "nodes": [
-        {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
-        {"id": "wait", "type": "Delay", "position": {"x": 1, "y": 0}, "data": {"seconds": 6}},
-        {
-            "id": "out",
-            "type": "TextTemplate",
-            "position": {"x": 2, "y": 0},
-            "data": {"template": "done {{ text }}"},
-        },
-    ],
-    "edges": [
-        {"id": "e1", "source": "in", "target": "wait"},
-        {"id": "e2", "source": "wait", "target": "out"},
-    ],
-    "viewport": {"x": 0, "y": 0, "zoom": 1},
-}
-OPEN_LIMITS = {
-    "NODELOOM_RATE_LIMIT_API_KEY": "1000000",
-    "NODELOOM_RATE_LIMIT_JWT": "1000000",
-    "NODELOOM_RATE_LIMIT_WEBHOOK": "1000000",
-    "NODELOOM_SIGNUP_ENABLED": "true",
-    "NODELOOM_LOG_LEVEL": "INFO",
-}
 
 
 # -- services of our own ------------------------------------------------------------------
@@ -180,65 +108,6 @@ def _redis_available() -> None:
         if os.environ.get("NODELOOM_REQUIRE_SERVICES") == "1":
             pytest.fail("redis-server is not installed (apt-get install redis-server)")
         pytest.skip("redis-server is not installed (apt-get install redis-server)")
-
-
-# -- reading the truth from the database --------------------------------------------------
-
-
-def _query(url: str, sql: str, **params: Any) -> list[Any]:
-    async def run() -> list[Any]:
-        engine = create_async_engine(url)
-        try:
-            async with engine.connect() as conn:
-                return list((await conn.execute(sa.text(sql), params)).all())
-        finally:
-            await engine.dispose()
-
-    return asyncio.run(run())
-
-
-def assert_nothing_ran_twice_and_the_books_balance(url: str) -> None:
-    starts = _query(
-        url,
-        "SELECT run_id, node_id, count(*) FROM run_events WHERE type = 'node.started' "
-        "GROUP BY run_id, node_id",
-    )
-    attempts = {(r.run_id, r.node_id): r.attempts for r in _query(url, "SELECT * FROM node_runs")}
-    for run_id, node_id, count in starts:
-        assert count == attempts[(run_id, node_id)], (run_id, node_id, count)
-    twice = _query(
-        url,
-        "SELECT run_id, node_id FROM credit_ledger WHERE kind = 'charge' "
-        "GROUP BY run_id, node_id HAVING count(*) > 1",
-    )
-    assert twice == []
-    for account_id, balance in _query(url, "SELECT id, credits_balance FROM accounts"):
-        ledger = _query(
-            url,
-            "SELECT coalesce(sum(CASE kind WHEN 'grant' THEN amount WHEN 'hold' THEN -amount "
-            "WHEN 'release' THEN amount ELSE 0 END), 0) FROM credit_ledger WHERE account_id = :a",
-            a=account_id,
-        )[0][0]
-        assert ledger == balance, (account_id, ledger, balance)
-    for run_id, count, top in _query(
-        url, "SELECT run_id, count(*), max(seq) FROM run_events GROUP BY run_id"
-    ):
-        assert count == top, f"run {run_id}: {count} events but seq reaches {top}"
-
-
-def _wait_runs(http: httpx.Client, runs: dict[str, str], timeout: float) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    done: dict[str, Any] = {}
-    while len(done) < len(runs):
-        for run_id, wf in runs.items():
-            if run_id in done:
-                continue
-            body = http.get(f"/api/v1/workflows/{wf}/runs/{run_id}").json()
-            if body["status"] != "running":
-                done[run_id] = body
-        assert time.monotonic() < deadline, f"{len(runs) - len(done)} runs still running"
-        time.sleep(0.2)
-    return done
 
 
 # -- the fleet ----------------------------------------------------------------------------
@@ -323,7 +192,7 @@ def _fleet_scenario(
             redis.stop()
             time.sleep(1.0)
             redis.start()
-    results = _wait_runs(clients[1], runs, timeout=240)
+    results = wait_runs(clients[1], runs, timeout=240)
     assert all(r["status"] == "completed" for r in results.values()), [
         r for r in results.values() if r["status"] != "completed"
     ][:2]
@@ -335,7 +204,7 @@ def _fleet_scenario(
     assert all(finals[r] == "run.completed" for r in runs)
 
     # Both workers took part, with parallel branches of one run on different processes.
-    claims = _query(url, "SELECT claimed_by FROM node_runs WHERE claimed_by IS NOT NULL")
+    claims = query(url, "SELECT claimed_by FROM node_runs WHERE claimed_by IS NOT NULL")
     pids = {int(c[0].split("@", 1)[1].split("-", 1)[0]) for c in claims}
     assert pids == {w.pid for w in workers}
     assert_nothing_ran_twice_and_the_books_balance(url)
@@ -349,7 +218,7 @@ def _fleet_scenario(
     holder = None
     deadline = time.monotonic() + 20
     while holder is None:
-        rows = _query(
+        rows = query(
             url, "SELECT claimed_by FROM node_runs WHERE node_id = 'wait' AND status = 'running'"
         )
         if rows:
@@ -359,9 +228,9 @@ def _fleet_scenario(
     victim = next(w for w in workers if w.pid == holder)
     killed_at = time.monotonic()
     victim.kill()
-    results = _wait_runs(clients[0], slow, timeout=60)
+    results = wait_runs(clients[0], slow, timeout=60)
     assert all(r["status"] == "completed" for r in results.values()), results
-    retried = _query(url, "SELECT run_id FROM node_runs WHERE node_id = 'wait' AND attempts = 2")
+    retried = query(url, "SELECT run_id FROM node_runs WHERE node_id = 'wait' AND attempts = 2")
     assert len(retried) >= 1
     assert time.monotonic() - killed_at < 40
     assert_nothing_ran_twice_and_the_books_balance(url)
@@ -435,7 +304,7 @@ def _two_serves_scenario(url: str, serves: list[ServerProcess]) -> None:
             )
             assert r.status_code == 202, r.text
             runs[r.json()["run_id"]] = wf
-        results = _wait_runs(clients[1], runs, timeout=120)
+        results = wait_runs(clients[1], runs, timeout=120)
         assert all(r["status"] == "completed" for r in results.values())
         assert_nothing_ran_twice_and_the_books_balance(url)
     finally:
@@ -474,26 +343,19 @@ def test_two_plain_serves_on_one_sqlite_file_and_one_dies(tmp_path: Path) -> Non
             }
             deadline = time.monotonic() + 20
             while (
-                len(
-                    _query(url, "SELECT 1 FROM node_runs WHERE node_id='wait' AND status='running'")
-                )
+                len(query(url, "SELECT 1 FROM node_runs WHERE node_id='wait' AND status='running'"))
                 < 3
             ):
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
         serves[0].kill()
         with httpx.Client(base_url=serves[1].base_url, timeout=30) as http:
-            http.headers["Authorization"] = "Bearer " + _login(http, "orphans@example.com")
-            results = _wait_runs(http, runs, timeout=60)
+            http.headers["Authorization"] = "Bearer " + login(http, "orphans@example.com")
+            results = wait_runs(http, runs, timeout=60)
         assert all(r["status"] == "completed" for r in results.values()), results
-        retried = _query(url, "SELECT count(*) FROM node_runs WHERE node_id='wait' AND attempts=2")
+        retried = query(url, "SELECT count(*) FROM node_runs WHERE node_id='wait' AND attempts=2")
         assert retried[0][0] == 3
         assert_nothing_ran_twice_and_the_books_balance(url)
     finally:
         for serve in serves:
             serve.stop()
-
-
-def _login(http: httpx.Client, email: str) -> str:
-    r = http.post("/api/v1/auth/login", json={"email": email, "password": PASSWORD})
-    return str(r.json()["access_token"])

@@ -43,6 +43,17 @@ API_PREFIX = "/api/v1"
 log = logging.getLogger("nodeloom")
 
 
+def build_limiter(settings: Settings) -> RateLimiter:
+    """Redis when configured; else a file the processes of one server share; else memory."""
+    if settings.redis_url:
+        return RateLimiter(settings.redis_url)
+    if settings.processes > 1:
+        from nodeloom.ratelimit_shared import SharedWindows
+
+        return RateLimiter(windows=SharedWindows(settings.data_dir / "limits.sqlite3"))
+    return RateLimiter()
+
+
 def create_app(
     settings: Settings, registry: Registry | None = None, *, executes: bool = True
 ) -> FastAPI:
@@ -53,7 +64,7 @@ def create_app(
         settings=settings,
         db=runtime.db,
         registry=runtime.registry,
-        limiter=RateLimiter(settings.redis_url),
+        limiter=build_limiter(settings),
         key_usage=KeyUsage(runtime.db),
         store=runtime.store,
         bus=runtime.bus,

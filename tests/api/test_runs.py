@@ -190,7 +190,12 @@ class TestScheduling:
         )
         run_id = (await execute(client, owner, wf)).json()["run_id"]
         url = f"/api/v1/workflows/{wf}/runs/{run_id}"
-        first = (await client.get(url, headers=owner.headers)).json()
+        # On PostgreSQL the Delay node waits for a queue worker first: sample once it runs.
+        for _ in range(100):
+            first = (await client.get(url, headers=owner.headers)).json()
+            if {nr["node_id"]: nr["status"] for nr in first["node_runs"]}["d"] == "running":
+                break
+            await asyncio.sleep(0.02)
         await asyncio.sleep(0.3)
         second = (await client.get(url, headers=owner.headers)).json()
         assert first["status"] == second["status"] == "running"

@@ -1,6 +1,7 @@
 """What the executor hands a node that runs on the event loop (implements
-nodes.base.NodeContext). Only node types that compute nothing run this way; the rest run in
-a sandbox process with its own context (sandbox/worker.py)."""
+nodes.base.NodeContext). Only nodes whose ``runs_inline`` says so run this way (they compute
+nothing, or a bounded pass over their inputs); the rest run in a sandbox process with its own
+context (sandbox/worker.py)."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class RunNodeContext:
         self.account_id = account_id
         self.input = run_input
         self.settings = settings
+        self.inline = True
         self._report = report
         self._scratch = scratch
 

@@ -27,7 +27,7 @@ from nodeloom.engine.scratch import ScratchSpace
 from nodeloom.engine.states import NodeStatus
 from nodeloom.events.bus import EventBus
 from nodeloom.metrics import Metrics
-from nodeloom.nodes.base import ArtifactRef, InputValue, NodeFailure, Produced
+from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
 from nodeloom.sandbox import budget
@@ -77,6 +77,18 @@ def _job_input(value: InputValue) -> Any:
     if isinstance(value, list):
         return [_job_input(v) for v in value]
     return {**dataclasses.asdict(value), "path": str(value.path)}
+
+
+# A node runs inline only if its inputs are this small: reading them happens on the loop.
+INLINE_INPUT_BYTES = 256 * 1024
+
+
+def _small(inputs: InputInfos) -> bool:
+    total = 0
+    for value in inputs.values():
+        for info in value if isinstance(value, list) else [value]:
+            total += info.size_bytes if info is not None else 0
+    return total <= INLINE_INPUT_BYTES
 
 
 class NodeExecutor:
@@ -168,7 +180,7 @@ class NodeExecutor:
         node = task.node
         spec = node.node.spec
         inputs = await self._inputs(task)
-        if not spec.sandboxed:
+        if node.node.runs_inline(node.params) and _small(task.inputs):
             ctx = RunNodeContext(
                 run_id=task.run_id,
                 node_id=node.id,
@@ -178,7 +190,11 @@ class NodeExecutor:
                 report=progress,
                 scratch=scratch,
             )
-            return await node.node.run(ctx, node.params, inputs)
+            try:
+                return await node.node.run(ctx, node.params, inputs)
+            except NeedsSandbox:
+                if not spec.sandboxed:
+                    raise
         job = NodeJob(
             type=spec.type,
             params=node.params.model_dump(mode="json"),

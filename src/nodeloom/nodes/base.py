@@ -179,6 +179,7 @@ class NodeContext(Protocol):
     account_id: str
     input: Mapping[str, Any] | None  # the run's input data (execute body or webhook body)
     settings: Settings
+    inline: bool  # on the server's event loop (``NodeType.runs_inline``), not in a sandbox
 
     @property
     def scratch_dir(self) -> Path:
@@ -192,6 +193,10 @@ class NodeContext(Protocol):
 
 
 InputValue = ArtifactRef | list[ArtifactRef] | None
+
+
+class NeedsSandbox(Exception):
+    """Raised by a node run inline (``runs_inline``) that found it must run in a sandbox."""
 
 
 class NodeType(ABC):
@@ -223,6 +228,13 @@ class NodeType(ABC):
         """Problems that take real work to find (a template's syntax): checked in a sandbox
         process when a workflow is saved, never on the event loop."""
         return []
+
+    def runs_inline(self, params: Any) -> bool:
+        """May this node run on the server's event loop rather than in a sandbox process?
+        Only when it computes nothing, or nothing whose cost could grow beyond a bounded pass
+        over its inputs (a template that only substitutes values). ``run`` may still raise
+        ``NeedsSandbox`` to be run in the sandbox after all."""
+        return not self.spec.sandboxed
 
     def unavailable_reason(self, settings: Settings) -> str | None:
         """Why this node cannot run with these settings (e.g. no provider), else None."""

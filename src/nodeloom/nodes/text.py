@@ -14,6 +14,7 @@ from jinja2 import TemplateError
 from jinja2.sandbox import SandboxedEnvironment, safe_range
 from pydantic import Field
 
+from nodeloom.nodes import substitution
 from nodeloom.nodes.base import (
     Cost,
     Input,
@@ -225,12 +226,22 @@ class TextTemplate(NodeType):
         problem = check_template(params.template)
         return [problem] if problem else []
 
+    def runs_inline(self, params: TextTemplateParams) -> bool:
+        return substitution.parse(params.template) is not None
+
     async def run(
         self, ctx: NodeContext, params: TextTemplateParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
         text = input_text(inputs) or ""
-        rendered = render_template(params.template, {"text": text, "input": ctx.input or {}})
-        return Produced.text(rendered)
+        variables = {"text": text, "input": ctx.input or {}}
+        simple = substitution.parse(params.template)
+        if simple is not None:
+            try:
+                return Produced.text(substitution.render(simple, variables, MAX_TEMPLATE_OUTPUT))
+            except substitution.Ambiguous:
+                if ctx.inline:
+                    raise  # the executor runs it again in a sandbox, the Jinja way
+        return Produced.text(render_template(params.template, variables))
 
 
 class DelayParams(Params):

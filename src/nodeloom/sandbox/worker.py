@@ -135,6 +135,7 @@ class _Context:
         self.account_id = str(message["account_id"])
         self.input: Mapping[str, Any] | None = message.get("input")
         self.settings = settings
+        self.inline = False
         self._scratch = Path(message["scratch"])
         self._executor = executor
         self._sock = sock

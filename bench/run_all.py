@@ -21,6 +21,7 @@ SCENARIOS: dict[str, list[str]] = {
     "webhooks-p2": ["-m", "bench.bench_webhooks", "--write", "--processes", "2"],
     "events": ["-m", "bench.bench_events"],
     "media": ["-m", "bench.bench_media"],
+    "soak": ["-m", "bench.bench_soak", "--write"],
 }
 # Scripts that print their results instead of writing their own section.
 PRINTED = {

@@ -116,6 +116,7 @@ def test_two_processes_on_one_port_share_runs_events_and_limits(tmp_path: Path) 
             assert time.monotonic() < deadline, f"{len(set(runs) - set(follower.finals))} unseen"
             time.sleep(0.1)
         follower.halt.set()
+        follower.join(5)  # closed before a process (maybe its own) is killed below
         assert set(follower.finals.values()) == {"run.completed"}
 
         # A limit of KEY_LIMIT a minute per key holds for the server, whichever process answers.

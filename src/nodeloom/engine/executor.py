@@ -83,7 +83,7 @@ def _job_input(value: InputValue) -> Any:
 INLINE_INPUT_BYTES = 256 * 1024
 
 
-def _small(inputs: InputInfos) -> bool:
+def small_inputs(inputs: InputInfos) -> bool:
     total = 0
     for value in inputs.values():
         for info in value if isinstance(value, list) else [value]:
@@ -180,7 +180,7 @@ class NodeExecutor:
         node = task.node
         spec = node.node.spec
         inputs = await self._inputs(task)
-        if node.node.runs_inline(node.params) and _small(task.inputs):
+        if node.node.runs_inline(node.params) and small_inputs(task.inputs):
             ctx = RunNodeContext(
                 run_id=task.run_id,
                 node_id=node.id,

@@ -24,7 +24,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import utcnow
-from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
+from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask, small_inputs
 from nodeloom.engine.graph import validate_graph
 from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, crashed
 from nodeloom.engine.states import NodeStatus, RunStatus, StaleTransition
@@ -43,6 +43,8 @@ COUNTED = {
     "node.failed": "nodeloom_nodes_failed_total",
 }
 PROGRESS_INTERVAL = 1.0
+# Instant nodes executed within one step at most (then it commits and announces them).
+INSTANT_PER_STEP = 64
 
 
 def count_events(env: ExecutorEnv, events: list[Any]) -> None:
@@ -192,7 +194,7 @@ class RunDriver:
                 if self.cancel_requested.is_set():
                     await self._cancel(state, batch)
                     return
-                started = self._schedule(state, batch)
+                started = await self._run_instant(state, batch, self._schedule(state, batch))
                 finished = batch.run_end is not None
                 await self._commit(batch)
                 for node_id in started:
@@ -209,6 +211,33 @@ class RunDriver:
                         state.record(batch, task.result())
         finally:
             cancel_wait.cancel()
+
+    async def _run_instant(self, state: RunState, batch: Batch, started: list[str]) -> list[str]:
+        """Execute the started nodes that finish at once (``NodeType.instant``: a text
+        input, a template that only substitutes) right now, and record them in this same
+        step, then start what they made runnable: a chain of such nodes is one transaction,
+        with the same events and charges as node-by-node. At most INSTANT_PER_STEP per step,
+        so a long chain still commits (and announces) as it goes. Returns the started nodes
+        left to execute as tasks."""
+        left: list[str] = []
+        budget = INSTANT_PER_STEP
+        while started:
+            ran = False
+            for node_id in started:
+                if budget > 0 and self._is_instant(state, node_id):
+                    state.record(batch, await self._execute(state, node_id))
+                    budget -= 1
+                    ran = True
+                else:
+                    left.append(node_id)
+            if not ran or self.cancel_requested.is_set():
+                return left
+            started = self._schedule(state, batch)
+        return left
+
+    def _is_instant(self, state: RunState, node_id: str) -> bool:
+        node = state.graph.nodes[node_id]
+        return node.node.instant(node.params) and small_inputs(state.inputs_of(node_id))
 
     def _schedule(self, state: RunState, batch: Batch) -> list[str]:
         """Start queued and runnable nodes while the run has room; queue the runnable rest;

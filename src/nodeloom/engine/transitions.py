@@ -282,6 +282,14 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
         result = conn.execute(_QUEUE, {"run": run_id, "ids": ids, "at": batch.queued[0][1]})
         if result.rowcount != len(ids):
             raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending or running")
+    # Starts before ends: a node the in-process driver started and finished within one
+    # step (an instant node) must be running when its end is written.
+    for at, ids in _grouped_by_time(batch.started):
+        result = conn.execute(
+            _START, {"run": run_id, "ids": ids, "at": at, "claimed_by": batch.claimed_by}
+        )
+        if result.rowcount != len(ids):
+            raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending or queued")
     ledger: list[dict[str, Any]] = []
     artifacts: list[dict[str, Any]] = []
     cache: list[dict[str, Any]] = []
@@ -293,20 +301,21 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
         conn.execute(insert_ignoring_conflicts(conn, _CACHE), cache)
     for status, node_ids, at, error in batch.bulk:
         conn.execute(_BULK[status], {"run": run_id, "ids": node_ids, "at": at, "error": error})
-    if batch.started:
-        ids = [node_id for node_id, _ in batch.started]
-        result = conn.execute(
-            _START,
-            {"run": run_id, "ids": ids, "at": batch.started[0][1], "claimed_by": batch.claimed_by},
-        )
-        if result.rowcount != len(ids):
-            raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending or queued")
     if batch.run_end is not None:
         _end_run(conn, batch, ledger)
     if ledger:
         # Unique (run, node, kind): a second charge for the same node fails loudly.
         conn.execute(_INSERT_LEDGER, ledger)
     return write_events(conn, batch, next_seq)
+
+
+def _grouped_by_time(started: list[tuple[str, datetime]]) -> list[tuple[datetime, list[str]]]:
+    """Nodes started at the same moment share one UPDATE (the usual case: one scheduling
+    pass); a chain of instant nodes started one after the other keeps each its own time."""
+    groups: dict[datetime, list[str]] = {}
+    for node_id, at in started:
+        groups.setdefault(at, []).append(node_id)
+    return list(groups.items())
 
 
 def _end_node(

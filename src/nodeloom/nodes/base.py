@@ -236,6 +236,12 @@ class NodeType(ABC):
         ``NeedsSandbox`` to be run in the sandbox after all."""
         return not self.spec.sandboxed
 
+    def instant(self, params: Any) -> bool:
+        """Does this node finish at once on the event loop (``runs_inline`` and no waiting)?
+        The in-process driver then executes it within the step that starts it, so starting
+        and finishing it cost one transaction, not two."""
+        return False
+
     def unavailable_reason(self, settings: Settings) -> str | None:
         """Why this node cannot run with these settings (e.g. no provider), else None."""
         return None

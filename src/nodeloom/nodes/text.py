@@ -75,6 +75,9 @@ class TextInput(NodeType):
         sandboxed=False,  # it only copies a value out of the run's input data
     )
 
+    def instant(self, params: Any) -> bool:
+        return True
+
     async def run(
         self, ctx: NodeContext, params: TextInputParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
@@ -228,6 +231,9 @@ class TextTemplate(NodeType):
 
     def runs_inline(self, params: TextTemplateParams) -> bool:
         return substitution.parse(params.template) is not None
+
+    def instant(self, params: TextTemplateParams) -> bool:
+        return self.runs_inline(params)
 
     async def run(
         self, ctx: NodeContext, params: TextTemplateParams, inputs: Mapping[str, InputValue]

@@ -139,6 +139,14 @@ def test_two_processes_on_one_port_share_runs_events_and_limits(tmp_path: Path) 
         assert all(r["status"] == "completed" for r in results.values()), results
         assert "starting another" in server.log_path.read_text()
         assert http.get("/api/v1/workflows").status_code == 200
+
+        # A cancel reaches the run whichever process took the request and drives the run.
+        cancelled = _execute(http, slow, 4)
+        for run_id in cancelled:
+            r = http.post(f"/api/v1/workflows/{slow}/runs/{run_id}/cancel")
+            assert r.status_code == 202, r.text
+        results = wait_runs(http, cancelled, timeout=30)
+        assert {r["error"]["code"] for r in results.values()} == {"cancelled"}, results
         assert_nothing_ran_twice_and_the_books_balance(url)
         http.close()
     finally:

@@ -230,7 +230,7 @@ class RunListQuery:
     trigger: str | None
 
 
-def run_list_query(
+async def run_list_query(  # async: a plain def would run in a worker thread
     limit: LimitQuery = 50,
     cursor: CursorQuery = None,
     status_filter: StatusQuery = None,

@@ -19,12 +19,11 @@ SCENARIOS: dict[str, list[str]] = {
     "runs": ["-m", "bench.bench_runs"],
     "webhooks": ["-m", "bench.bench_webhooks", "--write"],
     "events": ["-m", "bench.bench_events"],
-    "media": ["-m", "bench.bench_media"],
+    "media": ["-m", "bench.bench_media", "--write"],
 }
 # Scripts that print their results instead of writing their own section.
 PRINTED = {
     "events": "### Real-time events: 1,000 WebSocket subscribers, runs at 50/s\n\n",
-    "media": "### Media: 200-word narrated 1280x720 video; RenderText 1024x1024\n\n",
 }
 
 

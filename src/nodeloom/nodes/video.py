@@ -1,8 +1,9 @@
 """Video nodes: still + audio, slideshow, Ken Burns, concat, add audio, burnt-in caption.
 
-All output is MP4 with H.264 (libx264, yuv420p, even size, faststart) and AAC when there is
-sound, written to a file in the node's scratch directory (``Produced(path=...)``). Encoding
-runs in a worker thread through ``media.run_with_progress``; loops update the fraction.
+All output is MP4 with H.264 (libx264, yuv420p, even size, faststart) and, when there is
+sound, AAC or an MP3 input copied as it is (``ImageAudioToVideo``), written to a file in the
+node's scratch directory (``Produced(path=...)``). Encoding runs in a worker thread through
+``media.run_with_progress``; loops update the fraction.
 Lengths that depend on upstream media are bounded for pricing by the ``max_seconds`` param.
 """
 
@@ -54,6 +55,41 @@ def _even_image(image: Image.Image) -> Image.Image:
 
 def _frames_needed(seconds: float, fps: int) -> int:
     return max(1, math.ceil(seconds * fps - 1e-6))
+
+
+def _held_frames(total: int, fps: int) -> Iterator[tuple[int, int]]:
+    """(first frame time, frame times held) of a still shown for ``total`` frame times: one
+    encoded frame per ``media.STILL_FRAME_SECONDS`` instead of ``fps`` a second. Seeking
+    lands on a frame at most that far back, which shows the same picture."""
+    step = fps * media.STILL_FRAME_SECONDS
+    for start in range(0, total, step):
+        yield start, min(step, total - start)
+
+
+@dataclass
+class _Soundtrack:
+    """The audio input of a video: an MP3 copied into the MP4 as it is when it fits (no
+    decode/re-encode round trip: AAC encoding a minute of speech costs seconds of CPU),
+    else its samples, to be encoded to AAC."""
+
+    seconds: float
+    copy: Path | None = None
+    samples: media.FloatArray | None = None
+
+    @classmethod
+    def read(cls, ref: ArtifactRef, settings: Settings, limit: float) -> _Soundtrack:
+        seconds = media.copyable_mp3_seconds(ref.path, settings, limit)
+        if seconds is not None:
+            sound = cls(seconds, copy=ref.path)
+        else:
+            samples = media.decode_audio(ref.path, settings, limit)
+            sound = cls(samples.shape[1] / SR, samples=samples)
+        if sound.seconds <= 0:
+            raise NodeFailure("the audio input is empty")
+        return sound
+
+    def writer_args(self) -> dict[str, Any]:
+        return {"audio": self.samples, "audio_copy": self.copy}
 
 
 @contextmanager
@@ -150,7 +186,8 @@ class ImageAudioToVideo(NodeType):
     spec = _spec(
         "ImageAudioToVideo",
         "Image + audio to video",
-        "Show a still image for the length of the audio: an MP4 (H.264 + AAC).",
+        "Show a still image for the length of the audio: an MP4 (H.264 + the MP3 copied "
+        "as it is, or AAC).",
         ImageAudioToVideoParams,
         Input("image", Kind.IMAGE),
         Input("audio", Kind.AUDIO),
@@ -165,19 +202,15 @@ class ImageAudioToVideo(NodeType):
 
         def work(progress: media.Progress) -> Produced:
             image = _even_image(media.load_image(image_ref, ctx.settings).convert("RGB"))
-            audio = media.decode_audio(audio_ref.path, ctx.settings, limit)
-            seconds = audio.shape[1] / SR
-            if seconds <= 0:
-                raise NodeFailure("the audio input is empty")
+            sound = _Soundtrack.read(audio_ref, ctx.settings, limit)
             progress.update(0.1)
-            total = _frames_needed(seconds, params.fps)
-            fps = params.fps
-            with _writing(path, image.width, image.height, fps, audio=audio, still=True) as out:
+            total = _frames_needed(sound.seconds, params.fps)
+            size = (image.width, image.height)
+            with _writing(path, *size, params.fps, **sound.writer_args(), still=True) as out:
                 frame = out.frame_from_image(image)
-                for index in range(total):
-                    out.write(frame)
-                    if index % fps == 0:
-                        progress.update(0.1 + 0.85 * index / total)
+                for start, ticks in _held_frames(total, params.fps):
+                    out.write(frame, ticks)
+                    progress.update(0.1 + 0.85 * start / total)
             return out.produced(ctx.settings)
 
         return await media.run_with_progress(ctx, work)

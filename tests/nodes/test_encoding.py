@@ -1,0 +1,202 @@
+"""The cheap encoding paths, checked on the decoded files as a player would see them: a still
+held as one frame a second and an MP3 soundtrack copied into the MP4."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import av
+import numpy as np
+import pytest
+from PIL import Image
+
+from nodeloom.nodes import media
+from nodeloom.nodes.base import ArtifactRef, Kind, NodeFailure, Produced
+from nodeloom.nodes.video import ImageAudioToVideo
+from tests.nodes.conftest import Artifacts, run_node
+
+
+@dataclass
+class Decoded:
+    """What a player learns from an MP4: its length, the video packets' timing, and the
+    sound as decoded (edit lists applied)."""
+
+    seconds: float
+    video_pts: list[float]
+    video_durations: list[float]
+    keyframes: list[float]
+    audio_codec: str
+    audio_seconds: float
+    audio_packets: list[bytes]
+
+
+def decode(path: Path) -> Decoded:
+    with av.open(str(path)) as container:
+        seconds = container.duration / av.time_base
+        video = container.streams.video[0]
+        pts, durations, keys = [], [], []
+        for packet in container.demux(video):
+            if packet.size:
+                pts.append(float(packet.pts * packet.time_base))
+                durations.append(float(packet.duration * packet.time_base))
+                if packet.is_keyframe:
+                    keys.append(pts[-1])
+    with av.open(str(path)) as container:
+        audio = container.streams.audio[0]
+        codec = audio.codec_context.codec.canonical_name
+        packets = [bytes(p) for p in container.demux(audio) if p.size]
+    with av.open(str(path)) as container:
+        frames = list(container.decode(audio=0))
+        audio_seconds = sum(f.samples for f in frames) / frames[0].sample_rate
+    return Decoded(seconds, pts, durations, keys, codec, audio_seconds, packets)
+
+
+def mp3_packets(path: Path) -> list[bytes]:
+    with av.open(str(path)) as container:
+        return [bytes(p) for p in container.demux(audio=0) if p.size]
+
+
+def frame_at(path: Path, seconds: float) -> tuple[float, Image.Image]:
+    """Seek as a player does (to the key frame before, then decode forward) and return the
+    frame on screen at ``seconds``."""
+    with av.open(str(path)) as container:
+        stream = container.streams.video[0]
+        container.seek(round(seconds / stream.time_base), stream=stream)
+        shown = None
+        for frame in container.decode(stream):
+            if frame.time > seconds:
+                break
+            shown = frame
+        assert shown is not None, f"nothing on screen at {seconds} s"
+        return float(shown.time), shown.to_image()
+
+
+def mp3_file(path: Path, seconds: float, rate: int, layout: str) -> Path:
+    """A tone as MP3 at any rate and layout (our own nodes always write 44.1 kHz stereo)."""
+    channels = 1 if layout == "mono" else 2
+    n = round(seconds * rate)
+    tone = (0.3 * np.sin(2 * np.pi * 330 * np.arange(n) / rate)).astype(np.float32)
+    samples = np.ascontiguousarray(np.tile(tone, (channels, 1)))
+    with av.open(str(path), "w", format="mp3") as out:
+        stream = out.add_stream("libmp3lame", rate=rate, layout=layout)
+        for offset in range(0, n, 1152):
+            chunk = np.ascontiguousarray(samples[:, offset : offset + 1152])
+            frame = av.AudioFrame.from_ndarray(chunk, format="fltp", layout=layout)
+            frame.sample_rate, frame.pts = rate, offset
+            out.mux(stream.encode(frame))
+        out.mux(stream.encode(None))
+    return path
+
+
+def picture_difference(a: Image.Image, b: Image.Image) -> float:
+    return float(np.abs(np.asarray(a, np.int16) - np.asarray(b, np.int16)).mean())
+
+
+def still_image(artifacts: Artifacts) -> tuple[ArtifactRef, Image.Image]:
+    image = Image.new("RGB", (320, 180), "#1e293b")
+    for x in range(0, 320, 40):  # something for the encoder to keep
+        image.paste((240, 200, 60), (x, 60, x + 20, 120))
+    buffer = io.BytesIO()
+    image.save(buffer, format="PNG")
+    produced = Produced(data=buffer.getvalue(), width=320, height=180)
+    return artifacts.put(produced, Kind.IMAGE), image
+
+
+class TestStillWithSound:
+    async def test_held_frames_play_seek_and_keep_the_sound_in_step(
+        self, ctx: media.LocalContext, artifacts: Artifacts
+    ) -> None:
+        image_ref, image = still_image(artifacts)
+        audio_ref = artifacts.audio(12.3)
+        produced = await run_node(
+            ImageAudioToVideo(), ctx, {"fps": 25}, {"image": image_ref, "audio": audio_ref}
+        )
+        assert produced.path is not None
+        got = decode(produced.path)
+
+        # As long as the sound, to the frame; the sound as long as its MP3.
+        assert got.seconds == pytest.approx(12.32, abs=0.02)
+        assert got.audio_seconds == pytest.approx(12.3, abs=0.03)
+        assert produced.duration_ms == round(got.seconds * 1000)
+        # One frame a second, each held until the next: timestamps rise, no gap, no overlap,
+        # and the last one lasts to the end.
+        assert len(got.video_pts) == math.ceil(12.3)
+        assert got.video_pts[0] == 0
+        for (start, length), following in zip(
+            zip(got.video_pts, got.video_durations, strict=True), got.video_pts[1:], strict=False
+        ):
+            assert length > 0 and start + length == pytest.approx(following)
+        assert got.video_pts[-1] + got.video_durations[-1] == pytest.approx(12.32)
+        assert got.keyframes == [0.0, 10.0]
+        # The MP3 is in the MP4 byte for byte.
+        assert got.audio_codec == "mp3"
+        assert got.audio_packets == mp3_packets(audio_ref.path)
+
+        middle, picture = frame_at(produced.path, got.seconds / 2)
+        assert middle == 6.0
+        assert picture_difference(picture, image) < 3
+        last, picture = frame_at(produced.path, got.seconds - 0.05)
+        assert last == 12.0 and picture_difference(picture, image) < 3
+
+    async def test_the_sound_starts_with_the_picture(
+        self, ctx: media.LocalContext, artifacts: Artifacts, tmp_path: Path
+    ) -> None:
+        """The MP3's encoder delay becomes an edit list: the first sample a player decodes is
+        the first the MP3 alone decodes to, and it is at time 0, with the first picture."""
+        image_ref, _ = still_image(artifacts)
+        audio_ref = artifacts.audio(2.0)
+        produced = await run_node(
+            ImageAudioToVideo(), ctx, {}, {"image": image_ref, "audio": audio_ref}
+        )
+        assert produced.path is not None
+
+        def first_samples(path: Path) -> tuple[float, np.ndarray]:
+            with av.open(str(path)) as container:
+                frames = itertools.islice(container.decode(audio=0), 3)
+                decoded = [(f.time, f.to_ndarray()[0]) for f in frames]
+            return decoded[0][0], np.concatenate([d for _, d in decoded])[:2000]
+
+        start, in_video = first_samples(produced.path)
+        _, alone = first_samples(audio_ref.path)
+        assert start == 0
+        assert np.abs(alone).max() > 0.1  # the tone, not the silence of a delay
+        assert np.allclose(in_video, alone, atol=1e-6)
+
+    @pytest.mark.parametrize(("rate", "layout"), [(22_050, "mono"), (24_000, "stereo")])
+    async def test_sound_that_does_not_fit_an_mp4_is_encoded_to_aac(
+        self,
+        ctx: media.LocalContext,
+        artifacts: Artifacts,
+        tmp_path: Path,
+        rate: int,
+        layout: str,
+    ) -> None:
+        """MPEG-2 MP3 (below 32 kHz) inside MP4 is not something every browser plays."""
+        path = mp3_file(tmp_path / f"tone-{rate}.mp3", 3.0, rate, layout)
+        audio_ref = artifacts.put(Produced(path=path, duration_ms=3000), Kind.AUDIO)
+        image_ref, _ = still_image(artifacts)
+        produced = await run_node(
+            ImageAudioToVideo(), ctx, {"fps": 10}, {"image": image_ref, "audio": audio_ref}
+        )
+        assert produced.path is not None
+        got = decode(produced.path)
+        assert got.audio_codec == "aac"
+        assert got.seconds == pytest.approx(3.0, abs=0.11)
+        assert got.audio_seconds == pytest.approx(3.0, abs=0.03)
+        assert len(got.video_pts) == 3
+
+    async def test_sound_longer_than_max_seconds_is_refused(
+        self, ctx: media.LocalContext, artifacts: Artifacts
+    ) -> None:
+        image_ref, _ = still_image(artifacts)
+        with pytest.raises(NodeFailure, match="longer than 1"):
+            await run_node(
+                ImageAudioToVideo(),
+                ctx,
+                {"max_seconds": 1},
+                {"image": image_ref, "audio": artifacts.audio(1.5)},
+            )

@@ -90,6 +90,12 @@ seconds of CPU on work nobody sees or hears. What the nodes do instead, and why 
   sound a player decodes is at time 0 with the first picture, exactly as from the MP3 alone.
   Other sound, and every node that changes the sound (mixing, trimming to slides, joining
   clips), is encoded to AAC at 128 kb/s.
+- **Long speech is encoded on every core.** For `TextToSpeech` with the local engine, MP3
+  encoding costs about 20 times what eSpeak NG's synthesis does, and one LAME encoder uses
+  one core. Speech longer than 16 s is cut into one piece per core (at most 4, each at least
+  8 s), each cut in a silent pause, and the pieces are encoded at the same time and written
+  one after the other into one MP3. Each join adds the encoders' padding, under 60 ms of
+  silence, inside that pause; the node's length and price are those of the file written.
 
 The tests decode these files as a player would (length, frame timing, seeking, the sound's
 length and first samples), and the browser tests play and seek them in Chromium.

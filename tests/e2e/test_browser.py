@@ -292,8 +292,8 @@ class TestNewUser:
         self, page: Page, server: ServerProcess
     ) -> None:
         """The cheap encodings as a browser sees them: the video's still is held one frame a
-        second with the speech's MP3 copied in; the video and the speech play with sound, seek
-        to the middle and play to the end at the right length."""
+        second with the speech's MP3 copied in, and the speech was encoded in pieces; both
+        play with sound, seek to the middle and play to the end at the right length."""
         with api(server, token(page)) as client:
             wf = client.post(
                 "/workflows", json={"name": "Half a minute", "graph_json": NARRATED_GRAPH}

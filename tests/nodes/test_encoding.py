@@ -1,5 +1,6 @@
 """The cheap encoding paths, checked on the decoded files as a player would see them: a still
-held as one frame a second and an MP3 soundtrack copied into the MP4."""
+held as one frame a second, an MP3 soundtrack copied into the MP4, and long speech encoded
+to MP3 in pieces cut in its pauses."""
 
 from __future__ import annotations
 
@@ -16,8 +17,23 @@ from PIL import Image
 
 from nodeloom.nodes import media
 from nodeloom.nodes.base import ArtifactRef, Kind, NodeFailure, Produced
+from nodeloom.nodes.speech import (
+    MAX_PIECES,
+    QUIET_PEAK,
+    TextToSpeech,
+    quiet_cuts,
+    synthesize,
+    to_stereo_44k,
+)
 from nodeloom.nodes.video import ImageAudioToVideo
+from nodeloom.settings import Settings
 from tests.nodes.conftest import Artifacts, run_node
+
+SENTENCES = (
+    "The keeper climbed the hundred and twelve steps every night. "
+    "Ships he never met passed safely because of a light he never saw from the sea. "
+    "In the morning he wrote the weather in a book that nobody read. "
+)
 
 
 @dataclass
@@ -200,3 +216,62 @@ class TestStillWithSound:
                 {"max_seconds": 1},
                 {"image": image_ref, "audio": artifacts.audio(1.5)},
             )
+
+
+def long_speech(repeats: int = 4) -> media.FloatArray:
+    samples, rate = synthesize(SENTENCES * repeats, "en", 1.0, 120, media.Progress())
+    return to_stereo_44k(samples, rate)
+
+
+class TestSpeechInPieces:
+    def test_cuts_fall_in_pauses_near_equal_pieces(self) -> None:
+        speech = long_speech()
+        n = speech.shape[1]
+        cuts = quiet_cuts(speech, 3)
+        assert len(cuts) == 2
+        for k, cut in enumerate(cuts, start=1):
+            assert abs(cut - n * k / 3) < n / 12
+            assert np.abs(speech[:, cut - 1000 : cut + 1000]).max() <= QUIET_PEAK
+
+    def test_sound_without_a_pause_is_not_cut(self) -> None:
+        n = 30 * media.SAMPLE_RATE
+        tone = (0.3 * np.sin(np.arange(n) / 7)).astype(np.float32)
+        assert quiet_cuts(np.stack([tone, tone]), 2) == []
+        assert quiet_cuts(long_speech(1)[:, :2000], 2) == []
+
+    def test_pieces_join_into_one_mp3_that_decodes_straight_through(
+        self, tmp_path: Path, settings: Settings
+    ) -> None:
+        speech = long_speech()
+        n = speech.shape[1]
+        cuts = quiet_cuts(speech, 2)
+        assert len(cuts) == 1
+        produced = media.encode_mp3(speech.copy(), tmp_path / "pieces.mp3", settings, cuts)
+        assert produced.path is not None
+        decoded = media.decode_audio(produced.path, settings)
+        extra = decoded.shape[1] - n
+        # The join adds the encoders' padding, in the pause, and nothing else.
+        assert 0 <= extra < 0.06 * media.SAMPLE_RATE
+        assert produced.duration_ms == pytest.approx(decoded.shape[1] / 44.1, abs=1)
+        cut = cuts[0]
+        before, after = slice(0, cut - 3000), slice(cut + 3000, n)
+        shifted = slice(cut + 3000 + extra, n + extra)
+        assert np.abs(decoded[:, before] - speech[:, before]).max() < 0.1
+        assert np.abs(decoded[:, shifted] - speech[:, after]).max() < 0.1
+        assert np.abs(decoded[:, cut - 1000 : cut + extra + 1000]).max() <= QUIET_PEAK
+
+    async def test_long_speech_node_output_is_one_valid_mp3(
+        self, ctx: media.LocalContext, artifacts: Artifacts
+    ) -> None:
+        text = artifacts.text(SENTENCES * 4)
+        produced = await run_node(TextToSpeech(), ctx, {"engine": "local"}, {"text": text})
+        assert produced.path is not None
+        with av.open(str(produced.path)) as container:
+            assert container.format.name == "mp3"
+            stream = container.streams.audio[0].codec_context
+            assert (stream.sample_rate, stream.layout.nb_channels) == (44_100, 2)
+            samples = sum(f.samples for f in container.decode(audio=0))
+        speech = long_speech()
+        joins = MAX_PIECES - 1  # at most; how many depends on the cores
+        assert 0 <= samples - speech.shape[1] < joins * 0.06 * media.SAMPLE_RATE
+        assert produced.duration_ms == pytest.approx(samples / 44.1, abs=1)

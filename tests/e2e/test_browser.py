@@ -102,12 +102,27 @@ NARRATED_GRAPH: dict[str, Any] = {
             "position": {"x": 600, "y": 100},
             "data": {"max_seconds": 60},
         },
+        {
+            "id": "title",
+            "type": "KenBurns",
+            "position": {"x": 600, "y": -100},
+            "data": {"seconds": 2, "width": 640, "height": 360, "zoom_end": 1.2},
+        },
+        {
+            "id": "joined",
+            "type": "VideoConcat",
+            "position": {"x": 900, "y": 0},
+            "data": {"max_seconds": 60},
+        },
     ],
     "edges": [
         {"id": "e1", "source": "in", "target": "card"},
         {"id": "e2", "source": "in", "target": "speech"},
         {"id": "e3", "source": "card", "target": "clip", "targetHandle": "image"},
         {"id": "e4", "source": "speech", "target": "clip", "targetHandle": "audio"},
+        {"id": "e5", "source": "card", "target": "title"},
+        {"id": "e6", "source": "title", "target": "joined"},
+        {"id": "e7", "source": "clip", "target": "joined"},
     ],
     "viewport": {"x": 0, "y": 0, "zoom": 1},
 }
@@ -292,8 +307,9 @@ class TestNewUser:
         self, page: Page, server: ServerProcess
     ) -> None:
         """The cheap encodings as a browser sees them: the video's still is held one frame a
-        second with the speech's MP3 copied in, and the speech was encoded in pieces; both
-        play with sound, seek to the middle and play to the end at the right length."""
+        second with the speech's MP3 copied in, the speech was encoded in pieces, and a Ken
+        Burns title joined before the video keeps the still held. All three play with sound,
+        seek to the middle and play to the end at the right length."""
         with api(server, token(page)) as client:
             wf = client.post(
                 "/workflows", json={"name": "Half a minute", "graph_json": NARRATED_GRAPH}
@@ -305,18 +321,20 @@ class TestNewUser:
                 n["node_id"]: client.get(f"/artifacts/{n['artifact_id']}/metadata").json()
                 for n in done["node_runs"]
             }
-        video, speech = urls["clip"], urls["speech"]
+        video, speech, joined = urls["clip"], urls["speech"], urls["joined"]
         assert video["duration_ms"] > 20_000 and speech["duration_ms"] > 20_000
+        assert joined["duration_ms"] == pytest.approx(video["duration_ms"] + 2000, abs=50)
 
         page.goto("/workflows")
-        checks = page.evaluate(PLAY_AND_SEEK, {"src": video["download_url"], "tag": "video"})
-        assert checks["error"] is None
-        assert checks["duration"] == pytest.approx(video["duration_ms"] / 1000, abs=0.05)
-        assert checks["audio_bytes"] > 0 and checks["played_to"] > 0.5
-        assert checks["seeked_to"] == pytest.approx(checks["duration"] / 2, abs=0.05)
-        # The card's background (#1e293b) is on screen after the seek.
-        assert all(abs(a - b) < 12 for a, b in zip(checks["pixel"], (30, 41, 59), strict=False))
-        assert checks["ended_at"] == pytest.approx(checks["duration"], abs=0.05)
+        for played in (video, joined):
+            checks = page.evaluate(PLAY_AND_SEEK, {"src": played["download_url"], "tag": "video"})
+            assert checks["error"] is None
+            assert checks["duration"] == pytest.approx(played["duration_ms"] / 1000, abs=0.05)
+            assert checks["audio_bytes"] > 0 and checks["played_to"] > 0.5
+            assert checks["seeked_to"] == pytest.approx(checks["duration"] / 2, abs=0.05)
+            # The card's background (#1e293b) is on screen after the seek.
+            assert all(abs(a - b) < 12 for a, b in zip(checks["pixel"], (30, 41, 59), strict=True))
+            assert checks["ended_at"] == pytest.approx(checks["duration"], abs=0.05)
 
         checks = page.evaluate(PLAY_AND_SEEK, {"src": speech["download_url"], "tag": "audio"})
         assert checks["error"] is None

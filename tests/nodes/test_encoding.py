@@ -25,7 +25,7 @@ from nodeloom.nodes.speech import (
     synthesize,
     to_stereo_44k,
 )
-from nodeloom.nodes.video import ImageAudioToVideo
+from nodeloom.nodes.video import ImageAudioToVideo, VideoCaption, VideoConcat
 from nodeloom.settings import Settings
 from tests.nodes.conftest import Artifacts, run_node
 
@@ -38,8 +38,8 @@ SENTENCES = (
 
 @dataclass
 class Decoded:
-    """What a player learns from an MP4: its length, the video packets' timing, and the
-    sound as decoded (edit lists applied)."""
+    """What a player learns from an MP4: its length, the video frames' timing (in
+    presentation order), the key frames, and the sound as decoded (edit lists applied)."""
 
     seconds: float
     video_pts: list[float]
@@ -54,13 +54,19 @@ def decode(path: Path) -> Decoded:
     with av.open(str(path)) as container:
         seconds = container.duration / av.time_base
         video = container.streams.video[0]
-        pts, durations, keys = [], [], []
-        for packet in container.demux(video):
+        video_end = float(video.duration * video.time_base)
+        pts, keys = [], []
+        for packet in container.demux(video):  # in decoding order: B-frames come early
             if packet.size:
                 pts.append(float(packet.pts * packet.time_base))
-                durations.append(float(packet.duration * packet.time_base))
                 if packet.is_keyframe:
                     keys.append(pts[-1])
+        pts.sort()
+        # A frame is on screen until the next one starts; the last until the track ends.
+        durations = [b - a for a, b in itertools.pairwise([*pts, video_end])]
+    with av.open(str(path)) as container:
+        shown = [float(frame.time) for frame in container.decode(video=0)]
+        assert shown == pts, "decoded frames come out in presentation order, one per packet"
     with av.open(str(path)) as container:
         audio = container.streams.audio[0]
         codec = audio.codec_context.codec.canonical_name
@@ -138,15 +144,10 @@ class TestStillWithSound:
         assert got.seconds == pytest.approx(12.32, abs=0.02)
         assert got.audio_seconds == pytest.approx(12.3, abs=0.03)
         assert produced.duration_ms == round(got.seconds * 1000)
-        # One frame a second, each held until the next: timestamps rise, no gap, no overlap,
-        # and the last one lasts to the end.
+        # One frame a second, each held until the next, the last one to the end.
         assert len(got.video_pts) == math.ceil(12.3)
-        assert got.video_pts[0] == 0
-        for (start, length), following in zip(
-            zip(got.video_pts, got.video_durations, strict=True), got.video_pts[1:], strict=False
-        ):
-            assert length > 0 and start + length == pytest.approx(following)
-        assert got.video_pts[-1] + got.video_durations[-1] == pytest.approx(12.32)
+        assert got.video_pts == [float(t) for t in range(13)]
+        assert got.video_durations[-1] == pytest.approx(0.32)
         assert got.keyframes == [0.0, 10.0]
         # The MP3 is in the MP4 byte for byte.
         assert got.audio_codec == "mp3"
@@ -216,6 +217,56 @@ class TestStillWithSound:
                 {"max_seconds": 1},
                 {"image": image_ref, "audio": artifacts.audio(1.5)},
             )
+
+
+class TestHeldFramesThroughOtherVideoNodes:
+    async def test_a_still_clip_stays_held_when_joined_after_a_moving_one(
+        self, ctx: media.LocalContext, artifacts: Artifacts
+    ) -> None:
+        image_ref, image = still_image(artifacts)
+        still = await run_node(
+            ImageAudioToVideo(), ctx, {}, {"image": image_ref, "audio": artifacts.audio(12.3)}
+        )
+        still_ref = artifacts.put(still, Kind.VIDEO)
+        moving = artifacts.video(0.6, (320, 180))  # 6 frames at 10 fps, each a new colour
+        produced = await run_node(VideoConcat(), ctx, {"fps": 25}, {"videos": [moving, still_ref]})
+        assert produced.path is not None
+        got = decode(produced.path)
+
+        assert got.seconds == pytest.approx(0.6 + 12.32, abs=0.02)
+        assert got.audio_seconds == pytest.approx(got.seconds, abs=0.05)
+        # The moving frames each last their 0.1 s, the still's one frame a second.
+        assert len(got.video_pts) == 6 + 13
+        assert got.video_durations[:6] == pytest.approx([0.12, 0.08, 0.12, 0.08, 0.12, 0.08])
+        assert got.video_pts[6:] == pytest.approx([0.6 + t for t in range(13)])
+        assert got.video_pts[-1] + got.video_durations[-1] == pytest.approx(got.seconds)
+        # Key frames by time, however long the frames: never more than 2 s (and a frame) apart.
+        gaps = [b - a for a, b in itertools.pairwise([*got.keyframes, got.seconds])]
+        assert max(gaps) <= 2 + 1.0
+        _, picture = frame_at(produced.path, got.seconds / 2)
+        assert picture_difference(picture, image) < 6  # encoded twice now
+
+    async def test_a_caption_on_a_still_clip_is_drawn_once_a_second(
+        self, ctx: media.LocalContext, artifacts: Artifacts
+    ) -> None:
+        image_ref, image = still_image(artifacts)
+        still = await run_node(
+            ImageAudioToVideo(), ctx, {}, {"image": image_ref, "audio": artifacts.audio(4.5)}
+        )
+        produced = await run_node(
+            VideoCaption(),
+            ctx,
+            {"position": "top"},
+            {"video": artifacts.put(still, Kind.VIDEO), "text": artifacts.text("Hello")},
+        )
+        assert produced.path is not None
+        got = decode(produced.path)
+        assert len(got.video_pts) == 5
+        assert got.seconds == pytest.approx(4.52, abs=0.02)
+        _, picture = frame_at(produced.path, 3.5)
+        bottom = (0, 120, 320, 180)  # the caption is at the top; the bottom is the still's
+        assert picture_difference(picture.crop(bottom), image.crop(bottom)) < 3
+        assert picture_difference(picture, image) > 5
 
 
 def long_speech(repeats: int = 4) -> media.FloatArray:

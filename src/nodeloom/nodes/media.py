@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 import av
 import numpy as np
 import numpy.typing as npt
+from av.video.frame import PictureType
 from PIL import Image, ImageColor, ImageFont, UnidentifiedImageError
 
 from nodeloom.nodes.base import ArtifactRef, InputValue, NodeContext, NodeFailure, Produced
@@ -44,9 +45,12 @@ CHANNELS = 2
 # MP3 sample rates that are MPEG-1 Layer III, the kind of MP3 browsers play inside an MP4.
 COPYABLE_MP3_RATES = (32_000, 44_100, 48_000)
 # A picture that does not change is encoded once per second of video, each frame held for fps
-# frame times (``VideoWriter.write``); a key frame every 10 of them is enough to seek well.
+# frame times (``VideoWriter.write``).
 STILL_FRAME_SECONDS = 1
-STILL_KEYFRAME_INTERVAL = 10
+# Seconds of video between key frames, where seeking starts decoding; a still repeats itself,
+# so its can be far apart.
+KEYFRAME_SECONDS = 2
+STILL_KEYFRAME_SECONDS = 10
 # LAME quality 7: 40% faster than the default at 128 kb/s, no audible loss for speech and
 # synthetic tones.
 MP3_OPTIONS = {"compression_level": "7"}
@@ -428,7 +432,9 @@ class VideoWriter:
 
     Time counts in frame times (1/fps). ``write(frame, ticks)`` shows a frame for ``ticks`` of
     them: an MP4 gives every frame its own duration and players show a frame until the next,
-    so a picture that does not change needs one encode, not one per frame time.
+    so a picture that does not change needs one encode, not one per frame time. A writer that
+    is given such frames says so (``still`` for a picture that never changes, ``held`` for
+    frames of any kind that may last longer than one frame time).
 
     Sound is either samples (``audio``), encoded to AAC by a helper thread while the frames
     are encoded here (PyAV releases the GIL inside codecs, so the two use both cores), or an
@@ -447,6 +453,7 @@ class VideoWriter:
         audio: FloatArray | None = None,
         audio_copy: Path | None = None,
         still: bool = False,
+        held: bool = False,
     ) -> None:
         if width % 2 or height % 2:
             raise ValueError("H.264 yuv420p needs even dimensions")
@@ -464,8 +471,18 @@ class VideoWriter:
         self._video = self._out.add_stream("libx264", rate=fps, options={**options, "crf": "23"})
         self._video.width, self._video.height = width, height
         self._video.pix_fmt = "yuv420p"
-        # Key frames every 2 s for seeking; a still is held frames, see STILL_FRAME_SECONDS.
-        self._video.codec_context.gop_size = STILL_KEYFRAME_INTERVAL if still else fps * 2
+        if still or held:
+            # x264 gives a B-frame stream decode timestamps that trail the frames by a frame
+            # count; with frames held for seconds the MP4's decoding timeline would then end
+            # seconds before the last frame is due. Without B-frames decode order is display
+            # order and every frame's duration is its own.
+            self._video.codec_context.max_b_frames = 0
+        # x264 counts key frame intervals in frames; ``write`` also forces one by time,
+        # since a held frame can last many frame times.
+        key_seconds = STILL_KEYFRAME_SECONDS if still else KEYFRAME_SECONDS
+        self._key_ticks = fps * key_seconds
+        self._next_key = 0
+        self._video.codec_context.gop_size = self._key_ticks
         self._packets: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._pending: Any = None
         self._audio_done = audio is None and audio_copy is None
@@ -521,6 +538,10 @@ class VideoWriter:
         if ticks < 1:
             raise ValueError("a frame lasts at least one frame time")
         frame.pts = self.frames
+        frame.pict_type = PictureType.NONE  # a decoded frame's own type must not carry over
+        if self.frames >= self._next_key:
+            frame.pict_type = PictureType.I
+            self._next_key = self.frames + self._key_ticks
         self._durations[self.frames] = ticks
         self.frames += ticks
         self._mux_video(self._video.encode(frame))

@@ -120,20 +120,24 @@ class VideoSource:
     def frame_count(self, fps: int) -> int:
         return _frames_needed(self.seconds, fps)
 
-    def frames(self, fps: int, size: tuple[int, int]) -> Iterator[Image.Image]:
-        """Frames at ``fps`` picked by timestamp (any source rate works), fitted to ``size``."""
+    def held_frames(self, fps: int, size: tuple[int, int]) -> Iterator[tuple[Image.Image, int]]:
+        """The clip's frames fitted to ``size``, each with the frame times (1/fps) it stays on
+        screen, for ``VideoWriter.write``. Any source rate works: a frame shows from the
+        first frame time at or after its timestamp; one replaced before that time is dropped.
+        A held still stays one frame, so a still clip is not re-encoded ``fps`` times a
+        second."""
         total = self.frame_count(fps)
-        sent = 0
         current: Image.Image | None = None
+        shown_at = 0  # the frame time from which ``current`` shows
         with av.open(str(self.ref.path)) as container:
             try:
                 for frame in container.decode(video=0):
-                    if sent >= total:
+                    starts = max(0, math.ceil(float(frame.time or 0.0) * fps - 1e-6))
+                    if starts >= total:
                         break
-                    t = float(frame.time or 0.0)
-                    while current is not None and sent < total and sent / fps < t - 1e-6:
-                        yield current
-                        sent += 1
+                    if current is not None and starts > shown_at:
+                        yield current, starts - shown_at
+                        shown_at = starts
                     image = frame.to_image()  # type: ignore[no-untyped-call]
                     current = (
                         image if image.size == size else media.fit_contain(image, *size, "#000")
@@ -142,9 +146,7 @@ class VideoSource:
                 raise NodeFailure(f"input video is damaged: {exc}") from exc
         if current is None:
             raise NodeFailure("input video has no frames")
-        while sent < total:
-            yield current
-            sent += 1
+        yield current, total - shown_at
 
 
 def open_video(ref: ArtifactRef, settings: Settings, limit: float) -> VideoSource:
@@ -412,12 +414,11 @@ class VideoConcat(NodeType):
                     axis=1,
                 )
             progress.update(0.1)
-            with _writing(path, *size, params.fps, audio=audio) as out:
+            with _writing(path, *size, params.fps, audio=audio, held=True) as out:
                 for clip in clips:
-                    for image in clip.frames(params.fps, size):
-                        out.write_image(image)
-                        if out.frames % params.fps == 0:
-                            progress.update(0.1 + 0.9 * out.frames / total)
+                    for image, ticks in clip.held_frames(params.fps, size):
+                        out.write(out.frame_from_image(image), ticks)
+                        progress.update(0.1 + 0.9 * out.frames / total)
             return out.produced(ctx.settings)
 
         return await media.run_with_progress(ctx, work)
@@ -458,11 +459,10 @@ class VideoAddAudio(NodeType):
             if params.mode == "mix" and clip.audio is not None:
                 audio = audio + media.fit_audio(clip.audio, n)
             size = (clip.width, clip.height)
-            with _writing(path, *size, params.fps, audio=audio) as out:
-                for image in clip.frames(params.fps, size):
-                    out.write_image(image)
-                    if out.frames % params.fps == 0:
-                        progress.update(out.frames / count)
+            with _writing(path, *size, params.fps, audio=audio, held=True) as out:
+                for image, ticks in clip.held_frames(params.fps, size):
+                    out.write(out.frame_from_image(image), ticks)
+                    progress.update(out.frames / count)
             return out.produced(ctx.settings)
 
         return await media.run_with_progress(ctx, work)
@@ -501,11 +501,11 @@ class VideoCaption(NodeType):
             # Render the caption once on a transparent layer, then composite it per frame.
             blank = Image.new("RGBA", size, (0, 0, 0, 0))
             layer = caption_overlay(blank, text, params.position, params.color, params.band, 0.3)
-            with _writing(path, *size, params.fps, audio=clip.audio) as out:
-                for image in clip.frames(params.fps, size):
-                    out.write_image(Image.alpha_composite(image.convert("RGBA"), layer))
-                    if out.frames % params.fps == 0:
-                        progress.update(out.frames / count)
+            with _writing(path, *size, params.fps, audio=clip.audio, held=True) as out:
+                for image, ticks in clip.held_frames(params.fps, size):
+                    captioned = Image.alpha_composite(image.convert("RGBA"), layer)
+                    out.write(out.frame_from_image(captioned), ticks)
+                    progress.update(out.frames / count)
             return out.produced(ctx.settings)
 
         return await media.run_with_progress(ctx, work)

@@ -48,7 +48,7 @@ COPYABLE_MP3_RATES = (32_000, 44_100, 48_000)
 # frame times (``VideoWriter.write``).
 STILL_FRAME_SECONDS = 1
 # Seconds of video between key frames, where seeking starts decoding; a still repeats itself,
-# so its can be far apart.
+# so its key frames can be further apart.
 KEYFRAME_SECONDS = 2
 STILL_KEYFRAME_SECONDS = 10
 # LAME quality 7: 40% faster than the default at 128 kb/s, no audible loss for speech and
@@ -471,7 +471,8 @@ class VideoWriter:
         self._video = self._out.add_stream("libx264", rate=fps, options={**options, "crf": "23"})
         self._video.width, self._video.height = width, height
         self._video.pix_fmt = "yuv420p"
-        if still or held:
+        self._held = still or held
+        if self._held:
             # x264 gives a B-frame stream decode timestamps that trail the frames by a frame
             # count; with frames held for seconds the MP4's decoding timeline would then end
             # seconds before the last frame is due. Without B-frames decode order is display
@@ -537,6 +538,8 @@ class VideoWriter:
         """Encode ``frame`` to be shown for ``ticks`` frame times."""
         if ticks < 1:
             raise ValueError("a frame lasts at least one frame time")
+        if ticks > 1 and not self._held:
+            raise ValueError("frames held longer need VideoWriter(still=True) or (held=True)")
         frame.pts = self.frames
         frame.pict_type = PictureType.NONE  # a decoded frame's own type must not carry over
         if self.frames >= self._next_key:

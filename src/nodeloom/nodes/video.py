@@ -57,7 +57,7 @@ def _frames_needed(seconds: float, fps: int) -> int:
     return max(1, math.ceil(seconds * fps - 1e-6))
 
 
-def _held_frames(total: int, fps: int) -> Iterator[tuple[int, int]]:
+def _still_frames(total: int, fps: int) -> Iterator[tuple[int, int]]:
     """(first frame time, frame times held) of a still shown for ``total`` frame times: one
     encoded frame per ``media.STILL_FRAME_SECONDS`` instead of ``fps`` a second. Seeking
     lands on a frame at most that far back, which shows the same picture."""
@@ -210,7 +210,7 @@ class ImageAudioToVideo(NodeType):
             size = (image.width, image.height)
             with _writing(path, *size, params.fps, **sound.writer_args(), still=True) as out:
                 frame = out.frame_from_image(image)
-                for start, ticks in _held_frames(total, params.fps):
+                for start, ticks in _still_frames(total, params.fps):
                     out.write(frame, ticks)
                     progress.update(0.1 + 0.85 * start / total)
             return out.produced(ctx.settings)

@@ -83,7 +83,8 @@ seconds of CPU on work nobody sees or hears. What the nodes do instead, and why 
   which is the same picture. `VideoConcat`, `VideoAddAudio` and `VideoCaption` pass their
   input's frames through the same way, each lasting as long as it did (dropped only when the
   output `fps` is lower than the input's), so a still stays one frame a second through them;
-  they write no B-frames, and a key frame at least every 2 s of video.
+  they write no B-frames, and a key frame at least every 2 s of video. `Slideshow` holds
+  each slide the same way and encodes frame by frame only its cross-fades.
 - **MP3 sound is copied, not re-encoded.** When the audio input is MP3 at 32, 44.1 or 48 kHz
   (MPEG-1 Layer III, which browsers play inside MP4; every audio node here writes
   44.1 kHz), `ImageAudioToVideo` puts its packets into the MP4 unchanged: no second lossy

@@ -25,7 +25,7 @@ from nodeloom.nodes.speech import (
     synthesize,
     to_stereo_44k,
 )
-from nodeloom.nodes.video import ImageAudioToVideo, VideoCaption, VideoConcat
+from nodeloom.nodes.video import ImageAudioToVideo, Slideshow, VideoCaption, VideoConcat
 from nodeloom.settings import Settings
 from tests.nodes.conftest import Artifacts, run_node
 
@@ -245,6 +245,31 @@ class TestHeldFramesThroughOtherVideoNodes:
         assert max(gaps) <= 2 + 1.0
         _, picture = frame_at(produced.path, got.seconds / 2)
         assert picture_difference(picture, image) < 6  # encoded twice now
+
+    async def test_a_slideshow_holds_each_slide_and_encodes_only_the_cross_fades(
+        self, ctx: media.LocalContext, artifacts: Artifacts
+    ) -> None:
+        red, blue = artifacts.image(320, 180, "#cc2222"), artifacts.image(320, 180, "#2244cc")
+        produced = await run_node(
+            Slideshow(),
+            ctx,
+            {"width": 320, "height": 180, "fps": 25, "seconds_per_slide": 3, "crossfade": 0.5},
+            {"images": [red, blue]},
+        )
+        assert produced.path is not None
+        with av.open(str(produced.path)) as container:
+            video = container.streams.video[0]
+            times = [float(frame.time) for frame in container.decode(video)]
+            end = float(video.duration * video.time_base)
+        # Red held until the fade (one frame a second), 12 cross-fade frames, blue held 3 s.
+        assert times[:3] == [0.0, 1.0, 2.0]
+        assert times[3:15] == pytest.approx([2.52 + 0.04 * i for i in range(12)])
+        assert times[15:] == [3.0, 4.0, 5.0]
+        assert end == pytest.approx(6.0)
+        _, picture = frame_at(produced.path, 1.5)
+        assert picture.getpixel((100, 100))[0] > 150  # red
+        _, picture = frame_at(produced.path, 4.5)
+        assert picture.getpixel((100, 100))[2] > 150  # blue
 
     async def test_a_caption_on_a_still_clip_is_drawn_once_a_second(
         self, ctx: media.LocalContext, artifacts: Artifacts

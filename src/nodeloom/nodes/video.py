@@ -66,6 +66,28 @@ def _still_frames(total: int, fps: int) -> Iterator[tuple[int, int]]:
         yield start, min(step, total - start)
 
 
+class _Repeats:
+    """A frame repeated on consecutive frame times, written once it changes as one held
+    frame (``_still_frames``: a frame a second) instead of one encode per frame time."""
+
+    def __init__(self, out: media.VideoWriter) -> None:
+        self.out = out
+        self.frame: Any = None
+        self.ticks = 0
+
+    def add(self, frame: Any) -> None:
+        if frame is not self.frame:
+            self.flush()
+            self.frame = frame
+        self.ticks += 1
+
+    def flush(self) -> None:
+        if self.frame is not None:
+            for _, ticks in _still_frames(self.ticks, self.out.fps):
+                self.out.write(self.frame, ticks)
+        self.frame, self.ticks = None, 0
+
+
 @dataclass
 class _Soundtrack:
     """The audio input of a video: an MP3 copied into the MP4 as it is when it fits (no
@@ -280,10 +302,11 @@ class Slideshow(NodeType):
                 audio = media.fit_audio(clip, round(seconds * SR))
             fps = params.fps
             total = _frames_needed(seconds, fps)
-            with _writing(path, width, height, fps, audio=audio) as out:
+            with _writing(path, width, height, fps, audio=audio, held=True) as out:
                 current, nxt = slide(refs[0]), None
                 start, index = 0.0, 0
                 frame = out.frame_from_image(current)
+                repeats = _Repeats(out)
                 for n in range(total):
                     t = n / fps
                     while index < len(refs) - 1 and t >= start + durations[index]:
@@ -295,11 +318,13 @@ class Slideshow(NodeType):
                     if index < len(refs) - 1 and params.crossfade > 0 and t >= fade_at:
                         nxt = nxt or slide(refs[index + 1])
                         alpha = min(1.0, (t - fade_at) / params.crossfade)
+                        repeats.flush()
                         out.write_image(Image.blend(current, nxt, alpha))
                     else:
-                        out.write(frame)
+                        repeats.add(frame)
                     if n % fps == 0:
                         progress.update(n / total)
+                repeats.flush()
             return out.produced(ctx.settings)
 
         return await media.run_with_progress(ctx, work)

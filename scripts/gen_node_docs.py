@@ -102,7 +102,9 @@ seconds of CPU on work nobody sees or hears. What the nodes do instead, and why 
   silence, inside that pause; the node's length and price are those of the file written.
 
 The tests decode these files as a player would (length, frame timing, seeking, the sound's
-length and first samples), and the browser tests play and seek them in Chromium.
+length and first samples), and the browser tests play a narrated video, its speech and the
+video with a Ken Burns title joined before it in Chromium, with sound, seeking to the middle
+and playing to the end.
 """
 
 

@@ -20,13 +20,12 @@ SCENARIOS: dict[str, list[str]] = {
     "webhooks": ["-m", "bench.bench_webhooks", "--write"],
     "webhooks-p2": ["-m", "bench.bench_webhooks", "--write", "--processes", "2"],
     "events": ["-m", "bench.bench_events"],
-    "media": ["-m", "bench.bench_media"],
+    "media": ["-m", "bench.bench_media", "--write"],
     "soak": ["-m", "bench.bench_soak", "--write"],
 }
 # Scripts that print their results instead of writing their own section.
 PRINTED = {
     "events": "### Real-time events: 1,000 WebSocket subscribers, runs at 50/s\n\n",
-    "media": "### Media: 200-word narrated 1280x720 video; RenderText 1024x1024\n\n",
 }
 
 

@@ -72,6 +72,115 @@ def select_node(page: Page, title: str) -> None:
     ).to_have_text(title)
 
 
+NARRATION = (
+    "Every night for forty years, the keeper climbed the hundred and twelve steps. "
+    "Ships he never met passed safely because of a light he never saw from the sea. "
+) * 4
+NARRATED_GRAPH: dict[str, Any] = {
+    "nodes": [
+        {
+            "id": "in",
+            "type": "TextInput",
+            "position": {"x": 0, "y": 0},
+            "data": {"text": NARRATION},
+        },
+        {
+            "id": "card",
+            "type": "RenderText",
+            "position": {"x": 300, "y": 0},
+            "data": {"width": 640, "height": 360, "background": "#1e293b"},
+        },
+        {
+            "id": "speech",
+            "type": "TextToSpeech",
+            "position": {"x": 300, "y": 200},
+            "data": {"engine": "local", "max_seconds": 60},
+        },
+        {
+            "id": "clip",
+            "type": "ImageAudioToVideo",
+            "position": {"x": 600, "y": 100},
+            "data": {"max_seconds": 60},
+        },
+        {
+            "id": "title",
+            "type": "KenBurns",
+            "position": {"x": 600, "y": -100},
+            "data": {"seconds": 2, "width": 640, "height": 360, "zoom_end": 1.2},
+        },
+        {
+            "id": "joined",
+            "type": "VideoConcat",
+            "position": {"x": 900, "y": 0},
+            "data": {"max_seconds": 60},
+        },
+    ],
+    "edges": [
+        {"id": "e1", "source": "in", "target": "card"},
+        {"id": "e2", "source": "in", "target": "speech"},
+        {"id": "e3", "source": "card", "target": "clip", "targetHandle": "image"},
+        {"id": "e4", "source": "speech", "target": "clip", "targetHandle": "audio"},
+        {"id": "e5", "source": "card", "target": "title"},
+        {"id": "e6", "source": "title", "target": "joined"},
+        {"id": "e7", "source": "clip", "target": "joined"},
+    ],
+    "viewport": {"x": 0, "y": 0, "zoom": 1},
+}
+# In the page: load a media element, play it muted for a moment, seek to the middle (and for
+# video, read a pixel of what is on screen), then seek near the end and play until it ends.
+PLAY_AND_SEEK = """async ({src, tag}) => {
+  const media = document.createElement(tag);
+  media.muted = true;
+  media.preload = "auto";
+  document.body.append(media);
+  const once = (name) => new Promise((resolve, reject) => {
+    media.addEventListener(name, resolve, {once: true});
+    media.addEventListener("error", () => reject(new Error(media.error.message)), {once: true});
+  });
+  const loaded = once("loadeddata");
+  media.src = src;
+  await loaded;
+  await media.play();
+  while (media.currentTime < 0.6) await new Promise((r) => setTimeout(r, 50));
+  media.pause();
+  const result = {
+    error: media.error, duration: media.duration, played_to: media.currentTime,
+    audio_bytes: media.webkitAudioDecodedByteCount,
+  };
+  let seeked = once("seeked");
+  media.currentTime = media.duration / 2;
+  await seeked;
+  result.seeked_to = media.currentTime;
+  if (tag === "video") {
+    while (media.readyState < 2) await new Promise((r) => setTimeout(r, 50));
+    const canvas = document.createElement("canvas");
+    canvas.width = media.videoWidth;
+    canvas.height = media.videoHeight;
+    const context = canvas.getContext("2d");
+    context.drawImage(media, 0, 0);
+    result.pixel = Array.from(context.getImageData(3, 3, 1, 1).data.slice(0, 3));
+  }
+  seeked = once("seeked");
+  media.currentTime = media.duration - 0.3;
+  await seeked;
+  const ended = once("ended");
+  await media.play();
+  await ended;
+  result.ended_at = media.currentTime;
+  media.remove();
+  return result;
+}"""
+
+
+def wait_for_run(client: httpx.Client, workflow: str, run: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while True:
+        body: dict[str, Any] = client.get(f"/workflows/{workflow}/runs/{run}").json()
+        if body["status"] not in ("pending", "running") or time.monotonic() > deadline:
+            return body
+        time.sleep(0.2)
+
+
 class TestNewUser:
     def test_first_run_setup_then_log_out_and_in(self, page: Page) -> None:
         page.goto("/")
@@ -192,6 +301,49 @@ class TestNewUser:
         expect(page.locator(".artifact-list video")).to_be_visible()
         expect(page.get_by_role("link", name="Download").first).to_be_visible()
         shot(page, "06-run-page")
+
+    @pytest.mark.timeout(240)
+    def test_a_narrated_half_minute_plays_and_seeks(
+        self, page: Page, server: ServerProcess
+    ) -> None:
+        """The cheap encodings as a browser sees them: the video's still is held one frame a
+        second with the speech's MP3 copied in, the speech was encoded in pieces, and a Ken
+        Burns title joined before the video keeps the still held. All three play with sound,
+        seek to the middle and play to the end at the right length."""
+        with api(server, token(page)) as client:
+            wf = client.post(
+                "/workflows", json={"name": "Half a minute", "graph_json": NARRATED_GRAPH}
+            ).json()["id"]
+            run = client.post(f"/workflows/{wf}/execute", json={}).json()["run_id"]
+            done = wait_for_run(client, wf, run)
+            assert done["status"] == "completed", done
+            urls = {
+                n["node_id"]: client.get(f"/artifacts/{n['artifact_id']}/metadata").json()
+                for n in done["node_runs"]
+            }
+        video, speech, joined = urls["clip"], urls["speech"], urls["joined"]
+        assert video["duration_ms"] > 20_000 and speech["duration_ms"] > 20_000
+        assert joined["duration_ms"] == pytest.approx(video["duration_ms"] + 2000, abs=50)
+
+        page.goto("/workflows")
+        for played in (video, joined):
+            checks = page.evaluate(PLAY_AND_SEEK, {"src": played["download_url"], "tag": "video"})
+            assert checks["error"] is None
+            assert checks["duration"] == pytest.approx(played["duration_ms"] / 1000, abs=0.05)
+            assert checks["audio_bytes"] > 0 and checks["played_to"] > 0.5
+            assert checks["seeked_to"] == pytest.approx(checks["duration"] / 2, abs=0.05)
+            # The card's background (#1e293b) is on screen after the seek.
+            assert all(abs(a - b) < 12 for a, b in zip(checks["pixel"], (30, 41, 59), strict=True))
+            assert checks["ended_at"] == pytest.approx(checks["duration"], abs=0.05)
+
+        checks = page.evaluate(PLAY_AND_SEEK, {"src": speech["download_url"], "tag": "audio"})
+        assert checks["error"] is None
+        assert checks["duration"] == pytest.approx(speech["duration_ms"] / 1000, abs=0.05)
+        assert checks["audio_bytes"] > 0 and checks["played_to"] > 0.5
+        assert checks["seeked_to"] == pytest.approx(checks["duration"] / 2, abs=0.05)
+        assert checks["ended_at"] == pytest.approx(checks["duration"], abs=0.05)
+        with api(server, token(page)) as client:  # the pages tested next list one workflow
+            assert client.delete(f"/workflows/{wf}").status_code == 204
 
     def test_api_key_generate_use_revoke(self, page: Page, server: ServerProcess) -> None:
         page.goto("/profile")

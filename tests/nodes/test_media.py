@@ -15,7 +15,7 @@ from nodeloom.nodes import media
 from nodeloom.nodes.base import ArtifactRef, Kind, NodeFailure
 from nodeloom.nodes.image import RenderText, layout_text, render_text_image
 from nodeloom.nodes.speech import TextToSpeech, synthesize
-from nodeloom.nodes.video import ImageAudioToVideo
+from nodeloom.nodes.video import ImageAudioToVideo, KenBurns
 from tests.nodes.conftest import Artifacts, run_node
 
 
@@ -99,7 +99,7 @@ class TestSpeech:
 
 
 async def test_narrated_video_chain(ctx: media.LocalContext, artifacts: Artifacts) -> None:
-    """TextToSpeech -> ImageAudioToVideo: h264 yuv420p + aac, as long as the speech."""
+    """TextToSpeech -> ImageAudioToVideo: h264 yuv420p + the speech's MP3, as long as it."""
     text = "Nodeloom turns text into narrated video. Ça marche très bien."
     speech = await run_node(TextToSpeech(), ctx, {"speed": 1.2}, {"text": artifacts.text(text)})
     audio_ref = artifacts.put(speech, Kind.AUDIO)
@@ -114,7 +114,7 @@ async def test_narrated_video_chain(ctx: media.LocalContext, artifacts: Artifact
         v = container.streams.video[0].codec_context
         a = container.streams.audio[0].codec_context
         assert (v.codec.canonical_name, v.pix_fmt) == ("h264", "yuv420p")
-        assert a.codec.canonical_name == "aac"
+        assert a.codec.canonical_name == "mp3"  # the speech, copied
         assert (v.width, v.height) == (320, 180)
         seconds = container.duration / av.time_base
         assert abs(seconds - speech_seconds) < 0.3
@@ -158,7 +158,8 @@ async def test_progress_is_reported_while_encoding(
 async def test_cancelled_node_stops_its_worker(
     ctx: media.LocalContext, artifacts: Artifacts
 ) -> None:
-    """Cancelling a node (timeout, run cancel) also stops the encode in its worker thread."""
+    """Cancelling a node (timeout, run cancel) also stops the encode in its worker thread.
+    KenBurns: a moving picture is encoded frame by frame, so it takes a while."""
     outcome: list[str] = []
 
     async def to_thread(fn, /, *args):  # type: ignore[no-untyped-def]
@@ -174,12 +175,12 @@ async def test_cancelled_node_stops_its_worker(
     ctx.to_thread = to_thread  # type: ignore[method-assign]
     task = asyncio.create_task(
         run_node(
-            ImageAudioToVideo(),
+            KenBurns(),
             ctx,
-            {"fps": 60, "max_seconds": 300},
             # Long enough that the encode is still going when the cancel arrives, however
-            # fast the machine: ~14,000 frames.
-            {"image": artifacts.image(640, 360), "audio": artifacts.audio(240.0)},
+            # fast the machine: 14,400 frames.
+            {"seconds": 240, "fps": 60, "width": 640, "height": 360},
+            {"image": artifacts.image(640, 360)},
         )
     )
     await asyncio.sleep(0.3)

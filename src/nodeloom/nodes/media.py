@@ -1,9 +1,10 @@
 """Shared media helpers for the node catalog.
 
 Every node output is a real file a standard player opens: PNG, MP3 (libmp3lame), MP4 (H.264
-``yuv420p`` + AAC, ``faststart``). The guards live here so each node enforces the same limits:
-pixels (decompression bombs, and sizes a node is *asked* to create), media length and artifact
-size, each raised as a ``NodeFailure`` the user can read rather than a crash or an OOM.
+``yuv420p`` + AAC or a copied MP3, ``faststart``). The guards live here so each node enforces
+the same limits: pixels (decompression bombs, and sizes a node is *asked* to create), media
+length and artifact size, each raised as a ``NodeFailure`` the user can read rather than a
+crash or an OOM.
 
 Decoding and encoding run in worker threads; ``run_with_progress`` keeps ``node.progress``
 flowing from the event loop while they do, and lets a cancelled node stop its worker.
@@ -20,7 +21,8 @@ import math
 import queue
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -29,6 +31,7 @@ from typing import Any, TypeVar
 import av
 import numpy as np
 import numpy.typing as npt
+from av.video.frame import PictureType
 from PIL import Image, ImageColor, ImageFont, UnidentifiedImageError
 
 from nodeloom.nodes.base import ArtifactRef, InputValue, NodeContext, NodeFailure, Produced
@@ -39,6 +42,19 @@ FloatArray = npt.NDArray[np.float32]
 
 SAMPLE_RATE = 44_100  # every audio path works at this rate, stereo, float32 planar
 CHANNELS = 2
+# MP3 sample rates that are MPEG-1 Layer III, the kind of MP3 browsers play inside an MP4.
+COPYABLE_MP3_RATES = (32_000, 44_100, 48_000)
+# A picture that does not change is encoded once per second of video, each frame held for fps
+# frame times (``VideoWriter.write``).
+STILL_FRAME_SECONDS = 1
+# Seconds of video between key frames, where seeking starts decoding; a still repeats itself,
+# so its key frames can be further apart.
+KEYFRAME_SECONDS = 2
+STILL_KEYFRAME_SECONDS = 10
+# LAME quality 7: 40% faster than the default at 128 kb/s, no audible loss for speech and
+# synthetic tones.
+MP3_OPTIONS = {"compression_level": "7"}
+MP3_BIT_RATE = 128_000
 # Decoders we accept for image inputs: what our own nodes and providers produce. A short list
 # keeps Pillow's rarely used (and historically buggy) plugins out of reach of user data.
 IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "GIF")
@@ -200,15 +216,7 @@ def decode_audio(path: Path, settings: Settings, max_seconds: float | None = Non
     file whose header lies cannot make us hold more than the limit in memory.
     """
     limit = settings.max_media_seconds if max_seconds is None else max_seconds
-    try:
-        container = av.open(str(path))
-    except av.FFmpegError as exc:
-        raise NodeFailure(f"input is not readable audio: {exc}") from exc
-    with container:
-        if not container.streams.audio:
-            raise NodeFailure("input has no audio stream")
-        if container.duration is not None:
-            check_seconds(settings, container.duration / av.time_base, "input audio")
+    with _open_audio(path, settings) as container:
         resampler = av.AudioResampler(format="fltp", layout="stereo", rate=SAMPLE_RATE)
         chunks: list[FloatArray] = []
         total = 0
@@ -228,13 +236,80 @@ def decode_audio(path: Path, settings: Settings, max_seconds: float | None = Non
     if not chunks:
         return np.zeros((CHANNELS, 0), dtype=np.float32)
     samples = np.concatenate(chunks, axis=1)
-    # The loop above allows a second of slack (codec padding); the limit itself is exact
-    # to 50 ms.
-    if samples.shape[1] > (limit + 0.05) * SAMPLE_RATE:
-        raise NodeFailure(
-            f"input audio of {samples.shape[1] / SAMPLE_RATE:.1f} s is longer than {limit:g} s"
-        )
+    _check_decoded_length(samples.shape[1] / SAMPLE_RATE, limit)
     return samples
+
+
+@contextlib.contextmanager
+def _open_audio(path: Path, settings: Settings) -> Iterator[Any]:
+    """An audio input opened for decoding, its header's length already checked."""
+    try:
+        container = av.open(str(path))
+    except av.FFmpegError as exc:
+        raise NodeFailure(f"input is not readable audio: {exc}") from exc
+    with container:
+        if not container.streams.audio:
+            raise NodeFailure("input has no audio stream")
+        if container.duration is not None:
+            check_seconds(settings, container.duration / av.time_base, "input audio")
+        yield container
+
+
+def _check_decoded_length(seconds: float, limit: float) -> None:
+    # Decoding loops allow a second of slack (codec padding); the limit itself is exact
+    # to 50 ms.
+    if seconds > limit + 0.05:
+        raise NodeFailure(f"input audio of {seconds:.1f} s is longer than {limit:g} s")
+
+
+def copyable_mp3_seconds(path: Path, settings: Settings, max_seconds: float) -> float | None:
+    """The length of an MP3 input that can go into an MP4 as it is (``VideoWriter``'s
+    ``audio_copy``), or None when it cannot and must be re-encoded.
+
+    MP3 inside MP4 plays in every common browser when it is MPEG-1 Layer III (32, 44.1 or
+    48 kHz, mono or stereo): our own nodes always write that. The whole stream is
+    decoded (without resampling, so cheaply) to measure it exactly and to refuse a damaged
+    one, as ``decode_audio`` would.
+    """
+    with _open_audio(path, settings) as container:
+        stream = container.streams.audio[0]
+        codec = stream.codec_context
+        if (
+            codec.codec.canonical_name != "mp3"
+            or codec.sample_rate not in COPYABLE_MP3_RATES
+            or codec.layout.nb_channels > CHANNELS
+        ):
+            return None
+        rate: int = codec.sample_rate
+        max_samples = math.ceil(max_seconds * rate) + rate
+        total = 0
+        try:
+            for frame in container.decode(stream):
+                total += frame.samples
+                if total > max_samples:
+                    check_seconds(settings, total / rate, "input audio")
+                    raise NodeFailure(f"input audio is longer than {max_seconds:g} s")
+        except av.FFmpegError as exc:
+            raise NodeFailure(f"input audio is damaged: {exc}") from exc
+    _check_decoded_length(total / rate, max_seconds)
+    return total / rate
+
+
+def _copied_packets(container: Any) -> Iterator[Any]:
+    """The packets of an MP3's audio stream, retimed so its first decoded sample is at 0.
+
+    The MP3 demuxer starts packets at 0 and reports the encoder delay (~25 ms) as the stream's
+    start time; shifting the packets back makes the MP4 muxer write it as an edit list, which
+    players honour, so the sound starts with the picture as it did when it was re-encoded.
+    """
+    stream = container.streams.audio[0]
+    start = stream.start_time or 0
+    for packet in container.demux(stream):
+        if packet.pts is None or packet.size == 0:
+            continue  # the demuxer's end-of-stream marker
+        packet.pts -= start
+        packet.dts = packet.pts  # audio has no reordering
+        yield packet
 
 
 def audio_frames(samples: FloatArray, frame_size: int, start_pts: int = 0) -> Iterator[Any]:
@@ -248,24 +323,73 @@ def audio_frames(samples: FloatArray, frame_size: int, start_pts: int = 0) -> It
         yield frame
 
 
-def encode_mp3(samples: FloatArray, path: Path, settings: Settings) -> Produced:
-    """Write MP3 (libmp3lame, 44.1 kHz stereo, 128 kb/s) and measure what was written."""
+def encode_mp3(
+    samples: FloatArray, path: Path, settings: Settings, cuts: Sequence[int] = ()
+) -> Produced:
+    """Write MP3 (libmp3lame, 44.1 kHz stereo, 128 kb/s) and measure what was written.
+
+    With ``cuts`` (sample offsets) the pieces between them are encoded at the same time, each
+    by its own LAME encoder on its own thread (LAME is sequential, and a minute of it costs
+    about two seconds of CPU), and written one after the other. Every encoder starts its
+    stream afresh, so the joined stream decodes straight through; each join adds the two
+    encoders' padding (under 60 ms), silent when the cut is (``speech.quiet_cuts``).
+    """
     seconds = samples.shape[1] / SAMPLE_RATE
     check_seconds(settings, seconds, "audio")
     np.clip(samples, -1.0, 1.0, out=samples)
+    pieces = [piece for piece in np.split(samples, list(cuts), axis=1) if piece.shape[1]]
     with av.open(str(path), "w", format="mp3") as out:
-        # LAME quality 7: 40% faster than the default at 128 kb/s, no audible loss for
-        # speech and synthetic tones.
         stream = out.add_stream(
-            "libmp3lame", rate=SAMPLE_RATE, layout="stereo", options={"compression_level": "7"}
+            "libmp3lame", rate=SAMPLE_RATE, layout="stereo", options=dict(MP3_OPTIONS)
         )
-        stream.bit_rate = 128_000
-        frame_size = stream.codec_context.frame_size or 1152
-        for frame in audio_frames(samples, frame_size):
-            out.mux(stream.encode(frame))
-        out.mux(stream.encode(None))
+        stream.bit_rate = MP3_BIT_RATE
+        out.start_encoding()
+        # Opened here, one after the other: FFmpeg does not promise that opening codecs of
+        # an external library from several threads at once is safe; encoding with separate
+        # LAME instances is.
+        helpers = [_mp3_encoder() for _ in pieces[1:]]
+        with ThreadPoolExecutor(max_workers=max(1, len(helpers))) as pool:
+            later = [
+                pool.submit(_encoded, encoder, piece)
+                for encoder, piece in zip(helpers, pieces[1:], strict=True)
+            ]
+            first = _encoded(stream.codec_context, pieces[0]) if pieces else []
+            _mux_one_after_another(out, stream, [first, *(f.result() for f in later)])
     check_bytes(settings, path.stat().st_size, "audio")
     return Produced(path=path, duration_ms=probe(path).duration_ms)
+
+
+def _mp3_encoder() -> Any:
+    encoder = av.CodecContext.create("libmp3lame", "w")
+    encoder.sample_rate, encoder.layout, encoder.format = SAMPLE_RATE, "stereo", "fltp"
+    encoder.bit_rate = MP3_BIT_RATE
+    encoder.options = dict(MP3_OPTIONS)
+    encoder.open()
+    return encoder
+
+
+def _encoded(encoder: Any, samples: FloatArray) -> list[Any]:
+    packets: list[Any] = []
+    for frame in audio_frames(samples, encoder.frame_size or 1152):
+        packets.extend(encoder.encode(frame))
+    packets.extend(encoder.encode(None))
+    return packets
+
+
+def _mux_one_after_another(out: Any, stream: Any, pieces: list[list[Any]]) -> None:
+    """Mux the packets of separately encoded pieces into one stream, each piece's timestamps
+    moved to start where the previous one ended (every encoder starts its own at 0)."""
+    end: int | None = None
+    for packets in pieces:
+        if not packets:
+            continue
+        shift = 0 if end is None else end - packets[0].pts
+        for packet in packets:
+            packet.pts += shift
+            packet.dts = packet.pts
+            packet.stream = stream
+            out.mux(packet)
+        end = packets[-1].pts + packets[-1].duration
 
 
 # ----------------------------------------------------------------------------- probing
@@ -303,12 +427,20 @@ def probe(path: Path) -> Probe:
 
 
 class VideoWriter:
-    """H.264 (libx264, yuv420p, even size) + optional AAC in an MP4 with ``faststart`` (the
+    """H.264 (libx264, yuv420p, even size) + optional sound in an MP4 with ``faststart`` (the
     index up front, so browsers start playing before the whole file arrives).
 
-    Audio given up front is encoded by a helper thread while the frames are encoded here
-    (PyAV releases the GIL inside codecs, so the two use both cores), and its packets are
-    muxed in time order between the frames, so the file is interleaved.
+    Time counts in frame times (1/fps). ``write(frame, ticks)`` shows a frame for ``ticks`` of
+    them: an MP4 gives every frame its own duration and players show a frame until the next,
+    so a picture that does not change needs one encode, not one per frame time. A writer that
+    is given such frames says so (``still`` for a picture that never changes, ``held`` for
+    frames of any kind that may last longer than one frame time).
+
+    Sound is either samples (``audio``), encoded to AAC by a helper thread while the frames
+    are encoded here (PyAV releases the GIL inside codecs, so the two use both cores), or an
+    MP3 file (``audio_copy``, see ``copyable_mp3_seconds``) whose packets are copied as they
+    are. Either way its packets are muxed in time order between the frames, so the file is
+    interleaved.
     """
 
     def __init__(
@@ -319,13 +451,18 @@ class VideoWriter:
         fps: int,
         *,
         audio: FloatArray | None = None,
+        audio_copy: Path | None = None,
         still: bool = False,
+        held: bool = False,
     ) -> None:
         if width % 2 or height % 2:
             raise ValueError("H.264 yuv420p needs even dimensions")
+        if audio is not None and audio_copy is not None:
+            raise ValueError("give the sound as samples or as a file to copy, not both")
         self.path = path
         self.width, self.height, self.fps = width, height, fps
-        self.frames = 0
+        self.frames = 0  # frame times written: a frame held for n of them counts n
+        self._durations: dict[int, int] = {}  # pts -> ticks, for packets the encoder returns
         self._out = av.open(str(path), "w", format="mp4", options={"movflags": "+faststart"})
         # A still costs nearly nothing per P-frame, so "ultrafast" is 2x quicker than
         # "veryfast" for a slightly larger file, and one x264 thread is as fast as several
@@ -334,23 +471,47 @@ class VideoWriter:
         self._video = self._out.add_stream("libx264", rate=fps, options={**options, "crf": "23"})
         self._video.width, self._video.height = width, height
         self._video.pix_fmt = "yuv420p"
-        # Key frames every 2 s for seeking; a still repeats itself, so every 10 s is enough.
-        self._video.codec_context.gop_size = fps * (10 if still else 2)
+        self._held = still or held
+        if self._held:
+            # x264 gives a B-frame stream decode timestamps that trail the frames by a frame
+            # count; with frames held for seconds the MP4's decoding timeline would then end
+            # seconds before the last frame is due. Without B-frames decode order is display
+            # order and every frame's duration is its own.
+            self._video.codec_context.max_b_frames = 0
+        # x264 counts key frame intervals in frames; ``write`` also forces one by time,
+        # since a held frame can last many frame times.
+        key_seconds = STILL_KEYFRAME_SECONDS if still else KEYFRAME_SECONDS
+        self._key_ticks = fps * key_seconds
+        self._next_key = 0
+        self._video.codec_context.gop_size = self._key_ticks
         self._packets: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._pending: Any = None
-        self._audio_done = audio is None
+        self._audio_done = audio is None and audio_copy is None
         self._stop = threading.Event()
         self._audio_thread: threading.Thread | None = None
-        if audio is not None:
-            self._audio = self._out.add_stream("aac", rate=SAMPLE_RATE, layout="stereo")
-            self._audio.bit_rate = 128_000
-            # Open every codec and write the header now, before the helper thread touches
-            # the audio encoder, so the two threads never open anything concurrently.
-            self._out.start_encoding()
-            self._audio_thread = threading.Thread(
-                target=self._encode_audio, args=(audio,), name="aac-encoder", daemon=True
-            )
-            self._audio_thread.start()
+        if audio_copy is not None:
+            self._queue_copied_audio(audio_copy)
+        elif audio is not None:
+            self._start_audio_encoder(audio)
+
+    def _queue_copied_audio(self, source: Path) -> None:
+        with av.open(str(source)) as container:
+            self._audio = self._out.add_stream_from_template(container.streams.audio[0])
+            for packet in _copied_packets(container):
+                packet.stream = self._audio
+                self._packets.put(packet)
+        self._packets.put(None)
+
+    def _start_audio_encoder(self, samples: FloatArray) -> None:
+        self._audio = self._out.add_stream("aac", rate=SAMPLE_RATE, layout="stereo")
+        self._audio.bit_rate = 128_000
+        # Open every codec and write the header now, before the helper thread touches the
+        # audio encoder, so the two threads never open anything concurrently.
+        self._out.start_encoding()
+        self._audio_thread = threading.Thread(
+            target=self._encode_audio, args=(samples,), name="aac-encoder", daemon=True
+        )
+        self._audio_thread.start()
 
     def _encode_audio(self, samples: FloatArray) -> None:
         try:
@@ -373,14 +534,31 @@ class VideoWriter:
         frame = av.VideoFrame.from_image(image.convert("RGB"))  # type: ignore[no-untyped-call]
         return frame.reformat(format="yuv420p")
 
-    def write(self, frame: Any) -> None:
+    def write(self, frame: Any, ticks: int = 1) -> None:
+        """Encode ``frame`` to be shown for ``ticks`` frame times."""
+        if ticks < 1:
+            raise ValueError("a frame lasts at least one frame time")
+        if ticks > 1 and not self._held:
+            raise ValueError("frames held longer need VideoWriter(still=True) or (held=True)")
         frame.pts = self.frames
-        self._out.mux(self._video.encode(frame))
-        self.frames += 1
+        frame.pict_type = PictureType.NONE  # a decoded frame's own type must not carry over
+        if self.frames >= self._next_key:
+            frame.pict_type = PictureType.I
+            self._next_key = self.frames + self._key_ticks
+        self._durations[self.frames] = ticks
+        self.frames += ticks
+        self._mux_video(self._video.encode(frame))
         self._push_audio(self.frames / self.fps)
 
     def write_image(self, image: Image.Image) -> None:
         self.write(self.frame_from_image(image))
+
+    def _mux_video(self, packets: list[Any]) -> None:
+        for packet in packets:
+            # The encoder does not carry durations through; the MP4 needs the last one (the
+            # track would end where the last frame starts) and players use them all.
+            packet.duration = self._durations.pop(packet.pts, 1)
+            self._out.mux(packet)
 
     def _push_audio(self, until_seconds: float | None) -> None:
         """Mux audio packets up to ``until_seconds`` (all of them for None)."""
@@ -401,7 +579,7 @@ class VideoWriter:
             self._pending = None
 
     def close(self) -> None:
-        self._out.mux(self._video.encode(None))
+        self._mux_video(self._video.encode(None))
         self._push_audio(None)
         if self._audio_thread is not None:
             self._audio_thread.join()

@@ -9,6 +9,7 @@ time), so the lock costs little. The library and its voice data come from the
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import threading
 from collections.abc import Mapping
@@ -48,6 +49,13 @@ DEFAULT_RATE = 175  # words per minute at speed 1.0
 MIN_RATE, MAX_RATE = 80, 450  # eSpeak's own bounds
 MAX_TEXT_CHARS = 100_000
 VOICE_PATTERN = r"^[a-z]{2,3}(-[a-z0-9]{1,8})*(\+[a-z0-9]{1,12})?$"  # "en", "en-us", "de+f3"
+# Encoding speech to MP3 costs about 20 times what synthesising it does, and LAME is
+# sequential: long speech is cut in pauses and the pieces are encoded on separate cores
+# (media.encode_mp3).
+MIN_PIECE_SECONDS = 8.0
+MAX_PIECES = 4
+QUIET_WINDOW = 1024  # samples at 44.1 kHz, 23 ms
+QUIET_PEAK = 0.01  # -40 dBFS: eSpeak's pauses are digital silence
 PROVIDER_VOICES = ("alloy", "ash", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer")
 
 
@@ -168,6 +176,42 @@ def to_stereo_44k(samples: np.ndarray[Any, np.dtype[np.int16]], rate: int) -> me
     return np.concatenate(out, axis=1).astype(np.float32, copy=False)
 
 
+def encoder_pieces(seconds: float) -> int:
+    """Into how many pieces to cut speech for encoding: one per core this process may use,
+    each at least ``MIN_PIECE_SECONDS`` long (a short clip is not worth a thread)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else 1
+    return max(1, min(cores, MAX_PIECES, int(seconds // MIN_PIECE_SECONDS)))
+
+
+def quiet_cuts(samples: media.FloatArray, pieces: int) -> list[int]:
+    """Sample offsets that cut speech into ``pieces`` of about equal length, each in a pause.
+
+    ``media.encode_mp3`` encodes the pieces at once and a join adds a few ms of encoder
+    padding, which nobody hears in a pause between words. Each cut is the middle of the
+    silent window nearest its ideal place whose neighbours are silent too; where there is no
+    pause near it, the speech is not cut there.
+    """
+    windows = samples.shape[1] // QUIET_WINDOW
+    if pieces < 2 or windows < 3 * pieces:
+        return []
+    peaks = np.abs(samples[0, : windows * QUIET_WINDOW]).reshape(windows, QUIET_WINDOW).max(1)
+    # A window counts as loud as its loudest neighbour: the cut needs silence on both sides.
+    peaks = np.maximum(peaks, np.maximum(np.roll(peaks, 1), np.roll(peaks, -1)))
+    quiet = np.flatnonzero(peaks <= QUIET_PEAK)
+    quiet = quiet[(quiet > 0) & (quiet < windows - 1)]  # np.roll wrapped around at the ends
+    if not quiet.size:
+        return []
+    reach = windows // (4 * pieces)  # a quarter of a piece either side
+    cuts = []
+    for k in range(1, pieces):
+        centre = windows * k // pieces
+        # Pieces of equal length finish together: the pause nearest the middle wins.
+        nearest = int(quiet[np.argmin(np.abs(quiet - centre))])
+        if abs(nearest - centre) <= reach:
+            cuts.append(nearest * QUIET_WINDOW + QUIET_WINDOW // 2)
+    return cuts
+
+
 class TextToSpeechParams(Params):
     voice: Annotated[str, Field(min_length=2, max_length=32)] = Field(
         default="en",
@@ -241,7 +285,9 @@ class TextToSpeech(NodeType):
 
         def work(progress: media.Progress) -> Produced:
             samples, rate = synthesize(text, voice, params.speed, max_seconds, progress)
-            return media.encode_mp3(to_stereo_44k(samples, rate), path, ctx.settings)
+            stereo = to_stereo_44k(samples, rate)
+            cuts = quiet_cuts(stereo, encoder_pieces(stereo.shape[1] / media.SAMPLE_RATE))
+            return media.encode_mp3(stereo, path, ctx.settings, cuts)
 
         return await media.run_with_progress(ctx, work)
 

@@ -1,8 +1,9 @@
 """Video nodes: still + audio, slideshow, Ken Burns, concat, add audio, burnt-in caption.
 
-All output is MP4 with H.264 (libx264, yuv420p, even size, faststart) and AAC when there is
-sound, written to a file in the node's scratch directory (``Produced(path=...)``). Encoding
-runs in a worker thread through ``media.run_with_progress``; loops update the fraction.
+All output is MP4 with H.264 (libx264, yuv420p, even size, faststart) and, when there is
+sound, AAC or an MP3 input copied as it is (``ImageAudioToVideo``), written to a file in the
+node's scratch directory (``Produced(path=...)``). Encoding runs in a worker thread through
+``media.run_with_progress``; loops update the fraction.
 Lengths that depend on upstream media are bounded for pricing by the ``max_seconds`` param.
 """
 
@@ -56,6 +57,63 @@ def _frames_needed(seconds: float, fps: int) -> int:
     return max(1, math.ceil(seconds * fps - 1e-6))
 
 
+def _still_frames(total: int, fps: int) -> Iterator[tuple[int, int]]:
+    """(first frame time, frame times held) of a still shown for ``total`` frame times: one
+    encoded frame per ``media.STILL_FRAME_SECONDS`` instead of ``fps`` a second. Seeking
+    lands on a frame at most that far back, which shows the same picture."""
+    step = fps * media.STILL_FRAME_SECONDS
+    for start in range(0, total, step):
+        yield start, min(step, total - start)
+
+
+class _Repeats:
+    """A frame repeated on consecutive frame times, written once it changes as one held
+    frame (``_still_frames``: a frame a second) instead of one encode per frame time."""
+
+    def __init__(self, out: media.VideoWriter) -> None:
+        self.out = out
+        self.frame: Any = None
+        self.ticks = 0
+
+    def add(self, frame: Any) -> None:
+        if frame is not self.frame:
+            self.flush()
+            self.frame = frame
+        self.ticks += 1
+
+    def flush(self) -> None:
+        if self.frame is not None:
+            for _, ticks in _still_frames(self.ticks, self.out.fps):
+                self.out.write(self.frame, ticks)
+        self.frame, self.ticks = None, 0
+
+
+@dataclass
+class _Soundtrack:
+    """The audio input of a video: an MP3 copied into the MP4 as it is when it fits (no
+    decode/re-encode round trip: AAC encoding a minute of speech costs seconds of CPU),
+    else its samples, to be encoded to AAC."""
+
+    seconds: float
+    copy: Path | None = None
+    samples: media.FloatArray | None = None
+
+    @classmethod
+    def read(cls, ref: ArtifactRef, settings: Settings, limit: float) -> _Soundtrack:
+        seconds = media.copyable_mp3_seconds(ref.path, settings, limit)
+        if seconds is not None:
+            sound = cls(seconds, copy=ref.path)
+        else:
+            samples = media.decode_audio(ref.path, settings, limit)
+            sound = cls(samples.shape[1] / SR, samples=samples)
+        if sound.seconds <= 0:
+            raise NodeFailure("the audio input is empty")
+        return sound
+
+    def writer_args(self) -> dict[str, Any]:
+        return {"audio": self.samples, "audio_copy": self.copy}
+
+
 @contextmanager
 def _writing(path: Path, *args: Any, **kwargs: Any) -> Iterator[media.VideoWriter]:
     writer = media.VideoWriter(path, *args, **kwargs)
@@ -84,20 +142,24 @@ class VideoSource:
     def frame_count(self, fps: int) -> int:
         return _frames_needed(self.seconds, fps)
 
-    def frames(self, fps: int, size: tuple[int, int]) -> Iterator[Image.Image]:
-        """Frames at ``fps`` picked by timestamp (any source rate works), fitted to ``size``."""
+    def held_frames(self, fps: int, size: tuple[int, int]) -> Iterator[tuple[Image.Image, int]]:
+        """The clip's frames fitted to ``size``, each with the frame times (1/fps) it stays on
+        screen, for ``VideoWriter.write``. Any source rate works: a frame shows from the
+        first frame time at or after its timestamp; one replaced before that time is dropped.
+        A held still stays one frame, so a still clip is not re-encoded ``fps`` times a
+        second."""
         total = self.frame_count(fps)
-        sent = 0
         current: Image.Image | None = None
+        shown_at = 0  # the frame time from which ``current`` shows
         with av.open(str(self.ref.path)) as container:
             try:
                 for frame in container.decode(video=0):
-                    if sent >= total:
+                    starts = max(0, math.ceil(float(frame.time or 0.0) * fps - 1e-6))
+                    if starts >= total:
                         break
-                    t = float(frame.time or 0.0)
-                    while current is not None and sent < total and sent / fps < t - 1e-6:
-                        yield current
-                        sent += 1
+                    if current is not None and starts > shown_at:
+                        yield current, starts - shown_at
+                        shown_at = starts
                     image = frame.to_image()  # type: ignore[no-untyped-call]
                     current = (
                         image if image.size == size else media.fit_contain(image, *size, "#000")
@@ -106,9 +168,7 @@ class VideoSource:
                 raise NodeFailure(f"input video is damaged: {exc}") from exc
         if current is None:
             raise NodeFailure("input video has no frames")
-        while sent < total:
-            yield current
-            sent += 1
+        yield current, total - shown_at
 
 
 def open_video(ref: ArtifactRef, settings: Settings, limit: float) -> VideoSource:
@@ -150,7 +210,8 @@ class ImageAudioToVideo(NodeType):
     spec = _spec(
         "ImageAudioToVideo",
         "Image + audio to video",
-        "Show a still image for the length of the audio: an MP4 (H.264 + AAC).",
+        "Show a still image for the length of the audio: an MP4 (H.264 + the MP3 copied "
+        "as it is, or AAC).",
         ImageAudioToVideoParams,
         Input("image", Kind.IMAGE),
         Input("audio", Kind.AUDIO),
@@ -165,19 +226,15 @@ class ImageAudioToVideo(NodeType):
 
         def work(progress: media.Progress) -> Produced:
             image = _even_image(media.load_image(image_ref, ctx.settings).convert("RGB"))
-            audio = media.decode_audio(audio_ref.path, ctx.settings, limit)
-            seconds = audio.shape[1] / SR
-            if seconds <= 0:
-                raise NodeFailure("the audio input is empty")
+            sound = _Soundtrack.read(audio_ref, ctx.settings, limit)
             progress.update(0.1)
-            total = _frames_needed(seconds, params.fps)
-            fps = params.fps
-            with _writing(path, image.width, image.height, fps, audio=audio, still=True) as out:
+            total = _frames_needed(sound.seconds, params.fps)
+            size = (image.width, image.height)
+            with _writing(path, *size, params.fps, **sound.writer_args(), still=True) as out:
                 frame = out.frame_from_image(image)
-                for index in range(total):
-                    out.write(frame)
-                    if index % fps == 0:
-                        progress.update(0.1 + 0.85 * index / total)
+                for start, ticks in _still_frames(total, params.fps):
+                    out.write(frame, ticks)
+                    progress.update(0.1 + 0.85 * start / total)
             return out.produced(ctx.settings)
 
         return await media.run_with_progress(ctx, work)
@@ -245,10 +302,11 @@ class Slideshow(NodeType):
                 audio = media.fit_audio(clip, round(seconds * SR))
             fps = params.fps
             total = _frames_needed(seconds, fps)
-            with _writing(path, width, height, fps, audio=audio) as out:
+            with _writing(path, width, height, fps, audio=audio, held=True) as out:
                 current, nxt = slide(refs[0]), None
                 start, index = 0.0, 0
                 frame = out.frame_from_image(current)
+                repeats = _Repeats(out)
                 for n in range(total):
                     t = n / fps
                     while index < len(refs) - 1 and t >= start + durations[index]:
@@ -260,11 +318,13 @@ class Slideshow(NodeType):
                     if index < len(refs) - 1 and params.crossfade > 0 and t >= fade_at:
                         nxt = nxt or slide(refs[index + 1])
                         alpha = min(1.0, (t - fade_at) / params.crossfade)
+                        repeats.flush()
                         out.write_image(Image.blend(current, nxt, alpha))
                     else:
-                        out.write(frame)
+                        repeats.add(frame)
                     if n % fps == 0:
                         progress.update(n / total)
+                repeats.flush()
             return out.produced(ctx.settings)
 
         return await media.run_with_progress(ctx, work)
@@ -379,12 +439,11 @@ class VideoConcat(NodeType):
                     axis=1,
                 )
             progress.update(0.1)
-            with _writing(path, *size, params.fps, audio=audio) as out:
+            with _writing(path, *size, params.fps, audio=audio, held=True) as out:
                 for clip in clips:
-                    for image in clip.frames(params.fps, size):
-                        out.write_image(image)
-                        if out.frames % params.fps == 0:
-                            progress.update(0.1 + 0.9 * out.frames / total)
+                    for image, ticks in clip.held_frames(params.fps, size):
+                        out.write(out.frame_from_image(image), ticks)
+                        progress.update(0.1 + 0.9 * out.frames / total)
             return out.produced(ctx.settings)
 
         return await media.run_with_progress(ctx, work)
@@ -425,11 +484,10 @@ class VideoAddAudio(NodeType):
             if params.mode == "mix" and clip.audio is not None:
                 audio = audio + media.fit_audio(clip.audio, n)
             size = (clip.width, clip.height)
-            with _writing(path, *size, params.fps, audio=audio) as out:
-                for image in clip.frames(params.fps, size):
-                    out.write_image(image)
-                    if out.frames % params.fps == 0:
-                        progress.update(out.frames / count)
+            with _writing(path, *size, params.fps, audio=audio, held=True) as out:
+                for image, ticks in clip.held_frames(params.fps, size):
+                    out.write(out.frame_from_image(image), ticks)
+                    progress.update(out.frames / count)
             return out.produced(ctx.settings)
 
         return await media.run_with_progress(ctx, work)
@@ -468,11 +526,11 @@ class VideoCaption(NodeType):
             # Render the caption once on a transparent layer, then composite it per frame.
             blank = Image.new("RGBA", size, (0, 0, 0, 0))
             layer = caption_overlay(blank, text, params.position, params.color, params.band, 0.3)
-            with _writing(path, *size, params.fps, audio=clip.audio) as out:
-                for image in clip.frames(params.fps, size):
-                    out.write_image(Image.alpha_composite(image.convert("RGBA"), layer))
-                    if out.frames % params.fps == 0:
-                        progress.update(out.frames / count)
+            with _writing(path, *size, params.fps, audio=clip.audio, held=True) as out:
+                for image, ticks in clip.held_frames(params.fps, size):
+                    captioned = Image.alpha_composite(image.convert("RGBA"), layer)
+                    out.write(out.frame_from_image(captioned), ticks)
+                    progress.update(out.frames / count)
             return out.produced(ctx.settings)
 
         return await media.run_with_progress(ctx, work)

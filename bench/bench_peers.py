@@ -37,6 +37,7 @@ import os
 import re
 import shutil
 import signal
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,7 @@ import httpx
 from bench.common import (
     ROOT,
     WEBHOOK_GRAPH,
+    Server,
     ensure_wrk,
     free_port,
     grant_credits,
@@ -302,47 +304,45 @@ class Product:
 # --------------------------------------------------------------------------- Nodeloom
 
 
-def _metric(base_url: str, name: str) -> float:
-    for line in httpx.get(f"{base_url}/metrics", timeout=10).text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
+def nodeloom_finished(data_dir: Path) -> tuple[float, float]:
+    """(completed, failed) runs so far, from the database: /metrics answers for one process
+    only when the server runs several (--processes)."""
+    with sqlite3.connect(data_dir / "nodeloom.db", timeout=10) as conn:
+        rows = dict(
+            conn.execute(
+                "select status, count(*) from runs where status in ('completed', 'failed') "
+                "group by status"
+            ).fetchall()
+        )
+    return float(rows.get("completed", 0)), float(rows.get("failed", 0))
 
 
-def nodeloom_finished(base_url: str) -> tuple[float, float]:
-    """(completed, failed) runs so far."""
-    return (
-        _metric(base_url, "nodeloom_runs_completed_total"),
-        _metric(base_url, "nodeloom_runs_failed_total"),
-    )
-
-
-def wait_runs(base_url: str, target: float, timeout: float = 600) -> float:
-    """Poll /metrics (every 20 ms, light next to the load) until ``target`` runs finished."""
+def wait_runs(data_dir: Path, target: float, timeout: float = 600) -> float:
+    """Poll the database (every 20 ms, light next to the load) until ``target`` runs finished."""
     deadline = time.monotonic() + timeout
-    while sum(nodeloom_finished(base_url)) < target:
+    while sum(nodeloom_finished(data_dir)) < target:
         if time.monotonic() > deadline:
-            raise RuntimeError(f"only {sum(nodeloom_finished(base_url))} of {target} runs done")
+            raise RuntimeError(f"only {sum(nodeloom_finished(data_dir))} of {target} runs done")
         time.sleep(0.02)
     return time.monotonic()
 
 
-def settle(base_url: str, quiet: float = 1.0, timeout: float = 600) -> float:
+def settle(data_dir: Path, quiet: float = 1.0, timeout: float = 600) -> float:
     """Wait until the finished-runs counters stop moving (the backlog drained)."""
     deadline = time.monotonic() + timeout
-    last, since = sum(nodeloom_finished(base_url)), time.monotonic()
+    last, since = sum(nodeloom_finished(data_dir)), time.monotonic()
     while time.monotonic() - since < quiet:
         if time.monotonic() > deadline:
             raise RuntimeError("runs kept finishing until the timeout")
         time.sleep(0.1)
-        now = sum(nodeloom_finished(base_url))
+        now = sum(nodeloom_finished(data_dir))
         if now != last:
             last, since = now, time.monotonic()
     return last
 
 
 def measure_nodeloom(args: argparse.Namespace) -> Product:
-    with server() as srv:
+    with server({"NODELOOM_PROCESSES": str(args.processes)}) as srv:
         pid = srv.proc.pid
         _jwt, key = make_account(srv.base_url)
         grant_credits(srv.data_dir)
@@ -364,20 +364,20 @@ def measure_nodeloom(args: argparse.Namespace) -> Product:
 
         log("Nodeloom: warm-up")
         run_wrk(srv.base_url, paths, connections=10, seconds=WARMUP_SECONDS, server_pid=pid)
-        settle(srv.base_url)
+        settle(srv.data_dir)
         loads = {}
         for conns in CONCURRENCIES:
             log(f"Nodeloom: (a) c={conns} for {args.seconds} s")
-            base = settle(srv.base_url)
+            base = settle(srv.data_dir)
             loads[conns] = run_wrk(
                 srv.base_url, paths, connections=conns, seconds=args.seconds, server_pid=pid
             )
-            wait_runs(srv.base_url, base + loads[conns].ok)
+            wait_runs(srv.data_dir, base + loads[conns].ok)
             log(f"  {_short(loads[conns])}")
 
         log(f"Nodeloom: (b) {args.runs} runs at c={RUNS_CONCURRENCY}")
-        settle(srv.base_url)
-        completed0, failed0 = nodeloom_finished(srv.base_url)
+        settle(srv.data_dir)
+        completed0, failed0 = nodeloom_finished(srv.data_dir)
         started = time.monotonic()
         runs_load = run_wrk(
             srv.base_url,
@@ -387,11 +387,11 @@ def measure_nodeloom(args: argparse.Namespace) -> Product:
             server_pid=pid,
             stop_after=args.runs,
         )
-        ended = wait_runs(srv.base_url, completed0 + failed0 + args.runs)
-        _, failed1 = nodeloom_finished(srv.base_url)
+        ended = wait_runs(srv.data_dir, completed0 + failed0 + args.runs)
+        _, failed1 = nodeloom_finished(srv.data_dir)
         log(f"  {args.runs} runs in {ended - started:.2f} s; {_short(runs_load)}")
         if args.profile:
-            profile_nodeloom(srv.base_url, paths, pid, args.profile)
+            profile_nodeloom(srv, paths, args.profile)
         rss = tree_rss_mb(pid)
     return Product(
         name="Nodeloom",
@@ -413,19 +413,20 @@ def _nodeloom_version() -> str:
     return f"{version} ({sha}, working tree)" if sha else version
 
 
-def profile_nodeloom(base_url: str, paths: list[str], pid: int, out: str) -> None:
+def profile_nodeloom(srv: Server, paths: list[str], out: str) -> None:
     """py-spy over a further c=50 load (not one of the measured ones)."""
     exe = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    pid = str(srv.proc.pid)
     spy = subprocess.Popen(
-        [exe, "record", "-p", str(pid), "-d", "10", "-f", "raw", "-o", out, "--nonblocking"],
+        [exe, "record", "-p", pid, "-d", "10", "-f", "raw", "-o", out, "--nonblocking"],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     time.sleep(1)
     log("Nodeloom: c=50 load under py-spy")
-    run_wrk(base_url, paths, connections=50, seconds=12, server_pid=pid)
+    run_wrk(srv.base_url, paths, connections=50, seconds=12, server_pid=srv.proc.pid)
     spy.wait(60)
-    settle(base_url)
+    settle(srv.data_dir)
     print(summarize_profile(Path(out)))
 
 
@@ -655,7 +656,9 @@ def report(nl: Product, n8n: Product, args: argparse.Namespace) -> tuple[str, li
     wrk_version = subprocess.run(["wrk", "-v"], capture_output=True, text=True).stdout
     wrk_version = wrk_version.split(" [")[0].strip() or "wrk"
     text = (
-        f"Machine: {machine_line()}. Versions: Nodeloom {nl.version}; n8n {n8n.version}; "
+        f"Machine: {machine_line()}. Versions: Nodeloom {nl.version}"
+        + (f" (`serve --processes {args.processes}`)" if args.processes > 1 else "")
+        + f"; n8n {n8n.version}; "
         f"{wrk_version}. One server at a time (the other stopped), wrk on the same machine, "
         "1 thread, every request body unique (Nodeloom's node cache never answers), "
         "127.0.0.1 only.\n\n"
@@ -769,6 +772,9 @@ def main() -> None:
         "--webhooks", type=int, default=1, help="Nodeloom webhooks, round-robin (n8n has one)"
     )
     parser.add_argument("--profile", metavar="OUT", help="py-spy the Nodeloom server into OUT")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="nodeloom serve --processes N (default 1)"
+    )
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
     args = parser.parse_args()
 

@@ -7,6 +7,7 @@ No database or HTTP here: the same input always gives the same answer.
 
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,11 @@ class Graph:
     inputs: dict[str, dict[str, list[str]]]
     downstream: dict[str, list[str]]
     order: list[str] = field(default_factory=list)
+
+    @functools.cached_property
+    def rank(self) -> dict[str, int]:
+        """Each node's place in ``order``."""
+        return {node_id: i for i, node_id in enumerate(self.order)}
 
     def estimate_credits(self) -> int:
         return sum(n.node.estimate_credits(n.params) for n in self.nodes.values())

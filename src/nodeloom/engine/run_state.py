@@ -69,6 +69,10 @@ class RunState:
     attempts: dict[str, int] = field(default_factory=dict)
     claims: dict[str, str | None] = field(default_factory=dict)
     first_error: dict[str, Any] | None = None
+    # Nodes that may be runnable: those found runnable last time and the successors of nodes
+    # completed since. None: look at every node (the first time). Keeps a chain of n nodes
+    # from costing n scans of n nodes.
+    _candidates: set[str] | None = field(default=None, repr=False)
 
     def batch(self) -> Batch:
         return Batch(self.run_id, self.workflow_id, self.account_id)
@@ -80,11 +84,17 @@ class RunState:
 
     def runnable(self) -> list[str]:
         """Pending nodes whose inputs all completed, in graph order."""
-        return [
+        if self._candidates is None:
+            pool: list[str] = self.graph.order
+        else:
+            pool = sorted(self._candidates, key=self.graph.rank.__getitem__)
+        found = [
             node_id
-            for node_id in self.graph.order
+            for node_id in pool
             if self.status[node_id] == NodeStatus.PENDING and self._inputs_done(node_id)
         ]
+        self._candidates = set(found)
+        return found
 
     def _inputs_done(self, node_id: str) -> bool:
         sources = self.graph.inputs[node_id].values()
@@ -124,6 +134,8 @@ class RunState:
         self.status[node_id] = outcome.status
         if outcome.status == NodeStatus.COMPLETED:
             assert outcome.artifact is not None
+            if self._candidates is not None:
+                self._candidates.update(self.graph.downstream[node_id])
             self.artifacts[node_id] = outcome.artifact
             self.credits[node_id] = outcome.credits
             batch.complete_node(

@@ -700,7 +700,7 @@ def report(nl: Product, n8n: Product, args: argparse.Namespace) -> tuple[str, li
     rows = [
         (
             p.name,
-            "last run completed (/metrics counters)"
+            "last run completed (its database)"
             if p is nl
             else "last request answered (execution finished and saved)",
             f"{p.runs_seconds:.2f}",
@@ -738,7 +738,7 @@ def report(nl: Product, n8n: Product, args: argparse.Namespace) -> tuple[str, li
         "202 once the run is durably queued (committed to SQLite) and executes it afterwards. "
         "(a) therefore compares what a caller waits for, not the same amount of work; (b) "
         "compares the same work, finished: for Nodeloom the clock stops when the last of the "
-        "runs is completed according to its counters, so its backlog is included. wrk is not "
+        "runs is completed according to its database, so its backlog is included. wrk is not "
         "the bottleneck: it uses one thread on one of the cores (its CPU is in the table above, "
         "read from its rusage) while the server's process tree uses the rest.\n"
     )
@@ -785,7 +785,10 @@ def main() -> None:
     text, missed = report(nodeloom, n8n, args)
     print(text)
     if not args.no_write:
-        write_section("peers", "make bench-peers", text)
+        command = "make bench-peers"
+        if args.processes > 1:
+            command = f".venv/bin/python -m bench.bench_peers --processes {args.processes}"
+        write_section("peers", command, text)
     if missed:
         log("targets missed: " + "; ".join(missed))
 

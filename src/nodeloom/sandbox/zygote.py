@@ -258,7 +258,10 @@ def main() -> None:  # pragma: no cover - runs in the fork server process
                 _reap(ctl, children)
             if ctl.fileno() not in readable:
                 continue
-            data, fds, _flags, _addr = socket.recv_fds(ctl, 4096, 1)
+            try:
+                data, fds, _flags, _addr = socket.recv_fds(ctl, 4096, 1)
+            except ConnectionResetError:
+                return  # the server is gone (it closed with data unread)
             if not data:
                 return  # the server is gone
             request = orjson.loads(data)

@@ -2,7 +2,7 @@
 data directories, limits raised through settings, load only on 127.0.0.1), written into
 docs/benchmarks.md. Each script can also run on its own (see its docstring).
 
-    .venv/bin/python -m bench.run_all [--only api,runs,webhooks,events,media]
+    .venv/bin/python -m bench.run_all [--only NAME,...]   (names: the keys of SCENARIOS)
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ SCENARIOS: dict[str, list[str]] = {
     "events": ["-m", "bench.bench_events"],
     "media": ["-m", "bench.bench_media", "--write"],
     "soak": ["-m", "bench.bench_soak", "--write"],
+    "scaleout": ["-m", "bench.bench_scaleout", "--write"],
 }
 # Scripts that print their results instead of writing their own section.
 PRINTED = {

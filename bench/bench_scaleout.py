@@ -46,6 +46,7 @@ from bench.common import (
     median,
     percentile,
     table,
+    wait_healthy,
     write_section,
     wrk,
 )
@@ -140,7 +141,7 @@ def fleet(workers: int) -> Iterator[Fleet]:
         api = _cli(env, "serve", "--no-worker", "--port", str(port), log=data / "api.log")
         procs = [api]
         try:
-            _wait_healthy(f"http://127.0.0.1:{port}", api, data / "api.log")
+            wait_healthy(f"http://127.0.0.1:{port}", api, data / "api.log", timeout=60)
             started = []
             for i in range(workers):
                 log = data / f"worker{i}.log"
@@ -158,18 +159,6 @@ def fleet(workers: int) -> Iterator[Fleet]:
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
-
-
-def _wait_healthy(base_url: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(log.read_text())
-        with contextlib.suppress(httpx.HTTPError):
-            if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
-                return
-        time.sleep(0.2)
-    raise RuntimeError(log.read_text())
 
 
 def _wait_log(log: Path, text: str, proc: subprocess.Popen[bytes]) -> None:

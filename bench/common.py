@@ -100,6 +100,22 @@ def _children(pid: int) -> list[int]:
     ]
 
 
+def wait_healthy(
+    base_url: str, proc: subprocess.Popen[bytes], log: Path, timeout: float = 30
+) -> None:
+    """Until ``/healthz`` answers 200; the server's log as the error if it exits or is late."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(log.read_text())
+        time.sleep(0.1)
+
+
 @contextmanager
 def server(env: dict[str, str] | None = None) -> Iterator[Server]:
     data_dir = Path(tempfile.mkdtemp(prefix="nodeloom-bench-"))
@@ -120,16 +136,7 @@ def server(env: dict[str, str] | None = None) -> Iterator[Server]:
         stderr=subprocess.STDOUT,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{base_url}/healthz", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError((data_dir / "server.log").read_text())
-            time.sleep(0.1)
+        wait_healthy(base_url, proc, data_dir / "server.log")
         yield Server(proc, base_url, data_dir)
     finally:
         if proc.poll() is None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 from collections.abc import AsyncIterator
@@ -30,7 +29,8 @@ from nodeloom.api.routes import (
 from nodeloom.api.serving import RefuseWhileDraining
 from nodeloom.api.state import AppContext
 from nodeloom.auth.usage import KeyUsage
-from nodeloom.engine.submit import GraphCache
+from nodeloom.engine.executor import NodeExecutor
+from nodeloom.engine.submit import Acceptor, GraphCache
 from nodeloom.events.links import readiness
 from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
@@ -60,6 +60,7 @@ def create_app(
     """The ASGI app. ``settings.prepare()`` must have run and the schema be migrated.
     ``executes``: this process also runs nodes (``nodeloom serve`` without --no-worker)."""
     runtime = Runtime.build(settings, registry, executes=executes)
+    graphs = GraphCache(runtime.registry, settings)
     ctx = AppContext(
         settings=settings,
         db=runtime.db,
@@ -69,9 +70,18 @@ def create_app(
         store=runtime.store,
         bus=runtime.bus,
         dispatcher=runtime.dispatcher,
-        graphs=GraphCache(runtime.registry, settings),
+        graphs=graphs,
+        acceptor=Acceptor(
+            settings=settings,
+            db=runtime.db,
+            graphs=graphs,
+            bus=runtime.bus,
+            dispatcher=runtime.dispatcher,
+            metrics=runtime.metrics,
+            executor=NodeExecutor(runtime.env) if executes else None,
+            claimant=runtime.identity.token,
+        ),
         metrics=runtime.metrics,
-        admission=asyncio.Semaphore(settings.max_concurrent_accepts),
         sandbox=runtime.sandbox,
         revocations=runtime.revocations,
     )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -11,7 +10,7 @@ from nodeloom.auth.revocation import Revocations
 from nodeloom.auth.usage import KeyUsage
 from nodeloom.db.engine import Database
 from nodeloom.engine.dispatch.base import Dispatcher
-from nodeloom.engine.submit import GraphCache
+from nodeloom.engine.submit import Acceptor, GraphCache
 from nodeloom.events.bus import EventBus
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.registry import Registry
@@ -32,10 +31,8 @@ class AppContext:
     bus: EventBus
     dispatcher: Dispatcher
     graphs: GraphCache
+    acceptor: Acceptor
     metrics: Metrics
-    # Run acceptances in progress at once: under a flood of executes, the rest wait here
-    # (cheaply) instead of all sharing the event loop with status polls.
-    admission: asyncio.Semaphore
     sandbox: SandboxPool
     revocations: Revocations
     readiness_checks: dict[str, Callable[[], Awaitable[bool]]] = field(default_factory=dict)

@@ -7,7 +7,6 @@ the whole estimate or changes nothing, so the balance can never go negative.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import cast
 
 import sqlalchemy as sa
@@ -24,30 +23,25 @@ _HOLD = (
         _ACCOUNTS.c.id == sa.bindparam("account"),
         _ACCOUNTS.c.credits_balance >= sa.bindparam("amount"),
     )
-    .values(credits_balance=_ACCOUNTS.c.credits_balance - sa.bindparam("amount"))
+    .values(
+        credits_balance=_ACCOUNTS.c.credits_balance
+        - sa.bindparam("amount")
+        + sa.bindparam("give_back")
+    )
 )
 _BALANCE = sa.select(_ACCOUNTS.c.credits_balance).where(_ACCOUNTS.c.id == sa.bindparam("account"))
-_INSERT_LEDGER = sa.insert(_LEDGER)
 
 
-def hold(conn: Connection, account_id: str, run_id: str, amount: int, at: datetime) -> None:
-    if amount > 0:
-        result = conn.execute(_HOLD, {"account": account_id, "amount": amount})
-        if result.rowcount != 1:
-            available = conn.execute(_BALANCE, {"account": account_id}).scalar()
-            raise InsufficientCredits(required=amount, available=int(available or 0))
-    conn.execute(
-        _INSERT_LEDGER,
-        {
-            "account_id": account_id,
-            "run_id": run_id,
-            "node_id": "",
-            "kind": "hold",
-            "amount": amount,
-            "note": None,
-            "created_at": at,
-        },
-    )
+def hold(conn: Connection, account_id: str, amount: int, *, give_back: int = 0) -> None:
+    """Hold ``amount`` or raise InsufficientCredits. ``give_back``: the part released at
+    once, for a run that also ended in this transaction (hold and release in one UPDATE; the
+    balance must still cover the whole hold). The caller writes the ledger rows."""
+    if amount <= 0:
+        return
+    params = {"account": account_id, "amount": amount, "give_back": give_back}
+    if conn.execute(_HOLD, params).rowcount != 1:
+        available = conn.execute(_BALANCE, {"account": account_id}).scalar()
+        raise InsufficientCredits(required=amount, available=int(available or 0))
 
 
 def ledger_balance(conn: Connection, account_id: str) -> int:

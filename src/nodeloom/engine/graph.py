@@ -58,6 +58,12 @@ class Graph:
     def estimate_credits(self) -> int:
         return sum(n.node.estimate_credits(n.params) for n in self.nodes.values())
 
+    @functools.cached_property
+    def all_instant(self) -> bool:
+        """Every node finishes at once on the event loop (``NodeType.instant``), so a run
+        may be executed while it is accepted (engine/submit.py)."""
+        return all(n.node.instant(n.params) for n in self.nodes.values())
+
 
 class _Problems:
     def __init__(self) -> None:

@@ -25,6 +25,23 @@ from nodeloom.engine.transitions import Batch, NewArtifact
 ArtifactInfo = NewArtifact  # an artifact as the engine needs it (no local path: see executor)
 
 
+@dataclass(frozen=True)
+class PreparedRun:
+    """Everything a driver needs to start a run it just saw created, so a fresh run does
+    not have to be read back from the database."""
+
+    run_id: str
+    account_id: str
+    workflow_id: str
+    graph: Graph
+    run_input: dict[str, Any] | None
+    use_cache: bool
+    estimate: int
+    created_at: datetime
+    plan: str
+    queued: tuple[str, ...] = ()  # nodes queued at once (queue workers: the roots)
+
+
 @dataclass
 class Outcome:
     """How one node execution ended."""

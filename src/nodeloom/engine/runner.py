@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any
 
@@ -26,10 +27,10 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import utcnow
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask, small_inputs
 from nodeloom.engine.graph import validate_graph
-from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, crashed
+from nodeloom.engine.run_state import ArtifactInfo, Outcome, PreparedRun, RunState, crashed
 from nodeloom.engine.states import NodeStatus, RunStatus, StaleTransition
-from nodeloom.engine.submit import PreparedRun
 from nodeloom.engine.transitions import Batch, apply
+from nodeloom.metrics import Metrics
 from nodeloom.store import Record
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import runs as run_store
@@ -47,10 +48,75 @@ PROGRESS_INTERVAL = 1.0
 INSTANT_PER_STEP = 64
 
 
-def count_events(env: ExecutorEnv, events: list[Any]) -> None:
+def count_events(metrics: Metrics, events: list[Any]) -> None:
     for event in events:
         if event.type in COUNTED:
-            env.metrics.inc(COUNTED[event.type], help_="Finished runs and nodes by type.")
+            metrics.inc(COUNTED[event.type], help_="Finished runs and nodes by type.")
+
+
+def schedule(state: RunState, batch: Batch, owner: str, limit: int) -> list[str]:
+    """Start queued and runnable nodes while fewer than ``limit`` of the run's nodes run;
+    queue the runnable rest; end the run when every node ended. The nodes started."""
+    now = utcnow()
+    running = len(state.with_status(NodeStatus.RUNNING))
+    waiting = state.with_status(NodeStatus.QUEUED)
+    runnable = state.runnable()
+    starting = (waiting + runnable)[: max(0, limit - running)]
+    state.queue(batch, [n for n in runnable if n not in starting], now)
+    for node_id in starting:
+        state.start(batch, node_id, now, owner)
+    if not starting and state.all_finished:
+        state.finish(batch, now)
+    return starting
+
+
+def node_task(state: RunState, node_id: str) -> NodeTask:
+    """One node of the run, with what executing it needs."""
+    return NodeTask(
+        run_id=state.run_id,
+        account_id=state.account_id,
+        plan=state.plan,
+        node=state.graph.nodes[node_id],
+        inputs=state.inputs_of(node_id),
+        run_input=state.run_input,
+        use_cache=state.use_cache,
+    )
+
+
+def is_instant(state: RunState, node_id: str) -> bool:
+    node = state.graph.nodes[node_id]
+    return node.node.instant(node.params) and small_inputs(state.inputs_of(node_id))
+
+
+async def run_instant(
+    state: RunState,
+    batch: Batch,
+    started: list[str],
+    execute: Callable[[str], Awaitable[Outcome]],
+    schedule_more: Callable[[], list[str]],
+    stop: Callable[[], bool],
+) -> list[str]:
+    """Execute the started nodes that finish at once (``NodeType.instant``: a text input, a
+    template that only substitutes) right now, and record them in this same step, then start
+    what they made runnable (``schedule_more``): a chain of such nodes is one transaction,
+    with the same events and charges as node-by-node. At most INSTANT_PER_STEP per step, so
+    a long chain still commits (and announces) as it goes. Returns the started nodes left to
+    execute as tasks."""
+    left: list[str] = []
+    budget = INSTANT_PER_STEP
+    while started:
+        ran = False
+        for node_id in started:
+            if budget > 0 and is_instant(state, node_id):
+                state.record(batch, await execute(node_id))
+                budget -= 1
+                ran = True
+            else:
+                left.append(node_id)
+        if not ran or stop():
+            return left
+        started = schedule_more()
+    return left
 
 
 class RunDriver:
@@ -213,48 +279,19 @@ class RunDriver:
             cancel_wait.cancel()
 
     async def _run_instant(self, state: RunState, batch: Batch, started: list[str]) -> list[str]:
-        """Execute the started nodes that finish at once (``NodeType.instant``: a text
-        input, a template that only substitutes) right now, and record them in this same
-        step, then start what they made runnable: a chain of such nodes is one transaction,
-        with the same events and charges as node-by-node. At most INSTANT_PER_STEP per step,
-        so a long chain still commits (and announces) as it goes. Returns the started nodes
-        left to execute as tasks."""
-        left: list[str] = []
-        budget = INSTANT_PER_STEP
-        while started:
-            ran = False
-            for node_id in started:
-                if budget > 0 and self._is_instant(state, node_id):
-                    state.record(batch, await self._execute(state, node_id))
-                    budget -= 1
-                    ran = True
-                else:
-                    left.append(node_id)
-            if not ran or self.cancel_requested.is_set():
-                return left
-            started = self._schedule(state, batch)
-        return left
-
-    def _is_instant(self, state: RunState, node_id: str) -> bool:
-        node = state.graph.nodes[node_id]
-        return node.node.instant(node.params) and small_inputs(state.inputs_of(node_id))
+        return await run_instant(
+            state,
+            batch,
+            started,
+            lambda node_id: self._execute(state, node_id),
+            lambda: self._schedule(state, batch),
+            self.cancel_requested.is_set,
+        )
 
     def _schedule(self, state: RunState, batch: Batch) -> list[str]:
-        """Start queued and runnable nodes while the run has room; queue the runnable rest;
-        end the run when every node ended."""
-        now = utcnow()
-        running = len(state.with_status(NodeStatus.RUNNING))
         # Draining for shutdown: finish what runs, start nothing new.
-        room = 0 if self.draining else self.env.settings.max_concurrent_nodes_per_run - running
-        waiting = state.with_status(NodeStatus.QUEUED)
-        runnable = state.runnable()
-        starting = (waiting + runnable)[: max(0, room)]
-        state.queue(batch, [n for n in runnable if n not in starting], now)
-        for node_id in starting:
-            state.start(batch, node_id, now, self.owner)
-        if not starting and state.all_finished:
-            state.finish(batch, now)
-        return starting
+        limit = 0 if self.draining else self.env.settings.max_concurrent_nodes_per_run
+        return schedule(state, batch, self.owner, limit)
 
     async def _cancel(self, state: RunState, batch: Batch) -> None:
         for task in self._tasks:
@@ -275,7 +312,7 @@ class RunDriver:
             events = await self.env.db.write(lambda conn: apply(conn, batch, next_seq))
             self._seq += len(events)
             await self.env.bus.publish(events)
-        count_events(self.env, events)
+        count_events(self.env.metrics, events)
 
     async def _progress(self, node_id: str, fraction: float) -> None:
         now = time.monotonic()
@@ -295,20 +332,10 @@ class RunDriver:
     # -- executing one node ----------------------------------------------------------------
 
     async def _execute(self, state: RunState, node_id: str) -> Outcome:
-        task = NodeTask(
-            run_id=state.run_id,
-            account_id=state.account_id,
-            plan=state.plan,
-            node=state.graph.nodes[node_id],
-            inputs=state.inputs_of(node_id),
-            run_input=state.run_input,
-            use_cache=state.use_cache,
-        )
-
         async def report(fraction: float) -> None:
             await self._progress(node_id, fraction)
 
-        return await self.executor.execute(task, report)
+        return await self.executor.execute(node_task(state, node_id), report)
 
 
 _StoredRun = tuple[Record, list[Record], dict[str, Record], int, str]

@@ -1,8 +1,22 @@
-"""Starting a run: hold the estimate, write the run and its pending nodes, in one write
-transaction. Used by execute and by webhook triggers alike."""
+"""Accepting a run: one write transaction that holds the estimate and writes the run, its
+nodes and its first event. Used by execute and by webhook triggers alike.
+
+A run whose nodes are all instant (``NodeType.instant``: a text input, a template that only
+substitutes) and few enough for one step is executed while it is accepted: its nodes run
+before the transaction, through the same ``RunState`` and runner functions a driven run
+uses, and the transaction then writes the acceptance and the whole execution together —
+every node started and ended, the artifacts, the charges, the release and every event —
+as one ``transitions.Batch`` that creates its run. The rows, events and ledger are those a
+driven run writes; what differs is one commit instead of two and no driver. What happens
+before the commit is computation and content-addressed artifact files, harmless if the
+transaction then fails (retention removes files no row refers to).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
+import functools
 import hashlib
 import uuid
 from collections import OrderedDict
@@ -13,49 +27,35 @@ from typing import Any, cast
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
-from nodeloom.db.models import IdempotencyKey, NodeRun, Run, Workflow, utcnow
-from nodeloom.engine import credits
+from nodeloom.db.engine import Database
+from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
+from nodeloom.engine.dispatch.base import Dispatcher
+from nodeloom.engine.executor import NodeExecutor
 from nodeloom.engine.graph import Graph, validate_graph
+from nodeloom.engine.run_state import PreparedRun, RunState
+from nodeloom.engine.runner import (
+    INSTANT_PER_STEP,
+    count_events,
+    node_task,
+    run_instant,
+    schedule,
+)
 from nodeloom.engine.states import NodeStatus, RunStatus
-from nodeloom.engine.transitions import Batch, write_events
-from nodeloom.errors import IdempotencyKeyReused, InvalidGraph, NotFound
+from nodeloom.engine.transitions import Batch, NewRun, WorkflowChanged, apply
+from nodeloom.errors import (
+    Conflict,
+    IdempotencyKeyReused,
+    InvalidGraph,
+    NotFound,
+    ServiceUnavailable,
+)
+from nodeloom.events.bus import EventBus
 from nodeloom.events.model import Event
+from nodeloom.metrics import Metrics
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
-
-
-@dataclass(frozen=True)
-class PreparedRun:
-    """Everything a driver needs to start a run it just saw created, so a fresh run does
-    not have to be read back from the database."""
-
-    run_id: str
-    account_id: str
-    workflow_id: str
-    graph: Graph
-    run_input: dict[str, Any] | None
-    use_cache: bool
-    estimate: int
-    created_at: datetime
-    plan: str
-    queued: tuple[str, ...] = ()  # nodes queued at once (queue workers: the roots)
-
-
-@dataclass(frozen=True)
-class Started:
-    run_id: str
-    estimated_credits: int
-    created_at: datetime
-    prepared: PreparedRun | None = None
-    events: tuple[Event, ...] = ()  # run.started, committed with the run
-
-    def response(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "status": RunStatus.RUNNING.value,
-            "estimated_credits": self.estimated_credits,
-        }
 
 
 class GraphCache:
@@ -68,11 +68,16 @@ class GraphCache:
         self._size = size
         self._items: OrderedDict[tuple[str, datetime], Graph] = OrderedDict()
 
-    def get(self, workflow_id: str, updated_at: datetime, graph_json: Any) -> Graph:
+    def peek(self, workflow_id: str, updated_at: datetime) -> Graph | None:
         key = (workflow_id, updated_at)
         graph = self._items.get(key)
         if graph is not None:
             self._items.move_to_end(key)
+        return graph
+
+    def get(self, workflow_id: str, updated_at: datetime, graph_json: Any) -> Graph:
+        graph = self.peek(workflow_id, updated_at)
+        if graph is not None:
             return graph
         checked = validate_graph(graph_json, self._registry, self._settings)
         if isinstance(checked, list):
@@ -80,23 +85,21 @@ class GraphCache:
                 "The stored workflow no longer validates against this server's node catalog.",
                 errors=checked,
             )
-        self._items[key] = checked
+        self._items[(workflow_id, updated_at)] = checked
         if len(self._items) > self._size:
             self._items.popitem(last=False)
         return checked
 
 
 _RUNS = cast(sa.Table, Run.__table__)
-_NODES = cast(sa.Table, NodeRun.__table__)
 _WORKFLOWS = cast(sa.Table, Workflow.__table__)
 _IDEMPOTENCY = cast(sa.Table, IdempotencyKey.__table__)
-_INSERT_RUN = sa.insert(_RUNS)
-_INSERT_NODES = sa.insert(_NODES)
-_WORKFLOW = sa.select(_WORKFLOWS.c.id, _WORKFLOWS.c.updated_at, _WORKFLOWS.c.graph_json).where(
+_WORKFLOW_VERSION = sa.select(_WORKFLOWS.c.id, _WORKFLOWS.c.updated_at).where(
     _WORKFLOWS.c.id == sa.bindparam("id"),
     _WORKFLOWS.c.account_id == sa.bindparam("account"),
     _WORKFLOWS.c.deleted_at.is_(None),
 )
+_WORKFLOW_GRAPH = sa.select(_WORKFLOWS.c.graph_json).where(_WORKFLOWS.c.id == sa.bindparam("id"))
 _EARLIER = (
     sa.select(
         _IDEMPOTENCY.c.response,
@@ -117,6 +120,9 @@ _FORGET_EXPIRED = sa.delete(_IDEMPOTENCY).where(
 )
 _REMEMBER = sa.insert(_IDEMPOTENCY)
 IDEMPOTENCY_TTL = timedelta(hours=24)
+# Reading the workflow and creating its run are two transactions; if the workflow is saved
+# in between, the run is prepared again from the new version (a few times at most).
+ATTEMPTS = 3
 
 
 @dataclass(frozen=True)
@@ -133,14 +139,22 @@ class RunRequest:
     # The process that will drive the run (the embedded mode), or None: queue workers run
     # its nodes one by one, and its roots are queued at once.
     driver: str | None = None
+    # The workflow's updated_at when the caller has already read it (a webhook's look-up):
+    # its checked graph may then come from the cache without reading the workflow again.
+    workflow_version: datetime | None = None
 
 
 @dataclass(frozen=True)
 class Accepted:
     answer: dict[str, Any]
     replayed: bool
-    prepared: PreparedRun | None = None
-    events: tuple[Event, ...] = ()
+
+
+@dataclass(frozen=True)
+class WorkflowVersion:
+    id: str
+    updated_at: datetime
+    graph: Graph
 
 
 def request_hash(request: RunRequest) -> str:
@@ -173,40 +187,69 @@ def earlier_answer(conn: Connection, request: RunRequest) -> dict[str, Any] | No
     return answer
 
 
-def start_run(conn: Connection, request: RunRequest, graphs: GraphCache) -> Accepted:
-    """The whole of accepting a run, as one transaction: replay an idempotent request, or
-    load and check the workflow, hold the estimate and write the run with pending nodes.
-
-    A concurrent request with the same Idempotency-Key that commits first makes the key
-    insert fail (unique violation) and this whole transaction — run, hold — roll back; the
-    caller then replays the winner's answer. SQLite serializes writers, so there it cannot
-    happen.
-    """
-    key = request.idempotency_key
-    if key is not None:
-        earlier = earlier_answer(conn, request)
-        if earlier is not None:
-            return Accepted(earlier, replayed=True)
-    row = conn.execute(
-        _WORKFLOW, {"id": request.workflow_id, "account": request.account_id}
-    ).first()
+def read_workflow(
+    conn: Connection, account_id: str, workflow_id: str, graphs: GraphCache
+) -> WorkflowVersion:
+    """The workflow's current version and checked graph (its JSON is read only when the
+    cache does not hold that version)."""
+    row = conn.execute(_WORKFLOW_VERSION, {"id": workflow_id, "account": account_id}).first()
     if row is None:
         raise NotFound("No such workflow.")
-    graph = graphs.get(row.id, row.updated_at, row.graph_json)
-    started = create_run(
-        conn,
+    graph = graphs.peek(row.id, row.updated_at)
+    if graph is None:
+        graph_json = conn.execute(_WORKFLOW_GRAPH, {"id": row.id}).scalar_one()
+        graph = graphs.get(row.id, row.updated_at, graph_json)
+    return WorkflowVersion(row.id, row.updated_at, graph)
+
+
+def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, Batch]:
+    """A run of ``workflow`` as accepting it leaves it: a batch that creates the run with
+    its nodes pending (roots queued when queue workers run it) and its first event."""
+    run_id = str(uuid.uuid4())
+    now = utcnow()
+    graph = workflow.graph
+    roots: frozenset[str] = frozenset()
+    if request.driver is None:
+        roots = frozenset(n for n in graph.nodes if not any(graph.inputs[n].values()))
+    estimate = graph.estimate_credits()
+    state = RunState(
+        run_id=run_id,
         account_id=request.account_id,
-        workflow_id=row.id,
-        graph_json=row.graph_json,
+        workflow_id=workflow.id,
         graph=graph,
         run_input=request.run_input,
         use_cache=request.use_cache,
+        estimate=estimate,
+        created_at=now,
         plan=request.plan,
+        status={n: NodeStatus.QUEUED if n in roots else NodeStatus.PENDING for n in graph.nodes},
+    )
+    batch = state.batch()
+    batch.created = NewRun(
         webhook_id=request.webhook_id,
         trigger=request.trigger,
+        use_cache=request.use_cache,
+        estimate=estimate,
+        created_at=now,
         driver=request.driver,
+        run_input=request.run_input,
+        workflow_version=workflow.updated_at,
+        nodes=tuple((n.id, n.type) for n in graph.nodes.values()),
+        queued=roots,
     )
-    answer = started.response()
+    batch.event("run.started", now, None, estimated_credits=estimate)
+    return state, batch
+
+
+def write_run(
+    conn: Connection, request: RunRequest, batch: Batch, answer: dict[str, Any]
+) -> list[Event]:
+    """The acceptance transaction: the batch (run, nodes, hold, maybe the whole execution)
+    and the Idempotency-Key. A concurrent request with the same key that commits first makes
+    the key's insert fail (unique violation) and this whole transaction roll back; the caller
+    then replays the winner's answer."""
+    events = apply(conn, batch, 1)
+    key = request.idempotency_key
     if key is not None:
         conn.execute(
             _FORGET_EXPIRED,
@@ -217,97 +260,145 @@ def start_run(conn: Connection, request: RunRequest, graphs: GraphCache) -> Acce
             {
                 "account_id": request.account_id,
                 "key": key,
-                "run_id": started.run_id,
+                "run_id": batch.run_id,
                 "response": answer,
-                "created_at": started.created_at,
+                "created_at": events[0].ts,
                 "request_hash": request_hash(request),
             },
         )
-    return Accepted(answer, replayed=False, prepared=started.prepared, events=started.events)
+    return events
 
 
-def create_run(
-    conn: Connection,
-    *,
-    account_id: str,
-    workflow_id: str,
-    graph_json: dict[str, Any],
-    graph: Graph,
-    run_input: dict[str, Any] | None,
-    use_cache: bool,
-    plan: str,
-    webhook_id: str | None = None,
-    trigger: str = "api",
-    driver: str | None = None,
-) -> Started:
-    run_id = str(uuid.uuid4())
-    now = utcnow()
-    # Driven by a process: it schedules every node. Run by queue workers: the nodes without
-    # inputs are runnable now, and their jobs are deferred once this commits.
-    roots = (
-        ()
-        if driver is not None
-        else tuple(n.id for n in graph.nodes.values() if not any(graph.inputs[n.id].values()))
+class Acceptor:
+    """Accepts runs: the transaction above, then announcing the run and handing it to the
+    dispatcher (unless it already ended). ``executor``: this process executes nodes, so runs
+    of instant nodes are executed while they are accepted; None for an API-only replica."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        db: Database,
+        graphs: GraphCache,
+        bus: EventBus,
+        dispatcher: Dispatcher,
+        metrics: Metrics,
+        executor: NodeExecutor | None,
+        claimant: str,
+    ) -> None:
+        self.settings = settings
+        self.db = db
+        self.graphs = graphs
+        self.bus = bus
+        self.dispatcher = dispatcher
+        self.metrics = metrics
+        self.executor = executor
+        self.claimant = claimant  # who nodes executed at acceptance are claimed by
+        # Acceptances in progress at once: under a flood of executes, the rest wait here
+        # (cheaply) instead of all sharing the event loop with status polls.
+        self.admission = asyncio.Semaphore(settings.max_concurrent_accepts)
+
+    async def accept(self, request: RunRequest) -> Accepted:
+        if not self.dispatcher.accepting:
+            raise ServiceUnavailable(
+                "The server is shutting down; retry shortly.", headers={"Retry-After": "2"}
+            )
+        request = dataclasses.replace(request, driver=self.dispatcher.owner)
+        if request.idempotency_key is not None:
+            earlier = await self.db.read(functools.partial(earlier_answer, request=request))
+            if earlier is not None:
+                return Accepted(earlier, replayed=True)
+        async with self.admission:
+            for _ in range(ATTEMPTS):
+                workflow = await self._workflow(request)
+                state, batch = await self._prepare(request, workflow)
+                answer = {
+                    "run_id": batch.run_id,
+                    "status": RunStatus.RUNNING.value,
+                    "estimated_credits": state.estimate,
+                }
+                write = functools.partial(write_run, request=request, batch=batch, answer=answer)
+                try:
+                    events = await self.db.write(write)
+                except WorkflowChanged:
+                    request = dataclasses.replace(request, workflow_version=None)
+                    continue
+                except IntegrityError:
+                    earlier = await self._earlier(request)
+                    if earlier is None:
+                        raise
+                    return Accepted(earlier, replayed=True)
+                break
+            else:
+                raise Conflict("The workflow was changed while the run was being accepted; retry.")
+        await self.bus.publish(events)
+        count_events(self.metrics, events)
+        if batch.run_end is None:
+            await self.dispatcher.submit(batch.run_id, _prepared(state))
+        return Accepted(answer, replayed=False)
+
+    async def _earlier(self, request: RunRequest) -> dict[str, Any] | None:
+        if request.idempotency_key is None:
+            return None
+        return await self.db.read(functools.partial(earlier_answer, request=request))
+
+    async def _workflow(self, request: RunRequest) -> WorkflowVersion:
+        if request.workflow_version is not None:
+            graph = self.graphs.peek(request.workflow_id, request.workflow_version)
+            if graph is not None:
+                return WorkflowVersion(request.workflow_id, request.workflow_version, graph)
+        return await self.db.read(
+            lambda c: read_workflow(c, request.account_id, request.workflow_id, self.graphs)
+        )
+
+    async def _prepare(
+        self, request: RunRequest, workflow: WorkflowVersion
+    ) -> tuple[RunState, Batch]:
+        """The run to write: executed already when every node is instant and they fit in
+        one step, else as accepted (pending)."""
+        state, batch = new_run(request, workflow)
+        graph = workflow.graph
+        if self.executor is None or not graph.all_instant or len(graph.nodes) > INSTANT_PER_STEP:
+            return state, batch
+        if await self._execute_now(state, batch, request.driver or self.claimant):
+            return state, batch
+        # A node turned out not to be instant (an input too large, a template that needs
+        # Jinja after all): the run is accepted as usual and its driver executes it.
+        return new_run(request, workflow)
+
+    async def _execute_now(self, state: RunState, batch: Batch, owner: str) -> bool:
+        executor = self.executor
+        assert executor is not None
+        limit = self.settings.max_concurrent_nodes_per_run
+
+        async def no_progress(_fraction: float) -> None:
+            return None
+
+        def execute(node_id: str) -> Any:
+            return executor.execute(node_task(state, node_id), no_progress)
+
+        started = schedule(state, batch, owner, limit)
+        left = await run_instant(
+            state,
+            batch,
+            started,
+            execute,
+            lambda: schedule(state, batch, owner, limit),
+            lambda: False,
+        )
+        return not left and batch.run_end is not None
+
+
+def _prepared(state: RunState) -> PreparedRun:
+    return PreparedRun(
+        run_id=state.run_id,
+        account_id=state.account_id,
+        workflow_id=state.workflow_id,
+        graph=state.graph,
+        run_input=state.run_input,
+        use_cache=state.use_cache,
+        estimate=state.estimate,
+        created_at=state.created_at,
+        plan=state.plan,
+        queued=tuple(n for n, s in state.status.items() if s == NodeStatus.QUEUED),
     )
-    estimate = graph.estimate_credits()
-    credits.hold(conn, account_id, run_id, estimate, now)
-    conn.execute(
-        _INSERT_RUN,
-        {
-            "id": run_id,
-            "account_id": account_id,
-            "workflow_id": workflow_id,
-            "webhook_id": webhook_id,
-            "status": RunStatus.RUNNING.value,
-            "trigger": trigger,
-            "use_cache": use_cache,
-            "estimated_credits": estimate,
-            "credits_used": 0,
-            "error": None,
-            "created_at": now,
-            "finished_at": None,
-            "cancel_requested": False,
-            "driver": driver,
-            "input": run_input,
-            "graph_json": graph_json,
-        },
-    )
-    node_rows = [
-        {
-            "run_id": run_id,
-            "node_id": node.id,
-            "position": position,
-            "type": node.type,
-            "status": (NodeStatus.QUEUED if node.id in roots else NodeStatus.PENDING).value,
-            "artifact_id": None,
-            "credits_used": 0,
-            "cached": False,
-            "cache_key": None,
-            "started_at": None,
-            "finished_at": None,
-            "error": None,
-            "attempts": 0,
-            "claimed_by": None,
-            "queued_at": now if node.id in roots else None,
-        }
-        for position, node in enumerate(graph.nodes.values())
-    ]
-    if node_rows:  # an empty graph is valid: its run completes at once
-        conn.execute(_INSERT_NODES, node_rows)
-    prepared = PreparedRun(
-        run_id=run_id,
-        account_id=account_id,
-        workflow_id=workflow_id,
-        graph=graph,
-        run_input=run_input,
-        use_cache=use_cache,
-        estimate=estimate,
-        created_at=now,
-        plan=plan,
-        queued=roots,
-    )
-    # The run's first event (seq 1) is committed with the run itself.
-    batch = Batch(run_id, workflow_id, account_id)
-    batch.event("run.started", now, None, estimated_credits=estimate)
-    events = tuple(write_events(conn, batch, 1))
-    return Started(run_id, estimate, now, prepared, events)

@@ -5,6 +5,13 @@ The runner collects what one step of a run changed (nodes finished, nodes starte
 ended) into a batch, so a step costs one commit however many transitions it holds. Events
 get their ``seq`` when the batch is applied, under the runner's commit lock, so the log has
 no gaps and commit order equals ``seq`` order.
+
+A batch may also create its run (``Batch.created``: accepting it). Then nobody else can see
+the run's rows yet, so instead of inserting them pending and updating them, the batch's
+transitions are folded into the rows it inserts: one multi-row INSERT per table whatever
+the batch holds. The folding checks each transition against the same allowed from-states
+(``states.NODE_FROM``) the conditional UPDATEs name. A run of instant nodes is accepted,
+executed and finished this way in one transaction (engine/submit.py).
 """
 
 from __future__ import annotations
@@ -25,7 +32,9 @@ from nodeloom.db.models import (
     NodeRun,
     Run,
     RunEvent,
+    Workflow,
 )
+from nodeloom.engine import credits
 from nodeloom.engine.states import NODE_FROM, RUN_FROM, NodeStatus, RunStatus, StaleTransition
 from nodeloom.events.model import Event
 
@@ -54,11 +63,35 @@ class _NodeEnd:
     error: dict[str, Any] | None = None
 
 
+@dataclass(frozen=True)
+class NewRun:
+    """A run the batch creates: its row and its node rows (in graph order), pending, or
+    queued for the roots when queue workers run its nodes."""
+
+    webhook_id: str | None
+    trigger: str
+    use_cache: bool
+    estimate: int
+    created_at: datetime
+    driver: str | None
+    run_input: dict[str, Any] | None
+    # The workflow as it was read (``updated_at``): the run copies that graph, and the
+    # INSERT finds nothing if the workflow changed or was deleted since (WorkflowChanged).
+    workflow_version: datetime
+    nodes: tuple[tuple[str, str], ...]  # (node id, type)
+    queued: frozenset[str] = frozenset()
+
+
+class WorkflowChanged(Exception):
+    """The workflow was updated or deleted between reading it and creating its run."""
+
+
 @dataclass
 class Batch:
     run_id: str
     workflow_id: str
     account_id: str
+    created: NewRun | None = None
     started: list[tuple[str, datetime]] = field(default_factory=list)
     claimed_by: str | None = None  # who the started nodes are claimed by
     ended: list[_NodeEnd] = field(default_factory=list)
@@ -71,7 +104,13 @@ class Batch:
 
     def __bool__(self) -> bool:
         return bool(
-            self.started or self.ended or self.bulk or self.queued or self.run_end or self.events
+            self.created
+            or self.started
+            or self.ended
+            or self.bulk
+            or self.queued
+            or self.run_end
+            or self.events
         )
 
     def event(self, type_: str, at: datetime, node_id: str | None = None, **data: Any) -> None:
@@ -268,6 +307,39 @@ _RELEASE = (
     .values(credits_balance=_ACCOUNT.c.credits_balance + sa.bindparam("amount"))
 )
 _INSERT_LEDGER = sa.insert(_LEDGER)
+_INSERT_NODES = sa.insert(_NODE)
+_WORKFLOW = _t(Workflow)
+_NEW_RUN_VALUES = (
+    "id",
+    "account_id",
+    "workflow_id",
+    "webhook_id",
+    "status",
+    "trigger",
+    "use_cache",
+    "estimated_credits",
+    "credits_used",
+    "error",
+    "created_at",
+    "finished_at",
+    "cancel_requested",
+    "driver",
+    "input",
+)
+# The run row with a copy of the workflow's graph, only if the workflow is still the version
+# that was read (and not deleted): the check and the copy in one statement.
+_INSERT_RUN = sa.insert(_RUN).from_select(
+    [*_NEW_RUN_VALUES, "graph_json"],
+    sa.select(
+        *(sa.bindparam(name, type_=_RUN.c[name].type) for name in _NEW_RUN_VALUES),
+        _WORKFLOW.c.graph_json,
+    ).where(
+        _WORKFLOW.c.id == sa.bindparam("workflow_id"),
+        _WORKFLOW.c.account_id == sa.bindparam("account_id"),
+        _WORKFLOW.c.updated_at == sa.bindparam("version", type_=_WORKFLOW.c.updated_at.type),
+        _WORKFLOW.c.deleted_at.is_(None),
+    ),
+)
 _ARTIFACT_EXISTS = sa.select(_ARTIFACT.c.id).where(_ARTIFACT.c.id == sa.bindparam("id"))
 _INSERT_ARTIFACT = sa.insert(_ARTIFACT)
 _INSERT_EVENTS = sa.insert(_EVENTS)
@@ -275,7 +347,34 @@ _INSERT_EVENTS = sa.insert(_EVENTS)
 
 def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
     """Write the batch; return its events with their seq (starting at ``next_seq``).
-    Raises StaleTransition (the transaction rolls back) when a change no longer applies."""
+    Raises StaleTransition (the transaction rolls back) when a change no longer applies,
+    InsufficientCredits or WorkflowChanged when a run it creates cannot be."""
+    rows = _Rows()
+    if batch.created is not None:
+        _create(conn, batch, batch.created, rows)
+    else:
+        _update(conn, batch, rows)
+    if rows.artifacts:
+        conn.execute(_INSERT_ARTIFACT, rows.artifacts)
+    if rows.cache:
+        conn.execute(insert_ignoring_conflicts(conn, _CACHE), rows.cache)
+    if rows.ledger:
+        # Unique (run, node, kind): a second charge for the same node fails loudly.
+        conn.execute(_INSERT_LEDGER, rows.ledger)
+    return write_events(conn, batch, next_seq)
+
+
+@dataclass
+class _Rows:
+    """Rows a batch adds, inserted once per table."""
+
+    ledger: list[dict[str, Any]] = field(default_factory=list)
+    artifacts: list[dict[str, Any]] = field(default_factory=list)
+    cache: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _update(conn: Connection, batch: Batch, rows: _Rows) -> None:
+    """A step of a run that exists: conditional UPDATEs naming their from-states."""
     run_id = batch.run_id
     if batch.queued:
         ids = [node_id for node_id, _ in batch.queued]
@@ -290,23 +389,133 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
         )
         if result.rowcount != len(ids):
             raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending or queued")
-    ledger: list[dict[str, Any]] = []
-    artifacts: list[dict[str, Any]] = []
-    cache: list[dict[str, Any]] = []
     for end in batch.ended:
-        _end_node(conn, batch, end, ledger, artifacts, cache)
-    if artifacts:
-        conn.execute(_INSERT_ARTIFACT, artifacts)
-    if cache:
-        conn.execute(insert_ignoring_conflicts(conn, _CACHE), cache)
+        _check_cached(conn, batch, end)
+        result = conn.execute(
+            _END[end.status],
+            {
+                "run": run_id,
+                "node": end.node_id,
+                "at": end.at,
+                "artifact": end.artifact_id,
+                "credits": end.credits,
+                "cached": end.cached,
+                "key": end.cache_key,
+                "error": end.error,
+            },
+        )
+        if result.rowcount != 1:
+            raise StaleTransition(f"run {run_id}: node {end.node_id} is no longer running")
+        _end_rows(batch, end, rows)
     for status, node_ids, at, error in batch.bulk:
         conn.execute(_BULK[status], {"run": run_id, "ids": node_ids, "at": at, "error": error})
     if batch.run_end is not None:
-        _end_run(conn, batch, ledger)
-    if ledger:
-        # Unique (run, node, kind): a second charge for the same node fails loudly.
-        conn.execute(_INSERT_LEDGER, ledger)
-    return write_events(conn, batch, next_seq)
+        _end_run(conn, batch, rows.ledger)
+
+
+def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
+    """Accepting a run: hold its estimate, insert it and its nodes as the batch leaves them.
+    When the batch also ends the run, what the hold does not charge is given back in the
+    same UPDATE (one statement for hold and release)."""
+    ended = batch.run_end
+    release = ended[4] if ended is not None else 0
+    credits.hold(conn, batch.account_id, new.estimate, give_back=release)
+    rows.ledger.append(_ledger_row(batch, "", "hold", new.estimate, new.created_at))
+    for end in batch.ended:
+        _check_cached(conn, batch, end)
+        _end_rows(batch, end, rows)
+    status, finished_at, error, used = RunStatus.RUNNING, None, None, 0
+    if ended is not None:
+        status, finished_at, error, used, _ = ended
+        if release > 0:
+            rows.ledger.append(_ledger_row(batch, "", "release", release, finished_at))
+    inserted = conn.execute(
+        _INSERT_RUN,
+        {
+            "id": batch.run_id,
+            "account_id": batch.account_id,
+            "workflow_id": batch.workflow_id,
+            "webhook_id": new.webhook_id,
+            "status": status.value,
+            "trigger": new.trigger,
+            "use_cache": new.use_cache,
+            "estimated_credits": new.estimate,
+            "credits_used": used,
+            "error": error,
+            "created_at": new.created_at,
+            "finished_at": finished_at,
+            "cancel_requested": False,
+            "driver": new.driver,
+            "input": new.run_input,
+            "version": new.workflow_version,
+        },
+    )
+    if inserted.rowcount != 1:
+        raise WorkflowChanged(batch.workflow_id)
+    if new.nodes:  # an empty graph is valid: its run completes at once
+        conn.execute(_INSERT_NODES, _folded_nodes(batch, new))
+
+
+def _folded_nodes(batch: Batch, new: NewRun) -> list[dict[str, Any]]:
+    """The node rows of a run created by ``batch``, with the batch's transitions applied in
+    the order ``_update`` applies them, each checked against its allowed from-states."""
+    rows: dict[str, dict[str, Any]] = {}
+    for position, (node_id, type_) in enumerate(new.nodes):
+        queued = node_id in new.queued
+        rows[node_id] = {
+            "run_id": batch.run_id,
+            "node_id": node_id,
+            "position": position,
+            "type": type_,
+            "status": NodeStatus.QUEUED if queued else NodeStatus.PENDING,
+            "artifact_id": None,
+            "credits_used": 0,
+            "cached": False,
+            "cache_key": None,
+            "started_at": None,
+            "finished_at": None,
+            "error": None,
+            "attempts": 0,
+            "claimed_by": None,
+            "queued_at": new.created_at if queued else None,
+        }
+
+    def move(node_id: str, to: NodeStatus, **values: Any) -> None:
+        row = rows[node_id]
+        if row["status"] not in NODE_FROM[to]:
+            raise StaleTransition(
+                f"run {batch.run_id}: node {node_id} cannot go from {row['status']} to {to}"
+            )
+        row.update(values, status=to)
+
+    for node_id, at in batch.queued:
+        move(node_id, NodeStatus.QUEUED, queued_at=at, started_at=None, claimed_by=None)
+    for node_id, at in batch.started:
+        attempts = rows[node_id]["attempts"] + 1
+        move(
+            node_id,
+            NodeStatus.RUNNING,
+            started_at=at,
+            claimed_by=batch.claimed_by,
+            attempts=attempts,
+        )
+    for end in batch.ended:
+        move(
+            end.node_id,
+            end.status,
+            finished_at=end.at,
+            artifact_id=end.artifact_id,
+            credits_used=end.credits,
+            cached=end.cached,
+            cache_key=end.cache_key,
+            error=end.error,
+        )
+    for status, node_ids, at, error in batch.bulk:
+        for node_id in node_ids:
+            move(node_id, status, finished_at=at, error=error)
+    for row in rows.values():
+        row["status"] = row["status"].value
+    return list(rows.values())
 
 
 def _grouped_by_time(started: list[tuple[str, datetime]]) -> list[tuple[datetime, list[str]]]:
@@ -318,17 +527,31 @@ def _grouped_by_time(started: list[tuple[str, datetime]]) -> list[tuple[datetime
     return list(groups.items())
 
 
-def _end_node(
-    conn: Connection,
-    batch: Batch,
-    end: _NodeEnd,
-    ledger: list[dict[str, Any]],
-    artifacts: list[dict[str, Any]],
-    cache: list[dict[str, Any]],
-) -> None:
+def _check_cached(conn: Connection, batch: Batch, end: _NodeEnd) -> None:
+    """A cache hit reuses another run's artifact: make sure retention did not remove it since
+    the look-up (the step then rolls back and the run is resumed without it)."""
+    if end.cached and end.artifact_id is not None:
+        if conn.execute(_ARTIFACT_EXISTS, {"id": end.artifact_id}).first() is None:
+            raise StaleTransition(f"run {batch.run_id}: cached artifact {end.artifact_id} gone")
+
+
+def _ledger_row(batch: Batch, node_id: str, kind: str, amount: int, at: datetime) -> dict[str, Any]:
+    return {
+        "account_id": batch.account_id,
+        "run_id": batch.run_id,
+        "node_id": node_id,
+        "kind": kind,
+        "amount": amount,
+        "note": None,
+        "created_at": at,
+    }
+
+
+def _end_rows(batch: Batch, end: _NodeEnd, rows: _Rows) -> None:
+    """What a node's end adds: its new artifact, its charge, its cache entry."""
     if end.new_artifact is not None:
         art = end.new_artifact
-        artifacts.append(
+        rows.artifacts.append(
             {
                 "id": art.id,
                 "account_id": batch.account_id,
@@ -344,40 +567,10 @@ def _end_node(
                 "created_at": end.at,
             }
         )
-    if end.cached and end.artifact_id is not None:
-        # A cache hit reuses another run's artifact: make sure retention did not remove it
-        # since the look-up (the step then rolls back and the run is resumed without it).
-        if conn.execute(_ARTIFACT_EXISTS, {"id": end.artifact_id}).first() is None:
-            raise StaleTransition(f"run {batch.run_id}: cached artifact {end.artifact_id} gone")
-    result = conn.execute(
-        _END[end.status],
-        {
-            "run": batch.run_id,
-            "node": end.node_id,
-            "at": end.at,
-            "artifact": end.artifact_id,
-            "credits": end.credits,
-            "cached": end.cached,
-            "key": end.cache_key,
-            "error": end.error,
-        },
-    )
-    if result.rowcount != 1:
-        raise StaleTransition(f"run {batch.run_id}: node {end.node_id} is no longer running")
     if end.credits > 0:
-        ledger.append(
-            {
-                "account_id": batch.account_id,
-                "run_id": batch.run_id,
-                "node_id": end.node_id,
-                "kind": "charge",
-                "amount": end.credits,
-                "note": None,
-                "created_at": end.at,
-            }
-        )
+        rows.ledger.append(_ledger_row(batch, end.node_id, "charge", end.credits, end.at))
     if end.cache_key is not None and not end.cached and end.artifact_id is not None:
-        cache.append(
+        rows.cache.append(
             {
                 "account_id": batch.account_id,
                 "cache_key": end.cache_key,
@@ -397,17 +590,7 @@ def _end_run(conn: Connection, batch: Batch, ledger: list[dict[str, Any]]) -> No
         raise StaleTransition(f"run {batch.run_id} is no longer running")
     if release > 0:
         conn.execute(_RELEASE, {"account": batch.account_id, "amount": release})
-        ledger.append(
-            {
-                "account_id": batch.account_id,
-                "run_id": batch.run_id,
-                "node_id": "",
-                "kind": "release",
-                "amount": release,
-                "note": None,
-                "created_at": at,
-            }
-        )
+        ledger.append(_ledger_row(batch, "", "release", release, at))
 
 
 def write_events(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:

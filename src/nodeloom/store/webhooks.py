@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, cast
 
 import sqlalchemy as sa
@@ -133,6 +134,7 @@ class TriggerTarget:
     active: bool
     plan: str
     secret_encrypted: str | None
+    workflow_version: datetime  # the workflow's updated_at
 
 
 _FOR_TRIGGER = (
@@ -143,6 +145,7 @@ _FOR_TRIGGER = (
         WEBHOOKS.c.active,
         _ACCOUNTS.c.plan,
         WEBHOOKS.c.secret_encrypted,
+        _WORKFLOWS.c.updated_at,
     )
     .join(_WORKFLOWS, _WORKFLOWS.c.id == WEBHOOKS.c.workflow_id)
     .join(_ACCOUNTS, _ACCOUNTS.c.id == WEBHOOKS.c.account_id)
@@ -156,11 +159,12 @@ _FOR_TRIGGER = (
 
 def for_trigger(conn: Connection, token_hash: str) -> TriggerTarget | None:
     """One indexed look-up per trigger: the webhook by its token's keyed hash, with its
-    owner's current plan. Deleted webhooks and webhooks of deleted workflows are not found.
+    owner's current plan and its workflow's version. Deleted webhooks and webhooks of
+    deleted workflows are not found.
 
     The equality test happens on the keyed hash, which an attacker cannot choose, so an
     index look-up leaks nothing useful about stored tokens through timing."""
     row = conn.execute(_FOR_TRIGGER, {"hash": token_hash}).first()
     if row is None:
         return None
-    return TriggerTarget(row[0], row[1], row[2], bool(row[3]), row[4], row[5])
+    return TriggerTarget(row[0], row[1], row[2], bool(row[3]), row[4], row[5], row[6])

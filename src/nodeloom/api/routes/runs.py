@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
@@ -11,7 +10,6 @@ from urllib.parse import quote
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
 from pydantic import ValidationError
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError
 
 from nodeloom.api.body import read_json
 from nodeloom.api.deps import CtxDep, PrincipalDep
@@ -19,11 +17,9 @@ from nodeloom.api.paging import link_next
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
-from nodeloom.api.state import AppContext
 from nodeloom.db.models import utcnow
-from nodeloom.engine import submit
-from nodeloom.engine.submit import Accepted, RunRequest
-from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound, ServiceUnavailable
+from nodeloom.engine.submit import RunRequest
+from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound
 from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.runs import (
     ExecuteRequest,
@@ -50,30 +46,6 @@ def _ms(start: datetime | None, end: datetime | None) -> int | None:
     if start is None:
         return None
     return max(0, int(((end or utcnow()) - start).total_seconds() * 1000))
-
-
-async def start_run(ctx: AppContext, request: RunRequest) -> Accepted:
-    """Accept a run in one write transaction (see engine.submit), then dispatch it."""
-    if not ctx.dispatcher.accepting:
-        raise ServiceUnavailable(
-            "The server is shutting down; retry shortly.", headers={"Retry-After": "2"}
-        )
-    request = dataclasses.replace(request, driver=ctx.dispatcher.owner)
-    try:
-        async with ctx.admission:
-            accepted = await ctx.db.write(lambda c: submit.start_run(c, request, ctx.graphs))
-    except IntegrityError:
-        key = request.idempotency_key
-        if key is None:
-            raise
-        earlier = await ctx.db.read(lambda c: submit.earlier_answer(c, request))
-        if earlier is None:
-            raise
-        return Accepted(earlier, replayed=True)
-    if not accepted.replayed:
-        await ctx.bus.publish(list(accepted.events))
-        await ctx.dispatcher.submit(accepted.answer["run_id"], accepted.prepared)
-    return accepted
 
 
 def _run_location(workflow_id: str, run_id: str) -> str:
@@ -124,8 +96,7 @@ async def execute(
         raise InvalidRequest(
             "; ".join(f"{e.pointer}: {e.message}" for e in errors), errors=errors
         ) from exc
-    accepted = await start_run(
-        ctx,
+    accepted = await ctx.acceptor.accept(
         RunRequest(
             account_id=principal.account_id,
             workflow_id=workflow_id,

@@ -33,7 +33,6 @@ from sqlalchemy.engine import Connection
 from nodeloom.api.body import is_json_content_type, parse_json_off_loop, read_limited
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.paging import link_next
-from nodeloom.api.routes.runs import start_run
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
@@ -293,8 +292,7 @@ async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
             if not reservation.decision.allowed:
                 refused = reservation.decision
                 raise _rate_limited(limit, refused.reset_seconds, refused.headers())
-            accepted = await start_run(
-                ctx,
+            accepted = await ctx.acceptor.accept(
                 RunRequest(
                     account_id=target.account_id,
                     workflow_id=target.workflow_id,
@@ -303,6 +301,7 @@ async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
                     plan=str(target.plan),
                     webhook_id=target.webhook_id,
                     trigger="webhook",
+                    workflow_version=target.workflow_version,
                 ),
             )
     finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from nodeloom.engine.submit import PreparedRun
+from nodeloom.engine.run_state import PreparedRun
 
 
 class Dispatcher(Protocol):

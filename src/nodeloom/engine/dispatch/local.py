@@ -29,9 +29,9 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import Run
 from nodeloom.engine.executor import ExecutorEnv
 from nodeloom.engine.process import ProcessIdentity
+from nodeloom.engine.run_state import PreparedRun
 from nodeloom.engine.runner import RunDriver
 from nodeloom.engine.states import RunStatus
-from nodeloom.engine.submit import PreparedRun
 
 log = logging.getLogger("nodeloom.dispatch")
 

@@ -37,10 +37,10 @@ from procrastinate.jobs import Status
 from nodeloom.db.models import NodeRun, utcnow
 from nodeloom.engine import steps
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor
+from nodeloom.engine.run_state import PreparedRun
 from nodeloom.engine.runner import count_events
 from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.steps import RunGraphs, StepResult
-from nodeloom.engine.submit import PreparedRun
 from nodeloom.events.model import Event
 
 log = logging.getLogger("nodeloom.dispatch")
@@ -206,7 +206,7 @@ class QueueDispatcher:
     async def _publish(self, events: list[Event]) -> None:
         if events:
             await self.env.bus.publish(events)
-            count_events(self.env, events)
+            count_events(self.env.metrics, events)
 
     async def _run_node(self, context: JobContext, run_id: str, node_id: str) -> None:
         """The job: claim the node, execute it, record how it ended."""

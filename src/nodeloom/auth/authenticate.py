@@ -16,11 +16,12 @@ from nodeloom.auth.tokens import api_key_hash, looks_like_api_key, read_jwt
 from nodeloom.auth.usage import KeyUsage
 from nodeloom.db.engine import Database
 from nodeloom.db.models import Account, ApiKey
+from nodeloom.db.prepared import Prepared
 from nodeloom.errors import Unauthorized
 
 _KEYS = cast(sa.Table, ApiKey.__table__)
 _ACCOUNTS = cast(sa.Table, Account.__table__)
-_KEY_OWNER = (
+_KEY_OWNER = Prepared(
     sa.select(
         _KEYS.c.id,
         _KEYS.c.account_id,
@@ -31,8 +32,10 @@ _KEY_OWNER = (
     .join(_ACCOUNTS, _ACCOUNTS.c.id == _KEYS.c.account_id)
     .where(_KEYS.c.key_hash == sa.bindparam("hash"))
 )
-_ACCOUNT = sa.select(_ACCOUNTS.c.plan, _ACCOUNTS.c.token_version, _ACCOUNTS.c.disabled_at).where(
-    _ACCOUNTS.c.id == sa.bindparam("id")
+_ACCOUNT = Prepared(
+    sa.select(_ACCOUNTS.c.plan, _ACCOUNTS.c.token_version, _ACCOUNTS.c.disabled_at).where(
+        _ACCOUNTS.c.id == sa.bindparam("id")
+    )
 )
 
 
@@ -43,7 +46,7 @@ async def authenticate(
         raise Unauthorized("Send Authorization: Bearer <API key or access token>.")
     if looks_like_api_key(credential):
         params = {"hash": api_key_hash(secret, credential)}
-        row = await db.read(lambda c: c.execute(_KEY_OWNER, params).first())
+        row = await db.read(lambda c: _KEY_OWNER.run(c, params).first())
         if row is None or row.revoked_at is not None:
             raise Unauthorized("The API key is invalid or has been revoked.")
         if row.disabled_at is not None:
@@ -53,7 +56,7 @@ async def authenticate(
     claims = read_jwt(secret, credential)
     if claims is None:
         raise Unauthorized("The access token is invalid or has expired.")
-    account = await db.read(lambda c: c.execute(_ACCOUNT, {"id": claims.account_id}).first())
+    account = await db.read(lambda c: _ACCOUNT.run(c, {"id": claims.account_id}).first())
     if account is None:
         raise Unauthorized("The access token's account no longer exists.")
     if account.disabled_at is not None:

@@ -13,11 +13,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, CreditEntry
+from nodeloom.db.prepared import Prepared
 from nodeloom.errors import InsufficientCredits
 
 _ACCOUNTS = cast(sa.Table, Account.__table__)
 _LEDGER = cast(sa.Table, CreditEntry.__table__)
-_HOLD = (
+_HOLD = Prepared(
     sa.update(_ACCOUNTS)
     .where(
         _ACCOUNTS.c.id == sa.bindparam("account"),
@@ -29,7 +30,9 @@ _HOLD = (
         + sa.bindparam("give_back")
     )
 )
-_BALANCE = sa.select(_ACCOUNTS.c.credits_balance).where(_ACCOUNTS.c.id == sa.bindparam("account"))
+_BALANCE = Prepared(
+    sa.select(_ACCOUNTS.c.credits_balance).where(_ACCOUNTS.c.id == sa.bindparam("account"))
+)
 
 
 def hold(conn: Connection, account_id: str, amount: int, *, give_back: int = 0) -> None:
@@ -39,8 +42,8 @@ def hold(conn: Connection, account_id: str, amount: int, *, give_back: int = 0) 
     if amount <= 0:
         return
     params = {"account": account_id, "amount": amount, "give_back": give_back}
-    if conn.execute(_HOLD, params).rowcount != 1:
-        available = conn.execute(_BALANCE, {"account": account_id}).scalar()
+    if _HOLD.run(conn, params).rowcount != 1:
+        available = _BALANCE.run(conn, {"account": account_id}).scalar()
         raise InsufficientCredits(required=amount, available=int(available or 0))
 
 

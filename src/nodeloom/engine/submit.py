@@ -31,6 +31,7 @@ from sqlalchemy.exc import IntegrityError
 
 from nodeloom.db.engine import Database
 from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
+from nodeloom.db.prepared import Prepared
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.executor import NodeExecutor
 from nodeloom.engine.graph import Graph, validate_graph
@@ -94,13 +95,17 @@ class GraphCache:
 _RUNS = cast(sa.Table, Run.__table__)
 _WORKFLOWS = cast(sa.Table, Workflow.__table__)
 _IDEMPOTENCY = cast(sa.Table, IdempotencyKey.__table__)
-_WORKFLOW_VERSION = sa.select(_WORKFLOWS.c.id, _WORKFLOWS.c.updated_at).where(
-    _WORKFLOWS.c.id == sa.bindparam("id"),
-    _WORKFLOWS.c.account_id == sa.bindparam("account"),
-    _WORKFLOWS.c.deleted_at.is_(None),
+_WORKFLOW_VERSION = Prepared(
+    sa.select(_WORKFLOWS.c.id, _WORKFLOWS.c.updated_at).where(
+        _WORKFLOWS.c.id == sa.bindparam("id"),
+        _WORKFLOWS.c.account_id == sa.bindparam("account"),
+        _WORKFLOWS.c.deleted_at.is_(None),
+    )
 )
-_WORKFLOW_GRAPH = sa.select(_WORKFLOWS.c.graph_json).where(_WORKFLOWS.c.id == sa.bindparam("id"))
-_EARLIER = (
+_WORKFLOW_GRAPH = Prepared(
+    sa.select(_WORKFLOWS.c.graph_json).where(_WORKFLOWS.c.id == sa.bindparam("id"))
+)
+_EARLIER = Prepared(
     sa.select(
         _IDEMPOTENCY.c.response,
         _IDEMPOTENCY.c.created_at,
@@ -113,12 +118,14 @@ _EARLIER = (
         _IDEMPOTENCY.c.key == sa.bindparam("key"),
     )
 )
-_FORGET_EXPIRED = sa.delete(_IDEMPOTENCY).where(
-    _IDEMPOTENCY.c.account_id == sa.bindparam("account"),
-    _IDEMPOTENCY.c.key == sa.bindparam("key"),
-    _IDEMPOTENCY.c.created_at < sa.bindparam("cutoff", type_=_IDEMPOTENCY.c.created_at.type),
+_FORGET_EXPIRED = Prepared(
+    sa.delete(_IDEMPOTENCY).where(
+        _IDEMPOTENCY.c.account_id == sa.bindparam("account"),
+        _IDEMPOTENCY.c.key == sa.bindparam("key"),
+        _IDEMPOTENCY.c.created_at < sa.bindparam("cutoff", type_=_IDEMPOTENCY.c.created_at.type),
+    )
 )
-_REMEMBER = sa.insert(_IDEMPOTENCY)
+_REMEMBER = Prepared(sa.insert(_IDEMPOTENCY))
 IDEMPOTENCY_TTL = timedelta(hours=24)
 # Reading the workflow and creating its run are two transactions; if the workflow is saved
 # in between, the run is prepared again from the new version (a few times at most).
@@ -171,8 +178,8 @@ def earlier_answer(conn: Connection, request: RunRequest) -> dict[str, Any] | No
     """The stored answer for the request's Idempotency-Key used in the last 24 hours, if
     any. A key reused for a different request (another workflow, another input) is refused
     (422, as Stripe does), never answered with the first request's run."""
-    row = conn.execute(
-        _EARLIER, {"account": request.account_id, "key": request.idempotency_key}
+    row = _EARLIER.run(
+        conn, {"account": request.account_id, "key": request.idempotency_key}
     ).first()
     if row is None or row.created_at < utcnow() - IDEMPOTENCY_TTL:
         return None
@@ -192,12 +199,12 @@ def read_workflow(
 ) -> WorkflowVersion:
     """The workflow's current version and checked graph (its JSON is read only when the
     cache does not hold that version)."""
-    row = conn.execute(_WORKFLOW_VERSION, {"id": workflow_id, "account": account_id}).first()
+    row = _WORKFLOW_VERSION.run(conn, {"id": workflow_id, "account": account_id}).first()
     if row is None:
         raise NotFound("No such workflow.")
     graph = graphs.peek(row.id, row.updated_at)
     if graph is None:
-        graph_json = conn.execute(_WORKFLOW_GRAPH, {"id": row.id}).scalar_one()
+        graph_json = _WORKFLOW_GRAPH.run(conn, {"id": row.id}).scalar_one()
         graph = graphs.get(row.id, row.updated_at, graph_json)
     return WorkflowVersion(row.id, row.updated_at, graph)
 
@@ -251,12 +258,12 @@ def write_run(
     events = apply(conn, batch, 1)
     key = request.idempotency_key
     if key is not None:
-        conn.execute(
-            _FORGET_EXPIRED,
+        _FORGET_EXPIRED.run(
+            conn,
             {"account": request.account_id, "key": key, "cutoff": utcnow() - IDEMPOTENCY_TTL},
         )
-        conn.execute(
-            _REMEMBER,
+        _REMEMBER.run(
+            conn,
             {
                 "account_id": request.account_id,
                 "key": key,

@@ -34,6 +34,7 @@ from nodeloom.db.models import (
     RunEvent,
     Workflow,
 )
+from nodeloom.db.prepared import Prepared
 from nodeloom.engine import credits
 from nodeloom.engine.states import NODE_FROM, RUN_FROM, NodeStatus, RunStatus, StaleTransition
 from nodeloom.events.model import Event
@@ -213,7 +214,7 @@ _ARTIFACT = _t(Artifact)
 _EVENTS = _t(RunEvent)
 _IDS: sa.BindParameter[list[str]] = sa.bindparam("ids", expanding=True)
 
-_QUEUE = (
+_QUEUE = Prepared(
     sa.update(_NODE)
     .where(
         _NODE.c.run_id == sa.bindparam("run"),
@@ -227,7 +228,7 @@ _QUEUE = (
         claimed_by=None,
     )
 )
-_START = (
+_START = Prepared(
     sa.update(_NODE)
     .where(
         _NODE.c.run_id == sa.bindparam("run"),
@@ -243,8 +244,8 @@ _START = (
 )
 
 
-def _end_statement(status: NodeStatus) -> sa.Update:
-    return (
+def _end_statement(status: NodeStatus) -> Prepared:
+    return Prepared(
         sa.update(_NODE)
         .where(
             _NODE.c.run_id == sa.bindparam("run"),
@@ -263,8 +264,8 @@ def _end_statement(status: NodeStatus) -> sa.Update:
     )
 
 
-def _bulk_statement(status: NodeStatus) -> sa.Update:
-    return (
+def _bulk_statement(status: NodeStatus) -> Prepared:
+    return Prepared(
         sa.update(_NODE)
         .where(
             _NODE.c.run_id == sa.bindparam("run"),
@@ -283,8 +284,8 @@ _END = {status: _end_statement(status) for status in (NodeStatus.COMPLETED, Node
 _BULK = {status: _bulk_statement(status) for status in (NodeStatus.SKIPPED, NodeStatus.CANCELLED)}
 
 
-def _run_end_statement(status: RunStatus) -> sa.Update:
-    return (
+def _run_end_statement(status: RunStatus) -> Prepared:
+    return Prepared(
         sa.update(_RUN)
         .where(
             _RUN.c.id == sa.bindparam("run"), _RUN.c.status.in_([s.value for s in RUN_FROM[status]])
@@ -301,13 +302,13 @@ def _run_end_statement(status: RunStatus) -> sa.Update:
 _RUN_END = {
     status: _run_end_statement(status) for status in (RunStatus.COMPLETED, RunStatus.FAILED)
 }
-_RELEASE = (
+_RELEASE = Prepared(
     sa.update(_ACCOUNT)
     .where(_ACCOUNT.c.id == sa.bindparam("account"))
     .values(credits_balance=_ACCOUNT.c.credits_balance + sa.bindparam("amount"))
 )
-_INSERT_LEDGER = sa.insert(_LEDGER)
-_INSERT_NODES = sa.insert(_NODE)
+_INSERT_LEDGER = Prepared(sa.insert(_LEDGER))
+_INSERT_NODES = Prepared(sa.insert(_NODE))
 _WORKFLOW = _t(Workflow)
 _NEW_RUN_VALUES = (
     "id",
@@ -328,21 +329,23 @@ _NEW_RUN_VALUES = (
 )
 # The run row with a copy of the workflow's graph, only if the workflow is still the version
 # that was read (and not deleted): the check and the copy in one statement.
-_INSERT_RUN = sa.insert(_RUN).from_select(
-    [*_NEW_RUN_VALUES, "graph_json"],
-    sa.select(
-        *(sa.bindparam(name, type_=_RUN.c[name].type) for name in _NEW_RUN_VALUES),
-        _WORKFLOW.c.graph_json,
-    ).where(
-        _WORKFLOW.c.id == sa.bindparam("workflow_id"),
-        _WORKFLOW.c.account_id == sa.bindparam("account_id"),
-        _WORKFLOW.c.updated_at == sa.bindparam("version", type_=_WORKFLOW.c.updated_at.type),
-        _WORKFLOW.c.deleted_at.is_(None),
-    ),
+_INSERT_RUN = Prepared(
+    sa.insert(_RUN).from_select(
+        [*_NEW_RUN_VALUES, "graph_json"],
+        sa.select(
+            *(sa.bindparam(name, type_=_RUN.c[name].type) for name in _NEW_RUN_VALUES),
+            _WORKFLOW.c.graph_json,
+        ).where(
+            _WORKFLOW.c.id == sa.bindparam("workflow_id"),
+            _WORKFLOW.c.account_id == sa.bindparam("account_id"),
+            _WORKFLOW.c.updated_at == sa.bindparam("version", type_=_WORKFLOW.c.updated_at.type),
+            _WORKFLOW.c.deleted_at.is_(None),
+        ),
+    )
 )
-_ARTIFACT_EXISTS = sa.select(_ARTIFACT.c.id).where(_ARTIFACT.c.id == sa.bindparam("id"))
-_INSERT_ARTIFACT = sa.insert(_ARTIFACT)
-_INSERT_EVENTS = sa.insert(_EVENTS)
+_ARTIFACT_EXISTS = Prepared(sa.select(_ARTIFACT.c.id).where(_ARTIFACT.c.id == sa.bindparam("id")))
+_INSERT_ARTIFACT = Prepared(sa.insert(_ARTIFACT))
+_INSERT_EVENTS = Prepared(sa.insert(_EVENTS))
 
 
 def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
@@ -355,12 +358,12 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
     else:
         _update(conn, batch, rows)
     if rows.artifacts:
-        conn.execute(_INSERT_ARTIFACT, rows.artifacts)
+        _INSERT_ARTIFACT.run(conn, rows.artifacts)
     if rows.cache:
-        conn.execute(insert_ignoring_conflicts(conn, _CACHE), rows.cache)
+        insert_ignoring_conflicts(conn, _CACHE).run(conn, rows.cache)
     if rows.ledger:
         # Unique (run, node, kind): a second charge for the same node fails loudly.
-        conn.execute(_INSERT_LEDGER, rows.ledger)
+        _INSERT_LEDGER.run(conn, rows.ledger)
     return write_events(conn, batch, next_seq)
 
 
@@ -378,21 +381,21 @@ def _update(conn: Connection, batch: Batch, rows: _Rows) -> None:
     run_id = batch.run_id
     if batch.queued:
         ids = [node_id for node_id, _ in batch.queued]
-        result = conn.execute(_QUEUE, {"run": run_id, "ids": ids, "at": batch.queued[0][1]})
+        result = _QUEUE.run(conn, {"run": run_id, "ids": ids, "at": batch.queued[0][1]})
         if result.rowcount != len(ids):
             raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending or running")
     # Starts before ends: a node the in-process driver started and finished within one
     # step (an instant node) must be running when its end is written.
     for at, ids in _grouped_by_time(batch.started):
-        result = conn.execute(
-            _START, {"run": run_id, "ids": ids, "at": at, "claimed_by": batch.claimed_by}
+        result = _START.run(
+            conn, {"run": run_id, "ids": ids, "at": at, "claimed_by": batch.claimed_by}
         )
         if result.rowcount != len(ids):
             raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending or queued")
     for end in batch.ended:
         _check_cached(conn, batch, end)
-        result = conn.execute(
-            _END[end.status],
+        result = _END[end.status].run(
+            conn,
             {
                 "run": run_id,
                 "node": end.node_id,
@@ -408,7 +411,7 @@ def _update(conn: Connection, batch: Batch, rows: _Rows) -> None:
             raise StaleTransition(f"run {run_id}: node {end.node_id} is no longer running")
         _end_rows(batch, end, rows)
     for status, node_ids, at, error in batch.bulk:
-        conn.execute(_BULK[status], {"run": run_id, "ids": node_ids, "at": at, "error": error})
+        _BULK[status].run(conn, {"run": run_id, "ids": node_ids, "at": at, "error": error})
     if batch.run_end is not None:
         _end_run(conn, batch, rows.ledger)
 
@@ -429,8 +432,8 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
         status, finished_at, error, used, _ = ended
         if release > 0:
             rows.ledger.append(_ledger_row(batch, "", "release", release, finished_at))
-    inserted = conn.execute(
-        _INSERT_RUN,
+    inserted = _INSERT_RUN.run(
+        conn,
         {
             "id": batch.run_id,
             "account_id": batch.account_id,
@@ -453,7 +456,7 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
     if inserted.rowcount != 1:
         raise WorkflowChanged(batch.workflow_id)
     if new.nodes:  # an empty graph is valid: its run completes at once
-        conn.execute(_INSERT_NODES, _folded_nodes(batch, new))
+        _INSERT_NODES.run(conn, _folded_nodes(batch, new))
 
 
 def _folded_nodes(batch: Batch, new: NewRun) -> list[dict[str, Any]]:
@@ -531,7 +534,7 @@ def _check_cached(conn: Connection, batch: Batch, end: _NodeEnd) -> None:
     """A cache hit reuses another run's artifact: make sure retention did not remove it since
     the look-up (the step then rolls back and the run is resumed without it)."""
     if end.cached and end.artifact_id is not None:
-        if conn.execute(_ARTIFACT_EXISTS, {"id": end.artifact_id}).first() is None:
+        if _ARTIFACT_EXISTS.run(conn, {"id": end.artifact_id}).first() is None:
             raise StaleTransition(f"run {batch.run_id}: cached artifact {end.artifact_id} gone")
 
 
@@ -583,13 +586,13 @@ def _end_rows(batch: Batch, end: _NodeEnd, rows: _Rows) -> None:
 def _end_run(conn: Connection, batch: Batch, ledger: list[dict[str, Any]]) -> None:
     assert batch.run_end is not None
     status, at, error, credits_used, release = batch.run_end
-    result = conn.execute(
-        _RUN_END[status], {"run": batch.run_id, "at": at, "error": error, "used": credits_used}
+    result = _RUN_END[status].run(
+        conn, {"run": batch.run_id, "at": at, "error": error, "used": credits_used}
     )
     if result.rowcount != 1:
         raise StaleTransition(f"run {batch.run_id} is no longer running")
     if release > 0:
-        conn.execute(_RELEASE, {"account": batch.account_id, "amount": release})
+        _RELEASE.run(conn, {"account": batch.account_id, "amount": release})
         ledger.append(_ledger_row(batch, "", "release", release, at))
 
 
@@ -609,8 +612,8 @@ def write_events(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
         )
         for i, (type_, node_id, data, at) in enumerate(batch.events)
     ]
-    conn.execute(
-        _INSERT_EVENTS,
+    _INSERT_EVENTS.run(
+        conn,
         [
             {
                 "run_id": e.run_id,

@@ -9,11 +9,12 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Artifact, CacheEntry
+from nodeloom.db.prepared import Prepared
 from nodeloom.store import Record
 
 ARTIFACTS = cast(sa.Table, Artifact.__table__)
 _CACHE = cast(sa.Table, CacheEntry.__table__)
-_CACHED = (
+_CACHED = Prepared(
     sa.select(ARTIFACTS)
     .join(_CACHE, _CACHE.c.artifact_id == ARTIFACTS.c.id)
     .where(
@@ -43,4 +44,4 @@ def by_ids(conn: Connection, ids: list[str]) -> dict[str, Record]:
 
 def cached(conn: Connection, account_id: str, cache_key: str) -> Record | None:
     """The artifact an earlier completed node with this cache key produced."""
-    return conn.execute(_CACHED, {"account": account_id, "key": cache_key}).first()
+    return _CACHED.run(conn, {"account": account_id, "key": cache_key}).first()

@@ -10,6 +10,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, NodeRun, Run, RunEvent, Workflow
+from nodeloom.db.prepared import Prepared
 from nodeloom.engine.states import RunStatus
 from nodeloom.store import Record
 from nodeloom.store.paging import after_cursor
@@ -31,12 +32,14 @@ SUMMARY_COLUMNS = (
     _RUNS.c.trigger,
     _RUNS.c.webhook_id,
 )
-_RUN = sa.select(*SUMMARY_COLUMNS, _RUNS.c.input).where(
-    _RUNS.c.id == sa.bindparam("run"),
-    _RUNS.c.account_id == sa.bindparam("account"),
-    _RUNS.c.workflow_id == sa.bindparam("workflow"),
+_RUN = Prepared(
+    sa.select(*SUMMARY_COLUMNS, _RUNS.c.input).where(
+        _RUNS.c.id == sa.bindparam("run"),
+        _RUNS.c.account_id == sa.bindparam("account"),
+        _RUNS.c.workflow_id == sa.bindparam("workflow"),
+    )
 )
-_NODE_RUNS = (
+_NODE_RUNS = Prepared(
     sa.select(
         _NODES.c.node_id,
         _NODES.c.type,
@@ -56,7 +59,7 @@ _WORKFLOW_EXISTS = sa.select(_WORKFLOWS.c.id).where(
     _WORKFLOWS.c.account_id == sa.bindparam("account"),
     _WORKFLOWS.c.deleted_at.is_(None),
 )
-_SO_FAR = (
+_SO_FAR = Prepared(
     sa.select(_NODES.c.run_id, sa.func.sum(_NODES.c.credits_used))
     .where(_NODES.c.run_id.in_(sa.bindparam("runs", expanding=True)))
     .group_by(_NODES.c.run_id)
@@ -71,7 +74,7 @@ _RUNNING = _RUNS.c.status == RunStatus.RUNNING.value
 def run(conn: Connection, account_id: str, workflow_id: str, run_id: str) -> Record | None:
     """The run's summary columns and input, when it is the account's, of that workflow."""
     params = {"run": run_id, "account": account_id, "workflow": workflow_id}
-    return conn.execute(_RUN, params).first()
+    return _RUN.run(conn, params).first()
 
 
 def owned(
@@ -92,7 +95,7 @@ def full(conn: Connection, run_id: str) -> Record | None:
 
 
 def node_runs(conn: Connection, run_id: str) -> list[Record]:
-    return list(conn.execute(_NODE_RUNS, {"run": run_id}).all())
+    return list(_NODE_RUNS.run(conn, {"run": run_id}).all())
 
 
 def node_rows(conn: Connection, run_id: str) -> list[Record]:
@@ -142,7 +145,7 @@ def page(
 def credits_so_far(conn: Connection, run_ids: list[str]) -> dict[str, int]:
     if not run_ids:
         return {}
-    rows = conn.execute(_SO_FAR, {"runs": run_ids})
+    rows = _SO_FAR.run(conn, {"runs": run_ids})
     return {run_id: int(total or 0) for run_id, total in rows.all()}
 
 
@@ -171,6 +174,12 @@ def events_after(conn: Connection, run_id: str, after_seq: int) -> list[Record]:
     return list(conn.execute(query).all())
 
 
+_LAST_SEQ = Prepared(
+    sa.select(sa.func.max(_EVENTS.c.seq).label("seq")).where(
+        _EVENTS.c.run_id == sa.bindparam("run")
+    )
+)
+
+
 def last_seq(conn: Connection, run_id: str) -> int:
-    query = sa.select(sa.func.max(_EVENTS.c.seq)).where(_EVENTS.c.run_id == run_id)
-    return int(conn.execute(query).scalar() or 0)
+    return int(_LAST_SEQ.run(conn, {"run": run_id}).scalar() or 0)

@@ -17,6 +17,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, Webhook, Workflow, utcnow
+from nodeloom.db.prepared import Prepared
 from nodeloom.store import Record
 from nodeloom.store.paging import after_cursor
 
@@ -137,7 +138,7 @@ class TriggerTarget:
     workflow_version: datetime  # the workflow's updated_at
 
 
-_FOR_TRIGGER = (
+_FOR_TRIGGER = Prepared(
     sa.select(
         WEBHOOKS.c.id,
         WEBHOOKS.c.account_id,
@@ -164,7 +165,7 @@ def for_trigger(conn: Connection, token_hash: str) -> TriggerTarget | None:
 
     The equality test happens on the keyed hash, which an attacker cannot choose, so an
     index look-up leaks nothing useful about stored tokens through timing."""
-    row = conn.execute(_FOR_TRIGGER, {"hash": token_hash}).first()
+    row = _FOR_TRIGGER.run(conn, {"hash": token_hash}).first()
     if row is None:
         return None
     return TriggerTarget(row[0], row[1], row[2], bool(row[3]), row[4], row[5], row[6])

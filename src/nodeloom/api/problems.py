@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -167,7 +168,29 @@ def _validation_errors(exc: RequestValidationError) -> list[FieldError]:
     return errors
 
 
+Handler = Callable[[Request, Exception], Awaitable[Response]]
+
+
 def install(app: FastAPI, base_url: str) -> None:
+    for exc_type, handler in exception_handlers(base_url).items():
+        app.add_exception_handler(exc_type, handler)
+
+
+async def respond_to(
+    handlers: dict[type[Exception], Handler], request: Request, exc: Exception
+) -> Response:
+    """The response the app's handlers give ``exc`` (the nearest class in its MRO), for code
+    that answers outside the framework's exception middleware (api/hot.py)."""
+    for cls in type(exc).__mro__:
+        handler = handlers.get(cls)
+        if handler is not None:
+            return await handler(request, exc)
+    raise exc
+
+
+def exception_handlers(base_url: str) -> dict[type[Exception], Handler]:
+    """Every exception a request may end with, mapped to its problem+json answer."""
+
     async def on_problem(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ProblemError)
         return from_problem(exc, base_url)
@@ -242,10 +265,12 @@ def install(app: FastAPI, base_url: str) -> None:
             base_url=base_url,
         )
 
-    app.add_exception_handler(ProblemError, on_problem)
-    app.add_exception_handler(RequestValidationError, on_validation)
-    app.add_exception_handler(StarletteHTTPException, on_http)
-    app.add_exception_handler(IntegrityError, on_integrity)
-    app.add_exception_handler(OperationalError, on_operational)
-    app.add_exception_handler(DBAPIError, on_operational)
-    app.add_exception_handler(Exception, on_unexpected)
+    return {
+        ProblemError: on_problem,
+        RequestValidationError: on_validation,
+        StarletteHTTPException: on_http,
+        IntegrityError: on_integrity,
+        OperationalError: on_operational,
+        DBAPIError: on_operational,
+        Exception: on_unexpected,
+    }

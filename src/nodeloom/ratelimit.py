@@ -77,7 +77,7 @@ class LocalWindows:
             for key in [k for k, v in self._hits.items() if not v or v[-1] <= edge]:
                 del self._hits[key]
 
-    def decide(self, key: str, limit: int, window: int, *, count: bool) -> Decision:
+    async def decide(self, key: str, limit: int, window: int, *, count: bool) -> Decision:
         return self._decide(key, limit, window, count=count)[0]
 
     def _decide(
@@ -96,17 +96,17 @@ class LocalWindows:
         reset = min(window, math.ceil(hits[0] + window - now)) if hits else 0
         return Decision(allowed, limit, remaining, max(0, reset)), stamp
 
-    def take(self, key: str, limit: int, window: int) -> tuple[Decision, float | None]:
+    async def take(self, key: str, limit: int, window: int) -> tuple[Decision, float | None]:
         """Count one request now; the stamp lets ``give_back`` undo exactly this one."""
         return self._decide(key, limit, window, count=True)
 
-    def give_back(self, key: str, stamp: float) -> None:
+    async def give_back(self, key: str, stamp: float) -> None:
         hits = self._hits.get(key)
         if hits is not None:
             with contextlib.suppress(ValueError):
                 hits.remove(stamp)
 
-    def clear(self, key: str) -> None:
+    async def clear(self, key: str) -> None:
         self._hits.pop(key, None)
 
 
@@ -127,13 +127,13 @@ class Windows(Protocol):
     """Moving windows without Redis: ``LocalWindows`` in one process, or ``SharedWindows``
     (ratelimit_shared.py) across the processes of one ``serve --processes N``."""
 
-    def decide(self, key: str, limit: int, window: int, *, count: bool) -> Decision: ...
+    async def decide(self, key: str, limit: int, window: int, *, count: bool) -> Decision: ...
 
-    def take(self, key: str, limit: int, window: int) -> tuple[Decision, Any]: ...
+    async def take(self, key: str, limit: int, window: int) -> tuple[Decision, Any]: ...
 
-    def give_back(self, key: str, stamp: Any) -> None: ...
+    async def give_back(self, key: str, stamp: Any) -> None: ...
 
-    def clear(self, key: str) -> None: ...
+    async def clear(self, key: str) -> None: ...
 
 
 class RateLimiter:
@@ -158,7 +158,7 @@ class RateLimiter:
     async def hit(self, key: str, limit: int, window_seconds: int = 60) -> Decision:
         """Count one request against ``key``; refused requests do not count."""
         if self._limiter is None:
-            return self._local.decide(key, limit, window_seconds, count=True)
+            return await self._local.decide(key, limit, window_seconds, count=True)
         item = RateLimitItemPerSecond(limit, window_seconds)
         with _redis_errors():
             allowed = await self._limiter.hit(item, key)
@@ -167,7 +167,7 @@ class RateLimiter:
     async def check(self, key: str, limit: int, window_seconds: int = 60) -> Decision:
         """Would one more request be allowed? Counts nothing."""
         if self._limiter is None:
-            return self._local.decide(key, limit, window_seconds, count=False)
+            return await self._local.decide(key, limit, window_seconds, count=False)
         item = RateLimitItemPerSecond(limit, window_seconds)
         with _redis_errors():
             allowed = await self._limiter.test(item, key)
@@ -181,7 +181,7 @@ class RateLimiter:
 
     async def clear(self, key: str, limit: int, window_seconds: int = 60) -> None:
         if self._limiter is None:
-            self._local.clear(key)
+            await self._local.clear(key)
             return
         with _redis_errors():
             await self._limiter.clear(RateLimitItemPerSecond(limit, window_seconds), key)
@@ -198,14 +198,14 @@ class RateLimiter:
         The block must look at ``reservation.decision.allowed`` first.
         """
         if self._limiter is None:
-            decision, stamp = self._local.take(key, limit, window_seconds)
+            decision, stamp = await self._local.take(key, limit, window_seconds)
             reservation = Reservation(decision)
             try:
                 yield reservation
             except BaseException:
                 if stamp is not None:
-                    self._local.give_back(key, stamp)
-                    reservation.decision = self._local.decide(
+                    await self._local.give_back(key, stamp)
+                    reservation.decision = await self._local.decide(
                         key, limit, window_seconds, count=False
                     )
                 raise

@@ -1,12 +1,19 @@
 """Moving-window rate limits shared by the processes of one ``nodeloom serve --processes N``
 without Redis: the windows live in a small SQLite file of their own next to the database.
 
-Each decision is one short ``BEGIN IMMEDIATE`` transaction on that file (prune the key's
-expired hits, count, maybe insert), so two processes counting the same key are serialised
-by SQLite's lock and a limit of 100 a minute stays 100 whichever process answers. The file
-is scratch: ``synchronous=OFF`` (a crash may lose the last hits, which only makes a window
-more lenient for a minute) and nothing in it is ever read by anything else. It is separate
-from the main database so that counting never waits behind a run's commit.
+Per key the file holds the times of the counted requests (``hits``) and how many of them
+there are (``counts``), so a decision costs the same whatever the limit: delete the key's
+hits that left the window (each hit is deleted once), read the count and the oldest hit,
+maybe insert one. Counting is one short ``BEGIN IMMEDIATE`` transaction, so two processes
+counting the same key are serialised by SQLite's lock and a limit of 100 a minute stays 100
+whichever process answers; a check that counts nothing reads without the lock.
+
+The lock is never waited for inside SQLite (its busy handler sleeps in the calling thread,
+which here is the event loop): a busy file is tried again after a short ``asyncio.sleep``.
+
+The file is scratch: ``synchronous=OFF`` (a crash may lose the last hits, which only makes a
+window more lenient for a minute) and nothing in it is ever read by anything else. It is
+separate from the main database so that counting never waits behind a run's commit.
 
 Same semantics as ``LocalWindows`` (the single-process default): a request is allowed while
 fewer than ``limit`` were counted in the last ``window`` seconds; ``reset`` is when the
@@ -15,92 +22,183 @@ oldest counted one leaves the window.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import math
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from nodeloom.errors import ServiceUnavailable
 from nodeloom.ratelimit import Decision
 
-# Hits older than any window we use are swept now and then, whatever their key.
+T = TypeVar("T")
+SCHEMA_VERSION = 2
+# Keys with no hit for this long are forgotten now and then.
 LONGEST_WINDOW_SECONDS = 3600
 _SWEEP_EVERY = 5_000
+BUSY_WAIT_SECONDS = 2.0
+
+_SCHEMA = (
+    "DROP TABLE IF EXISTS hits",
+    "DROP TABLE IF EXISTS counts",
+    "CREATE TABLE hits (key TEXT NOT NULL, at REAL NOT NULL)",
+    "CREATE INDEX hits_key_at ON hits (key, at)",
+    "CREATE TABLE counts (key TEXT PRIMARY KEY, n INTEGER NOT NULL) WITHOUT ROWID",
+    f"PRAGMA user_version = {SCHEMA_VERSION}",
+)
+
+
+class _Busy(Exception):
+    """Another process holds the file's write lock."""
 
 
 class SharedWindows:
     def __init__(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # Autocommit mode: the transactions below are ours. A lock held by another process
-        # is waited for at most 2 s; they hold it for microseconds.
+        # Autocommit mode: the transactions below are ours. No busy timeout: a locked file
+        # is waited for with asyncio.sleep (see the module docstring).
         self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA busy_timeout=2000")  # set-up only
         self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=OFF")
-        self._db.execute("PRAGMA busy_timeout=2000")
-        self._db.execute("CREATE TABLE IF NOT EXISTS hits (key TEXT NOT NULL, at REAL NOT NULL)")
-        self._db.execute("CREATE INDEX IF NOT EXISTS hits_key_at ON hits (key, at)")
-        # One connection, used from the event loop and, rarely, a thread.
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            (version,) = self._db.execute("PRAGMA user_version").fetchone()
+            if version != SCHEMA_VERSION:
+                for statement in _SCHEMA:
+                    self._db.execute(statement)
+            self._db.execute("COMMIT")
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("PRAGMA busy_timeout=0")
+        # One connection, used from the event loop; a mutex in case a thread ever does.
         self._mutex = threading.Lock()
         self._ops = 0
 
-    def decide(self, key: str, limit: int, window: int, *, count: bool) -> Decision:
-        return self._decide(key, limit, window, count=count)[0]
+    async def decide(self, key: str, limit: int, window: int, *, count: bool) -> Decision:
+        if not count:
+            return self._peek(key, limit, window)
+        return (await self.take(key, limit, window))[0]
 
-    def take(self, key: str, limit: int, window: int) -> tuple[Decision, int | None]:
+    async def take(self, key: str, limit: int, window: int) -> tuple[Decision, int | None]:
         """Count one request now; the stamp lets ``give_back`` undo exactly this one."""
-        return self._decide(key, limit, window, count=True)
+        return await self._locked(lambda: self._count(key, limit, window))
 
-    def give_back(self, key: str, stamp: int) -> None:
-        with self._mutex:
-            self._db.execute("DELETE FROM hits WHERE rowid = ? AND key = ?", (stamp, key))
+    async def give_back(self, key: str, stamp: int) -> None:
+        def give_back() -> None:
+            gone = self._db.execute("DELETE FROM hits WHERE rowid = ? AND key = ?", (stamp, key))
+            if gone.rowcount:
+                self._db.execute("UPDATE counts SET n = n - 1 WHERE key = ?", (key,))
 
-    def clear(self, key: str) -> None:
-        with self._mutex:
+        await self._locked(give_back)
+
+    async def clear(self, key: str) -> None:
+        def clear() -> None:
             self._db.execute("DELETE FROM hits WHERE key = ?", (key,))
+            self._db.execute("DELETE FROM counts WHERE key = ?", (key,))
 
-    def _decide(
-        self, key: str, limit: int, window: int, *, count: bool
-    ) -> tuple[Decision, int | None]:
+        await self._locked(clear)
+
+    def _peek(self, key: str, limit: int, window: int) -> Decision:
+        """Would one more be allowed? A read: no lock, never busy (WAL)."""
         now = time.time()
+        edge = now - window
+        with self._mutex:
+            n, expired, oldest = self._db.execute(
+                "SELECT (SELECT n FROM counts WHERE key = ?),"
+                " (SELECT count(*) FROM hits WHERE key = ? AND at <= ?),"
+                " (SELECT min(at) FROM hits WHERE key = ? AND at > ?)",
+                (key, key, edge, key, edge),
+            ).fetchone()
+        counted = (n or 0) - expired
+        return _decision(counted < limit, limit, counted, oldest, window, now)
+
+    def _count(self, key: str, limit: int, window: int) -> tuple[Decision, int | None]:
+        now = time.time()
+        db = self._db
+        self._sweep(now)
+        expired = db.execute(
+            "DELETE FROM hits WHERE key = ? AND at <= ?", (key, now - window)
+        ).rowcount
+        row = db.execute("SELECT n FROM counts WHERE key = ?", (key,)).fetchone()
+        counted = (row[0] if row else 0) - expired
+        allowed = counted < limit
+        stamp = None
+        if allowed:
+            stamp = db.execute("INSERT INTO hits (key, at) VALUES (?, ?)", (key, now)).lastrowid
+            counted += 1
+        if allowed or expired:
+            db.execute(
+                "INSERT INTO counts (key, n) VALUES (?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET n = excluded.n",
+                (key, counted),
+            )
+        (oldest,) = db.execute("SELECT min(at) FROM hits WHERE key = ?", (key,)).fetchone()
+        return _decision(allowed, limit, counted, oldest, window, now), stamp
+
+    async def _locked(self, work: Callable[[], T]) -> T:
+        """``work`` in one write transaction; while another process holds the file, try
+        again after a short sleep (2 s at most, then 503)."""
+        delay = 0.0002
+        deadline = time.monotonic() + BUSY_WAIT_SECONDS
+        while True:
+            try:
+                return self._transaction(work)
+            except _Busy:
+                if time.monotonic() > deadline:
+                    raise ServiceUnavailable(
+                        "Rate limits cannot be checked right now; retry shortly.",
+                        headers={"Retry-After": "1"},
+                    ) from None
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.005)
+
+    def _transaction(self, work: Callable[[], T]) -> T:
         with self._mutex:
             db = self._db
-            db.execute("BEGIN IMMEDIATE")
             try:
-                self._sweep(now)
-                db.execute("DELETE FROM hits WHERE key = ? AND at <= ?", (key, now - window))
-                counted, oldest = db.execute(
-                    "SELECT count(*), min(at) FROM hits WHERE key = ?", (key,)
-                ).fetchone()
-                allowed = counted < limit
-                stamp = None
-                if allowed and count:
-                    stamp = db.execute(
-                        "INSERT INTO hits (key, at) VALUES (?, ?)", (key, now)
-                    ).lastrowid
-                    counted += 1
-                    oldest = now if oldest is None else oldest
-                db.execute("COMMIT")
+                db.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
+                if "locked" in str(exc) or "busy" in str(exc):
+                    raise _Busy from exc
+                raise
+            try:
+                result = work()
+                db.execute("COMMIT")
+            except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     db.execute("ROLLBACK")
-                raise ServiceUnavailable(
-                    "Rate limits cannot be checked right now; retry shortly.",
-                    headers={"Retry-After": "1"},
-                ) from exc
-            except BaseException:
-                db.execute("ROLLBACK")
                 raise
-        remaining = max(0, limit - counted)
-        reset = min(window, math.ceil(oldest + window - now)) if oldest is not None else 0
-        return Decision(allowed, limit, remaining, max(0, reset)), stamp
+            return result
 
     def _sweep(self, now: float) -> None:
+        """Forget keys with no hit in the longest window (a key still in use deletes its own
+        old hits whenever it is counted)."""
         self._ops += 1
         if self._ops % _SWEEP_EVERY == 0:
-            self._db.execute("DELETE FROM hits WHERE at <= ?", (now - LONGEST_WINDOW_SECONDS,))
+            stale = (now - LONGEST_WINDOW_SECONDS,)
+            self._db.execute(
+                "DELETE FROM counts WHERE key IN"
+                " (SELECT key FROM hits GROUP BY key HAVING max(at) <= ?)",
+                stale,
+            )
+            self._db.execute("DELETE FROM counts WHERE n <= 0")
+            self._db.execute("DELETE FROM hits WHERE key NOT IN (SELECT key FROM counts)")
 
     def close(self) -> None:
         with self._mutex:
             self._db.close()
+
+
+def _decision(
+    allowed: bool, limit: int, counted: int, oldest: float | None, window: int, now: float
+) -> Decision:
+    remaining = max(0, limit - counted)
+    # Clamped: float rounding can make a hit counted just now seem to expire after window.
+    reset = min(window, math.ceil(oldest + window - now)) if oldest is not None else 0
+    return Decision(allowed, limit, remaining, max(0, reset))

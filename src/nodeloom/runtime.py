@@ -176,6 +176,7 @@ class Runtime:
     async def start(self) -> None:
         log.info("Nodeloom runs on %s", self.describe())
         self.identity.open()
+        self.db.start()
         self.scratch.open()
         await self.bus.start()
         await self.revocation_feed.start()

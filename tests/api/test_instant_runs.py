@@ -152,6 +152,25 @@ class TestExecutedWhileAccepted:
         assert await balance(client, owner) == before
         assert await ledger_of(app, second_id) == [("", "hold", 2), ("", "release", 2)]
 
+    async def test_twin_nodes_each_reuse_the_stored_output(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # Two nodes with one cache key (same type, params and input): each is its own hit.
+        graph = g(
+            [n("in", "TextInput"), n("a", "TextTemplate"), n("b", "TextTemplate")],
+            [e("in", "a"), e("in", "b")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        await execute(client, owner, wf, {"input": {"text": "twins"}})
+        run_id = (await execute(client, owner, wf, {"input": {"text": "twins"}})).json()["run_id"]
+        run = await run_now(client, owner, wf, run_id)
+        assert [(nr["node_id"], nr["cached"]) for nr in run["node_runs"]] == [
+            ("in", True),
+            ("a", True),
+            ("b", True),
+        ]
+        assert run["node_runs"][1]["artifact_id"] == run["node_runs"][2]["artifact_id"]
+
     async def test_a_failing_node_fails_the_run_at_once(
         self, client: httpx.AsyncClient, owner: User, app: FastAPI
     ) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import signal
 import socket
 from types import FrameType
@@ -71,6 +72,13 @@ class DrainingServer(uvicorn.Server):
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().serve(sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # Everything built so far (modules, the app, the catalog) lives as long as the
+        # process: out of the collector's way, a full collection scans only what requests
+        # create. Measured under webhook load: full collections of ~100 ms became ~5-25 ms.
+        gc.freeze()
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         if self.started and not self.should_exit and not self.ctx.draining and self._loop:

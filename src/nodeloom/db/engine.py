@@ -11,10 +11,17 @@ SQLite (one file, one writer at a time):
 - Writes go through one writer connection, in ``BEGIN IMMEDIATE`` transactions, one at a
   time per process. Writes submitted in the same loop iteration share one transaction (group
   commit), each in its own SAVEPOINT so one that raises rolls back alone; the COMMIT is the
-  costliest statement of a step. A write runs on the loop with a zero busy timeout; if another
-  process holds the write lock (several processes share the file), it runs again in the
-  writer thread, where waiting for the lock (30 s at most) cannot freeze the loop. A client
-  never sees ``database is locked`` (at worst a 503 with Retry-After).
+  costliest statement of a step. A write runs on the loop with a zero busy timeout. If another
+  process holds the write lock (several processes share the file), the group waits on the loop
+  — a short, growing sleep between attempts, 30 s at most — and writes submitted meanwhile
+  join it. The transaction itself always runs on the loop: run in a thread, it competed with
+  the loop for the GIL while holding the lock the other process waited for. A client never
+  sees ``database is locked`` (at worst a 503 with Retry-After).
+- Checkpoints (copying the WAL back into the database file, with an fsync) run in a thread
+  every ``CHECKPOINT_SECONDS`` once the server started them (``start``), not in whichever
+  commit crossed SQLite's automatic threshold, where they held the loop for milliseconds.
+- Reads and writes each keep their connection open: a pool checkout per statement group cost
+  more than the statements.
 
 PostgreSQL: an asyncpg pool; ``fn`` runs through ``AsyncConnection.run_sync``.
 """
@@ -22,7 +29,10 @@ PostgreSQL: an asyncpg pool; ``fn`` runs through ``AsyncConnection.run_sync``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar
@@ -36,8 +46,10 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from nodeloom.settings import Settings
 
+log = logging.getLogger("nodeloom.db")
 T = TypeVar("T")
-BUSY_WAIT_MS = 30_000
+BUSY_WAIT_SECONDS = 30.0
+CHECKPOINT_SECONDS = 0.25
 
 
 def _json_dumps(value: Any) -> str:
@@ -124,24 +136,6 @@ _PendingWrite = tuple[Callable[[Connection], Any], "asyncio.Future[Any]"]
 _Outcome = tuple["asyncio.Future[Any]", Any, BaseException | None]
 
 
-def _apply_group(engine: Engine, group: list[_PendingWrite], wait: bool) -> list[_Outcome]:
-    """Run every function of the group in one transaction, each in its own SAVEPOINT.
-    Without ``wait``, a busy database (BEGIN IMMEDIATE refused) raises for the caller to try
-    again where waiting is harmless."""
-    with engine.connect() as conn:
-        # On the DB-API connection: through SQLAlchemy, the PRAGMA would autobegin the
-        # transaction (BEGIN IMMEDIATE) with the old timeout, and fail on the lock it waits for.
-        raw = conn.connection.driver_connection
-        assert raw is not None
-        if wait:
-            raw.execute(f"PRAGMA busy_timeout={BUSY_WAIT_MS}")
-        try:
-            return _in_transaction(conn, group)
-        finally:
-            if wait:
-                raw.execute("PRAGMA busy_timeout=0")
-
-
 def _in_transaction(conn: Connection, group: list[_PendingWrite]) -> list[_Outcome]:
     if len(group) == 1:
         fn, future = group[0]
@@ -156,15 +150,20 @@ def _in_transaction(conn: Connection, group: list[_PendingWrite]) -> list[_Outco
             return [(future, None, exc)]
     outcomes: list[_Outcome] = []
     with conn.begin():
+        # Savepoints straight on the driver: through SQLAlchemy each one was a statement
+        # compiled anew (SAVEPOINT and RELEASE cost as much as the write they wrapped).
+        raw = conn.connection.driver_connection
+        assert raw is not None
         for fn, future in group:
-            savepoint = conn.begin_nested()
+            raw.execute("SAVEPOINT grouped")
             try:
                 result = fn(conn)
             except Exception as exc:
-                savepoint.rollback()
+                raw.execute("ROLLBACK TO grouped")
+                raw.execute("RELEASE grouped")
                 outcomes.append((future, None, exc))
             else:
-                savepoint.commit()
+                raw.execute("RELEASE grouped")
                 outcomes.append((future, result, None))
     return outcomes
 
@@ -187,11 +186,15 @@ class Database:
             sync = settings.sqlite_synchronous
             self._reader = _sqlite_engine(url, sync, writer=False, count=self._count_sql)
             self._writer = _sqlite_engine(url, sync, writer=True, count=self._count_sql)
+            self._read_conn: Connection | None = None
+            self._write_conn: Connection | None = None
             self._write_lock = asyncio.Lock()
             self._pending_writes: list[_PendingWrite] = []
             self._flush_scheduled = False
             self._flushes: set[asyncio.Future[None]] = set()
-            self._writer_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-writer")
+            self._checkpoints: asyncio.Task[None] | None = None
+            self._checkpoint_thread = ThreadPoolExecutor(1, thread_name_prefix="sqlite-checkpoint")
+            self._writes_since_checkpoint = 0
         else:
             self._engine = create_async_engine(
                 url,
@@ -225,7 +228,10 @@ class Database:
     async def read(self, fn: Callable[[Connection], T]) -> T:
         """``fn(connection)`` in a read transaction; its result."""
         if self._reader is not None:
-            with self._reader.connect() as conn, conn.begin():
+            conn = self._read_conn
+            if conn is None or conn.closed:
+                conn = self._read_conn = self._reader.connect()
+            with conn.begin():
                 return fn(conn)
         assert self._engine is not None
         async with self._engine.connect() as connection:
@@ -249,27 +255,21 @@ class Database:
 
     def _start_flush(self) -> None:
         self._flush_scheduled = False
-        group, self._pending_writes = self._pending_writes, []
-        self.write_groups += 1
-        self.grouped_writes += len(group)
-        task = asyncio.ensure_future(self._flush(group))
+        if self._write_lock.locked():
+            return  # the flush in progress takes these writes when it is done
+        task = asyncio.ensure_future(self._flush())
         self._flushes.add(task)
         task.add_done_callback(self._flushes.discard)
 
-    async def _flush(self, group: list[_PendingWrite]) -> None:
-        assert self._writer is not None
+    async def _flush(self) -> None:
+        async with self._write_lock:
+            while self._pending_writes:
+                group, self._pending_writes = self._pending_writes, []
+                await self._flush_group(group)
+
+    async def _flush_group(self, group: list[_PendingWrite]) -> None:
         try:
-            async with self._write_lock:
-                try:
-                    outcomes = _apply_group(self._writer, group, wait=False)
-                except sa.exc.OperationalError as exc:
-                    if not _is_busy(exc):
-                        raise
-                    # Another process holds the lock: wait for it in the writer thread.
-                    loop = asyncio.get_running_loop()
-                    outcomes = await loop.run_in_executor(
-                        self._writer_thread, _apply_group, self._writer, group, True
-                    )
+            outcomes = await self._apply(group)
         except BaseException as exc:
             for _, future in group:
                 if not future.done():
@@ -285,14 +285,96 @@ class Database:
             else:
                 future.set_result(result)
 
+    async def _apply(self, group: list[_PendingWrite]) -> list[_Outcome]:
+        """The group in one transaction; while another process holds the write lock, wait
+        for it here (writes submitted meanwhile join the group)."""
+        assert self._writer is not None
+        delay = 0.0002
+        deadline = time.monotonic() + BUSY_WAIT_SECONDS
+        while True:
+            try:
+                conn = self._write_conn
+                if conn is None or conn.closed:
+                    conn = self._write_conn = self._writer.connect()
+                outcomes = _in_transaction(conn, group)
+            except sa.exc.OperationalError as exc:
+                if not _is_busy(exc) or time.monotonic() > deadline:
+                    raise
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.005)
+                group += self._pending_writes
+                self._pending_writes = []
+                continue
+            self.write_groups += 1
+            self.grouped_writes += len(group)
+            self._writes_since_checkpoint += len(group)
+            return outcomes
+
+    def start(self) -> None:
+        """Checkpoint in the background from now on (a server; one-off commands leave it to
+        SQLite's automatic checkpoints)."""
+        if self._writer is None or self._checkpoints is not None:
+            return
+        conn = self._write_conn = self._write_conn or self._writer.connect()
+        driver = conn.connection.driver_connection
+        assert driver is not None
+        driver.execute("PRAGMA wal_autocheckpoint=0")
+        self._checkpoints = asyncio.create_task(self._checkpoint_forever(), name="checkpoints")
+
+    async def _checkpoint_forever(self) -> None:
+        assert self._writer is not None
+        path = _sqlite_path(self.url)
+        loop = asyncio.get_running_loop()
+        connection: sqlite3.Connection | None = None
+        try:
+            connection = await loop.run_in_executor(
+                self._checkpoint_thread,
+                lambda: sqlite3.connect(path, timeout=0, check_same_thread=False),
+            )
+            while True:
+                await asyncio.sleep(CHECKPOINT_SECONDS)
+                if self._writes_since_checkpoint == 0:
+                    continue
+                self._writes_since_checkpoint = 0
+                try:
+                    await loop.run_in_executor(self._checkpoint_thread, _checkpoint, connection)
+                except sqlite3.Error:
+                    log.warning("checkpoint failed; retrying later", exc_info=True)
+        finally:
+            if connection is not None:
+                self._checkpoint_thread.submit(connection.close)
+
     async def dispose(self) -> None:
         if self._writer is not None:
+            if self._checkpoints is not None:
+                self._checkpoints.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await self._checkpoints
             if self._flushes:
                 await asyncio.gather(*self._flushes, return_exceptions=True)
-            loop = asyncio.get_running_loop()
-            await loop.run_in_executor(self._writer_thread, self._writer.dispose)
-            self._writer_thread.shutdown(wait=True)
+            for conn in (self._write_conn, self._read_conn):
+                if conn is not None:
+                    conn.close()
+            if self._checkpoints is not None:
+                # The last checkpoint, so a clean stop leaves no WAL to replay.
+                await asyncio.get_running_loop().run_in_executor(
+                    self._checkpoint_thread, _final_checkpoint, _sqlite_path(self.url)
+                )
+            self._checkpoint_thread.shutdown(wait=True)
+            self._writer.dispose()
         if self._reader is not None:
             self._reader.dispose()
         if self._engine is not None:
             await self._engine.dispose()
+
+
+def _checkpoint(connection: sqlite3.Connection) -> None:
+    """Copy committed WAL frames into the database file without waiting for anyone
+    (PASSIVE: what readers still use stays in the WAL for the next round)."""
+    connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
+
+
+def _final_checkpoint(path: str) -> None:
+    with contextlib.closing(sqlite3.connect(path, timeout=1)) as connection:
+        with contextlib.suppress(sqlite3.Error):
+            connection.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()

@@ -70,6 +70,18 @@ class NodeTask:
     use_cache: bool
 
 
+async def _no_progress(_fraction: float) -> None:
+    return None
+
+
+def cached(node_id: str, hit: Any, key: str) -> Outcome:
+    """A node completed by reusing the artifact ``hit`` (a row of ``artifacts``)."""
+    artifact = ArtifactInfo(
+        hit.id, hit.content_type, hit.size_bytes, hit.sha256, hit.width, hit.height, hit.duration_ms
+    )
+    return Outcome(node_id, NodeStatus.COMPLETED, utcnow(), artifact, cached=True, cache_key=key)
+
+
 def _job_input(value: InputValue) -> Any:
     """An input as a sandbox job carries it (plain JSON)."""
     if value is None:
@@ -95,33 +107,27 @@ class NodeExecutor:
     def __init__(self, env: ExecutorEnv) -> None:
         self.env = env
 
-    async def execute(self, task: NodeTask, progress: Progress) -> Outcome:
-        env = self.env
+    def key_of(self, task: NodeTask) -> str | None:
+        """The node's output-cache key (None: never reused)."""
         node = task.node
-        spec = node.node.spec
         hashes = {
             name: [v.sha256 for v in (value if isinstance(value, list) else [value])]
             for name, value in task.inputs.items()
             if value is not None
         }
-        fingerprint = node.node.fingerprint(node.params, env.settings)
-        key = cache_key(spec, fingerprint, hashes, task.run_input)
+        fingerprint = node.node.fingerprint(node.params, self.env.settings)
+        return cache_key(node.node.spec, fingerprint, hashes, task.run_input)
+
+    async def execute(self, task: NodeTask, progress: Progress) -> Outcome:
+        env = self.env
+        node = task.node
+        spec = node.node.spec
+        key = self.key_of(task)
         if key is not None and task.use_cache:
             account_id = task.account_id
             hit = await env.db.read(lambda c: artifact_store.cached(c, account_id, key))
             if hit is not None and await env.store.exists(hit.sha256):
-                artifact = ArtifactInfo(
-                    hit.id,
-                    hit.content_type,
-                    hit.size_bytes,
-                    hit.sha256,
-                    hit.width,
-                    hit.height,
-                    hit.duration_ms,
-                )
-                return Outcome(
-                    node.id, NodeStatus.COMPLETED, utcnow(), artifact, cached=True, cache_key=key
-                )
+                return cached(node.id, hit, key)
         scratch = env.scratch.node_dir()
         try:
             async with env.slots:
@@ -146,6 +152,35 @@ class NodeExecutor:
         finally:
             if scratch.exists():
                 await asyncio.to_thread(shutil.rmtree, scratch, True)
+
+    async def execute_instant(self, task: NodeTask) -> Outcome:
+        """An instant node (``NodeType.instant``), right here and without a cache look-up
+        (the caller looks up a whole run's keys at once). It computes nothing that takes
+        time, so no timeout, execution slot or scratch directory is set up for it. Raises
+        NeedsSandbox when it turns out to need one after all."""
+        node = task.node
+        key = self.key_of(task)
+        ctx = RunNodeContext(
+            run_id=task.run_id,
+            node_id=node.id,
+            account_id=task.account_id,
+            run_input=task.run_input,
+            settings=self.env.settings,
+            report=_no_progress,
+            scratch=self.env.scratch.node_dir(),
+        )
+        try:
+            produced = await node.node.run(ctx, node.params, await self._inputs(task))
+            return await self._keep(node, produced, key)
+        except NodeFailure as exc:
+            return failed(node.id, exc.code, exc.message, utcnow())
+        except NeedsSandbox:
+            raise
+        except Exception as exc:
+            log.exception("node %s (%s) of run %s crashed", node.id, node.type, task.run_id)
+            return failed(
+                node.id, "internal_error", f"the node failed: {type(exc).__name__}", utcnow()
+            )
 
     async def _inputs(self, task: NodeTask) -> dict[str, InputValue]:
         """Input artifacts as local files (a download when the store is remote)."""

@@ -20,6 +20,7 @@ import functools
 import hashlib
 import uuid
 from collections import OrderedDict
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, cast
@@ -33,9 +34,9 @@ from nodeloom.db.engine import Database
 from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
 from nodeloom.engine.dispatch.base import Dispatcher
-from nodeloom.engine.executor import NodeExecutor
+from nodeloom.engine.executor import NodeExecutor, NodeTask, cached
 from nodeloom.engine.graph import Graph, validate_graph
-from nodeloom.engine.run_state import PreparedRun, RunState
+from nodeloom.engine.run_state import Outcome, PreparedRun, RunState
 from nodeloom.engine.runner import (
     INSTANT_PER_STEP,
     count_events,
@@ -55,8 +56,10 @@ from nodeloom.errors import (
 from nodeloom.events.bus import EventBus
 from nodeloom.events.model import Event
 from nodeloom.metrics import Metrics
+from nodeloom.nodes.base import NeedsSandbox
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
+from nodeloom.store import artifacts as artifact_store
 
 
 class GraphCache:
@@ -367,22 +370,48 @@ class Acceptor:
         graph = workflow.graph
         if self.executor is None or not graph.all_instant or len(graph.nodes) > INSTANT_PER_STEP:
             return state, batch
-        if await self._execute_now(state, batch, request.driver or self.claimant):
+        owner = request.driver or self.claimant
+        try:
+            outcomes = await self._execute_now(state, batch, owner, self._produce)
+            hits = await self._cache_hits(state, outcomes)
+        except NeedsSandbox:
+            # A node turned out not to be instant (a template that needs Jinja after all):
+            # the run is accepted as usual and its driver executes it.
+            return new_run(request, workflow)
+        if outcomes is None:  # an input too large for the event loop: the same
+            return new_run(request, workflow)
+        if not hits:
             return state, batch
-        # A node turned out not to be instant (an input too large, a template that needs
-        # Jinja after all): the run is accepted as usual and its driver executes it.
-        return new_run(request, workflow)
+        # Some outputs are already stored: the same run again, those nodes reusing them (the
+        # state moves exactly as before; only those nodes' artifacts and charges differ).
+        state, batch = new_run(request, workflow)
 
-    async def _execute_now(self, state: RunState, batch: Batch, owner: str) -> bool:
-        executor = self.executor
-        assert executor is not None
+        async def replay(task: NodeTask) -> Outcome:
+            node_id = task.node.id
+            return hits.get(node_id) or outcomes[node_id]
+
+        await self._execute_now(state, batch, owner, replay)
+        return state, batch
+
+    async def _produce(self, task: NodeTask) -> Outcome:
+        assert self.executor is not None
+        return await self.executor.execute_instant(task)
+
+    async def _execute_now(
+        self,
+        state: RunState,
+        batch: Batch,
+        owner: str,
+        produce: Callable[[NodeTask], Awaitable[Outcome]],
+    ) -> dict[str, Outcome] | None:
+        """Every node of the run, now, recorded in ``batch`` by the runner's own functions;
+        their outcomes, or None when some node cannot run on the event loop."""
         limit = self.settings.max_concurrent_nodes_per_run
+        outcomes: dict[str, Outcome] = {}
 
-        async def no_progress(_fraction: float) -> None:
-            return None
-
-        def execute(node_id: str) -> Any:
-            return executor.execute(node_task(state, node_id), no_progress)
+        async def execute(node_id: str) -> Outcome:
+            outcome = outcomes[node_id] = await produce(node_task(state, node_id))
+            return outcome
 
         started = schedule(state, batch, owner, limit)
         left = await run_instant(
@@ -393,7 +422,26 @@ class Acceptor:
             lambda: schedule(state, batch, owner, limit),
             lambda: False,
         )
-        return not left and batch.run_end is not None
+        return outcomes if not left and batch.run_end is not None else None
+
+    async def _cache_hits(
+        self, state: RunState, outcomes: dict[str, Outcome] | None
+    ) -> dict[str, Outcome]:
+        """Outcomes that reuse a stored artifact instead, by node: one look-up for every
+        node of the run."""
+        if outcomes is None or not state.use_cache:
+            return {}
+        keys = [o.cache_key for o in outcomes.values() if o.cache_key and not o.error]
+        account_id = state.account_id
+        rows = await self.db.read(lambda c: artifact_store.cached_many(c, account_id, keys))
+        assert self.executor is not None
+        store = self.executor.env.store
+        found: dict[str, Outcome] = {}
+        for node_id, outcome in outcomes.items():
+            row = rows.get(outcome.cache_key or "")
+            if row is not None and await store.exists(row.sha256):
+                found[node_id] = cached(node_id, row, row.cache_key)
+        return found
 
 
 def _prepared(state: RunState) -> PreparedRun:

@@ -42,6 +42,24 @@ def by_ids(conn: Connection, ids: list[str]) -> dict[str, Record]:
     return {row.id: row for row in rows}
 
 
+_CACHED_MANY = Prepared(
+    sa.select(_CACHE.c.cache_key, *ARTIFACTS.c)
+    .join(_CACHE, _CACHE.c.artifact_id == ARTIFACTS.c.id)
+    .where(
+        _CACHE.c.account_id == sa.bindparam("account"),
+        _CACHE.c.cache_key.in_(sa.bindparam("keys", expanding=True)),
+    )
+)
+
+
 def cached(conn: Connection, account_id: str, cache_key: str) -> Record | None:
     """The artifact an earlier completed node with this cache key produced."""
     return _CACHED.run(conn, {"account": account_id, "key": cache_key}).first()
+
+
+def cached_many(conn: Connection, account_id: str, keys: list[str]) -> dict[str, Record]:
+    """``cached`` for several keys at once: the artifact of each key found."""
+    if not keys:
+        return {}
+    rows = _CACHED_MANY.run(conn, {"account": account_id, "keys": keys})
+    return {row.cache_key: row for row in rows}

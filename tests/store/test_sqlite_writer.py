@@ -1,0 +1,104 @@
+"""How the SQLite writer behaves when several processes share the file, and where its
+checkpoints go (db/engine.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sqlite3
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from nodeloom.db import engine as db_engine
+from nodeloom.db.engine import Database
+from nodeloom.settings import Settings
+
+INSERT = sa.text(
+    "insert into credential_revocations (scope, created_at) values (:s, '2026-01-01 00:00:00')"
+)
+COUNT = sa.text("select count(*) from credential_revocations where scope like 'w%'")
+
+
+@pytest.fixture
+async def db(settings: Settings) -> AsyncIterator[Database]:
+    database = Database(settings)
+    yield database
+    await database.dispose()
+
+
+def db_file(settings: Settings) -> Path:
+    return Path(db_engine._sqlite_path(settings.effective_database_url))
+
+
+class TestAnotherProcessHoldsTheLock:
+    async def test_writes_wait_on_the_loop_and_commit_together(
+        self, db: Database, settings: Settings
+    ) -> None:
+        other = sqlite3.connect(db_file(settings), isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")  # another process writing
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0.001)
+
+        running = asyncio.create_task(ticker())
+        groups = db.write_groups
+        first = asyncio.create_task(db.write(lambda c: c.execute(INSERT, {"s": "w1"})))
+        await asyncio.sleep(0.05)
+        second = asyncio.create_task(db.write(lambda c: c.execute(INSERT, {"s": "w2"})))
+        await asyncio.sleep(0.05)
+        assert not first.done() and not second.done()
+        assert ticks > 20  # the loop was never held
+        other.execute("COMMIT")
+        await asyncio.wait_for(asyncio.gather(first, second), 2)
+        assert db.write_groups == groups + 1  # the second joined the waiting group
+        assert await db.read(lambda c: c.execute(COUNT).scalar()) == 2
+        running.cancel()
+        other.close()
+
+    async def test_a_write_that_fails_while_grouped_rolls_back_alone(self, db: Database) -> None:
+        def bad(conn: sa.Connection) -> None:
+            conn.execute(INSERT, {"s": "w-bad"})
+            raise ValueError("no")
+
+        results = await asyncio.gather(
+            db.write(lambda c: c.execute(INSERT, {"s": "w-ok"})),
+            db.write(bad),
+            db.write(lambda c: c.execute(INSERT, {"s": "w-ok2"})),
+            return_exceptions=True,
+        )
+        assert isinstance(results[1], ValueError)
+        assert await db.read(lambda c: c.execute(COUNT).scalar()) == 2
+
+
+class TestCheckpoints:
+    async def test_commits_reach_the_database_file_in_the_background(
+        self, db: Database, settings: Settings, tmp_path: Path
+    ) -> None:
+        db.start()
+        for i in range(20):
+            await db.write(lambda c, i=i: c.execute(INSERT, {"s": f"w{i}"}))
+        await asyncio.sleep(db_engine.CHECKPOINT_SECONDS * 3)
+        # The database file alone, without its WAL, already holds every commit.
+        copy = tmp_path / "copy.db"
+        shutil.copy(db_file(settings), copy)
+        with sqlite3.connect(copy) as conn:
+            assert conn.execute(COUNT.text).fetchone() == (20,)
+
+    async def test_a_clean_stop_checkpoints_what_is_left(
+        self, settings: Settings, tmp_path: Path
+    ) -> None:
+        database = Database(settings)
+        database.start()
+        await database.write(lambda c: c.execute(INSERT, {"s": "w-last"}))
+        await database.dispose()
+        copy = tmp_path / "copy.db"
+        shutil.copy(db_file(settings), copy)
+        with sqlite3.connect(copy) as conn:
+            assert conn.execute(COUNT.text).fetchone() == (1,)

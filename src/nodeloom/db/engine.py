@@ -20,6 +20,8 @@ SQLite (one file, one writer at a time):
 - Checkpoints (copying the WAL back into the database file, with an fsync) run in a thread
   every ``CHECKPOINT_SECONDS`` once the server started them (``start``), not in whichever
   commit crossed SQLite's automatic threshold, where they held the loop for milliseconds.
+  Not more often: each fsync makes the file system commit its journal, and file creations
+  (artifacts) wait for that.
 - Reads and writes each keep their connection open: a pool checkout per statement group cost
   more than the statements.
 
@@ -49,7 +51,7 @@ from nodeloom.settings import Settings
 log = logging.getLogger("nodeloom.db")
 T = TypeVar("T")
 BUSY_WAIT_SECONDS = 30.0
-CHECKPOINT_SECONDS = 0.25
+CHECKPOINT_SECONDS = 1.0
 
 
 def _json_dumps(value: Any) -> str:
@@ -118,6 +120,10 @@ def _sqlite_engine(
         cursor.execute(f"PRAGMA busy_timeout={0 if writer else 5000}")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA cache_size=-16000")
+        # Savepoints (one per write of a group commit) keep the pages they change in a
+        # statement journal: a temporary file per transaction on disk (created, written,
+        # deleted: ~60 KB and three file operations a commit), in memory here.
+        cursor.execute("PRAGMA temp_store=MEMORY")
         cursor.close()
         dbapi_conn.count = count  # see _CountingCursor
 

@@ -11,7 +11,6 @@ import asyncio
 import dataclasses
 import logging
 import shutil
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +25,7 @@ from nodeloom.engine.run_state import ArtifactInfo, Outcome, failed
 from nodeloom.engine.scratch import ScratchSpace
 from nodeloom.engine.states import NodeStatus
 from nodeloom.events.bus import EventBus
+from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
 from nodeloom.nodes.providers import api_key as provider_key
@@ -268,7 +268,7 @@ class NodeExecutor:
         else:
             raise NodeFailure("the node produced no output", "no_output")
         artifact = ArtifactInfo(
-            id=str(uuid.uuid4()),
+            id=uuid7(),
             content_type=node.node.spec.output.content_type,
             size_bytes=blob.size_bytes,
             sha256=blob.sha256,

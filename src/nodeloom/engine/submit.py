@@ -18,7 +18,6 @@ import asyncio
 import dataclasses
 import functools
 import hashlib
-import uuid
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -55,6 +54,7 @@ from nodeloom.errors import (
 )
 from nodeloom.events.bus import EventBus
 from nodeloom.events.model import Event
+from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import NeedsSandbox
 from nodeloom.nodes.registry import Registry
@@ -215,7 +215,7 @@ def read_workflow(
 def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, Batch]:
     """A run of ``workflow`` as accepting it leaves it: a batch that creates the run with
     its nodes pending (roots queued when queue workers run it) and its first event."""
-    run_id = str(uuid.uuid4())
+    run_id = uuid7()
     now = utcnow()
     graph = workflow.graph
     roots: frozenset[str] = frozenset()

@@ -321,6 +321,18 @@ class TestIdempotency:
         third = await execute(client, owner, wf, headers={"Idempotency-Key": "abc-2"})
         assert third.json()["run_id"] != first.json()["run_id"]
 
+    async def test_a_key_over_255_characters_is_400_and_starts_nothing(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, text_graph())
+        r = await execute(client, owner, wf, headers={"Idempotency-Key": "k" * 256})
+        assert_problem(r, 400, "invalid_request")
+        assert "idempotency-key" in r.text.lower()
+        runs = (await client.get(f"/api/v1/workflows/{wf}/runs", headers=owner.headers)).json()
+        assert runs == []
+        ok = await execute(client, owner, wf, headers={"Idempotency-Key": "k" * 255})
+        assert ok.status_code == 202
+
     async def test_same_key_on_another_workflow_is_refused(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:

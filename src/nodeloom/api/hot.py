@@ -1,13 +1,15 @@
-"""The two requests a busy server answers most, without the framework's per-request work:
-``POST /api/v1/webhooks/{token}`` (a trigger) and ``GET /api/v1/workflows/{id}/runs/{run_id}``
-(a status poll).
+"""The requests a busy server answers most, without the framework's per-request work:
+``POST /api/v1/webhooks/{token}`` (a trigger), ``POST /api/v1/workflows/{id}/execute`` and
+``GET /api/v1/workflows/{id}/runs/{run_id}`` (a status poll).
 
 FastAPI matches a request against every route in turn, solves a dependency graph, then
 validates and serializes the endpoint's answer through its response model: about a fifth of
 a loaded server's CPU on a trigger. Here each path is one regular expression, and the
-endpoint functions of the routes (``routes/webhooks.trigger``, ``routes/runs.get_run``) are
-called with what FastAPI would have given them; their answers are already plain JSON
-values, encoded once. The routes stay declared on the app, which is how the OpenAPI
+endpoint functions of the routes (``routes/webhooks.trigger``, ``routes/runs.execute``,
+``routes/runs.get_run``) are called with what FastAPI would have given them; their answers
+are already plain JSON values, encoded once. A request whose parameters FastAPI would refuse
+(an ``Idempotency-Key`` over 255 characters) is left to the app, so the refusal is FastAPI's
+own. The routes stay declared on the app, which is how the OpenAPI
 document describes them, and every other request goes to the app as before.
 
 This middleware is the innermost of the app's own (api/app.py), so draining, the NUL check
@@ -31,13 +33,26 @@ from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes import runs, webhooks
 from nodeloom.api.state import AppContext
 
-Handler = Callable[[Request, AppContext, tuple[str, ...]], Awaitable[Response]]
+# A handler answers, or returns None to leave the request to the app.
+Handler = Callable[[Request, AppContext, tuple[str, ...]], Awaitable[Response | None]]
 _BEARER = HTTPBearer(auto_error=False)
+MAX_IDEMPOTENCY_KEY = 255  # as routes/runs.execute declares it
 
 
 async def _trigger(request: Request, ctx: AppContext, args: tuple[str, ...]) -> Response:
     body = await webhooks.trigger(args[0], request, ctx)
     return OrjsonResponse(body, status_code=202)
+
+
+async def _execute(request: Request, ctx: AppContext, args: tuple[str, ...]) -> Response | None:
+    key = request.headers.get("idempotency-key")
+    if key is not None and len(key) > MAX_IDEMPOTENCY_KEY:
+        return None
+    principal = await get_principal(request, ctx, await _BEARER(request))
+    headers = Response()  # what the endpoint sets (Location...), as FastAPI would pass it
+    del headers.headers["content-length"]
+    body = await runs.execute(args[0], request, headers, principal, ctx, key)
+    return OrjsonResponse(body, status_code=202, headers=dict(headers.headers))
 
 
 async def _run_status(request: Request, ctx: AppContext, args: tuple[str, ...]) -> Response:
@@ -47,6 +62,7 @@ async def _run_status(request: Request, ctx: AppContext, args: tuple[str, ...]) 
 
 _ROUTES: list[tuple[str, re.Pattern[str], Handler]] = [
     ("POST", re.compile(r"/api/v1/webhooks/([^/]+)"), _trigger),
+    ("POST", re.compile(r"/api/v1/workflows/([^/]+)/execute"), _execute),
     ("GET", re.compile(r"/api/v1/workflows/([^/]+)/runs/([^/]+)"), _run_status),
 ]
 
@@ -69,6 +85,8 @@ class HotPaths:
                         response = await handler(request, self.ctx, match.groups())
                     except Exception as exc:
                         response = await problems.respond_to(self.handlers, request, exc)
-                    await response(scope, receive, send)
-                    return
+                    if response is not None:
+                        await response(scope, receive, send)
+                        return
+                    break
         await self.app(scope, receive, send)

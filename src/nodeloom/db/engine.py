@@ -5,11 +5,13 @@ PostgreSQL; only how it is run differs.
 
 SQLite (one file, one writer at a time):
 
-- Reads run on the event loop, on a pooled connection in a deferred transaction (WAL: a
-  read never waits for a lock, and an indexed read takes microseconds, less than any hop to a
-  thread would cost).
-- Writes go through one writer connection, in ``BEGIN IMMEDIATE`` transactions, one at a
-  time per process. Writes submitted in the same loop iteration share one transaction (group
+- Each process has one connection, kept open, and uses it on the event loop only: reads in a
+  deferred transaction (WAL: a read never waits for a writer, and an indexed read takes
+  microseconds, less than any hop to a thread would cost), writes in ``BEGIN IMMEDIATE``
+  transactions, one at a time. Neither awaits inside its transaction, so they never
+  interleave, and the page cache holds what the process just wrote (a separate reading
+  connection re-read those pages after every commit).
+- Writes Writes submitted in the same loop iteration share one transaction (group
   commit), each in its own SAVEPOINT so one that raises rolls back alone; the COMMIT is the
   costliest statement of a step. A write runs on the loop with a zero busy timeout. If another
   process holds the write lock (several processes share the file), the group waits on the loop
@@ -22,8 +24,6 @@ SQLite (one file, one writer at a time):
   commit crossed SQLite's automatic threshold, where they held the loop for milliseconds.
   Not more often: each fsync makes the file system commit its journal, and file creations
   (artifacts) wait for that.
-- Reads and writes each keep their connection open: a pool checkout per statement group cost
-  more than the statements.
 
 PostgreSQL: an asyncpg pool; ``fn`` runs through ``AsyncConnection.run_sync``.
 """
@@ -90,25 +90,17 @@ class _CountingConnection(sqlite3.Connection):
         return super().cursor(factory)
 
 
-def _sqlite_engine(
-    url: str, synchronous: str, *, writer: bool, count: Callable[[str], None]
-) -> Engine:
+def _sqlite_engine(url: str, synchronous: str, count: Callable[[str], None]) -> Engine:
+    """One connection (reads and writes of this process, all on the event loop)."""
     engine = sa.create_engine(
         "sqlite:///" + _sqlite_path(url),
         json_serializer=_json_dumps,
         json_deserializer=orjson.loads,
-        # Readers are kept open: opening one costs a file open and the pragmas, and under load
-        # a small pool churned through overflow connections.
-        pool_size=1 if writer else 16,
-        max_overflow=0 if writer else 16,
+        pool_size=1,
+        max_overflow=0,
         pool_timeout=60,
-        connect_args={
-            "check_same_thread": False,
-            "timeout": 0 if writer else 5,
-            "factory": _CountingConnection,
-        },
+        connect_args={"check_same_thread": False, "timeout": 0, "factory": _CountingConnection},
     )
-    begin = "BEGIN IMMEDIATE" if writer else "BEGIN"
 
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn: Any, _record: ConnectionPoolEntry) -> None:
@@ -117,7 +109,7 @@ def _sqlite_engine(
         cursor = dbapi_conn.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={synchronous}")
-        cursor.execute(f"PRAGMA busy_timeout={0 if writer else 5000}")
+        cursor.execute("PRAGMA busy_timeout=0")
         cursor.execute("PRAGMA foreign_keys=ON")
         cursor.execute("PRAGMA cache_size=-16000")
         # Savepoints (one per write of a group commit) keep the pages they change in a
@@ -130,12 +122,19 @@ def _sqlite_engine(
     @event.listens_for(engine, "begin")
     def _on_begin(conn: Any) -> None:
         # Straight to the driver: through SQLAlchemy, BEGIN cost as much as a real statement.
+        # Writes take the write lock at once (IMMEDIATE); reads never do.
+        begin = conn.info.get(_BEGIN, _WRITE)
         try:
             conn.connection.dbapi_connection.execute(begin)
         except sqlite3.OperationalError as exc:  # as SQLAlchemy would have raised it
             raise sa.exc.OperationalError(begin, None, exc) from exc
 
     return engine
+
+
+_BEGIN = "nodeloom.begin"
+_WRITE = "BEGIN IMMEDIATE"
+_READ = "BEGIN"
 
 
 _PendingWrite = tuple[Callable[[Connection], Any], "asyncio.Future[Any]"]
@@ -185,14 +184,10 @@ class Database:
         url = settings.effective_database_url
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
-        self._reader: Engine | None = None
         self._writer: Engine | None = None
         self._engine: AsyncEngine | None = None
         if self.is_sqlite:
-            sync = settings.sqlite_synchronous
-            self._reader = _sqlite_engine(url, sync, writer=False, count=self._count_sql)
-            self._writer = _sqlite_engine(url, sync, writer=True, count=self._count_sql)
-            self._read_conn: Connection | None = None
+            self._writer = _sqlite_engine(url, settings.sqlite_synchronous, self._count_sql)
             self._write_conn: Connection | None = None
             self._write_lock = asyncio.Lock()
             self._pending_writes: list[_PendingWrite] = []
@@ -233,12 +228,26 @@ class Database:
 
     async def read(self, fn: Callable[[Connection], T]) -> T:
         """``fn(connection)`` in a read transaction; its result."""
-        if self._reader is not None:
-            conn = self._read_conn
-            if conn is None or conn.closed:
-                conn = self._read_conn = self._reader.connect()
-            with conn.begin():
-                return fn(conn)
+        if self._writer is not None:
+            # The writer's connection: its page cache holds what this process just wrote
+            # (a second connection re-read those pages after every commit). Nothing else
+            # uses it meanwhile: a write group runs without awaiting, like this read.
+            delay = 0.0002
+            deadline = time.monotonic() + BUSY_WAIT_SECONDS
+            while True:
+                conn = self._connection()
+                conn.info[_BEGIN] = _READ
+                try:
+                    with conn.begin():
+                        return fn(conn)
+                except sa.exc.OperationalError as exc:
+                    # Rare in WAL mode (another process recovering the log): wait, as writes do.
+                    if not _is_busy(exc) or time.monotonic() > deadline:
+                        raise
+                finally:
+                    conn.info[_BEGIN] = _WRITE
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 0.005)
         assert self._engine is not None
         async with self._engine.connect() as connection:
             return await connection.run_sync(fn)
@@ -299,10 +308,7 @@ class Database:
         deadline = time.monotonic() + BUSY_WAIT_SECONDS
         while True:
             try:
-                conn = self._write_conn
-                if conn is None or conn.closed:
-                    conn = self._write_conn = self._writer.connect()
-                outcomes = _in_transaction(conn, group)
+                outcomes = _in_transaction(self._connection(), group)
             except sa.exc.OperationalError as exc:
                 if not _is_busy(exc) or time.monotonic() > deadline:
                     raise
@@ -316,13 +322,19 @@ class Database:
             self._writes_since_checkpoint += len(group)
             return outcomes
 
+    def _connection(self) -> Connection:
+        assert self._writer is not None
+        conn = self._write_conn
+        if conn is None or conn.closed:
+            conn = self._write_conn = self._writer.connect()
+        return conn
+
     def start(self) -> None:
         """Checkpoint in the background from now on (a server; one-off commands leave it to
         SQLite's automatic checkpoints)."""
         if self._writer is None or self._checkpoints is not None:
             return
-        conn = self._write_conn = self._write_conn or self._writer.connect()
-        driver = conn.connection.driver_connection
+        driver = self._connection().connection.driver_connection
         assert driver is not None
         driver.execute("PRAGMA wal_autocheckpoint=0")
         self._checkpoints = asyncio.create_task(self._checkpoint_forever(), name="checkpoints")
@@ -358,9 +370,8 @@ class Database:
                     await self._checkpoints
             if self._flushes:
                 await asyncio.gather(*self._flushes, return_exceptions=True)
-            for conn in (self._write_conn, self._read_conn):
-                if conn is not None:
-                    conn.close()
+            if self._write_conn is not None:
+                self._write_conn.close()
             if self._checkpoints is not None:
                 # The last checkpoint, so a clean stop leaves no WAL to replay.
                 await asyncio.get_running_loop().run_in_executor(
@@ -368,8 +379,6 @@ class Database:
                 )
             self._checkpoint_thread.shutdown(wait=True)
             self._writer.dispose()
-        if self._reader is not None:
-            self._reader.dispose()
         if self._engine is not None:
             await self._engine.dispose()
 

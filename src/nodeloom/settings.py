@@ -84,6 +84,12 @@ class Settings(BaseSettings):
     max_concurrent_nodes_per_run: int = Field(
         default=4, description="Nodes of one run executing at once."
     )
+    max_graph_nodes: int = Field(
+        default=500,
+        ge=1,
+        description="Most nodes a workflow's graph may have. Stored runs are checked again "
+        "when resumed, so lowering it fails running runs of larger graphs.",
+    )
     node_timeout_seconds: float = Field(
         default=600.0, gt=0, description="Wall-time ceiling of every node, whatever its budget."
     )

@@ -119,6 +119,10 @@ class TestPrepared:
                 INSERT.run(conn, [{"id": "a"}, {"id": "b", "label": "x"}])
             assert INSERT.run(conn, []).rowcount == 0
 
+    def test_an_in_list_is_refused_in_a_multi_row_statement(self, engine: sa.Engine) -> None:
+        with engine.begin() as conn, pytest.raises(PreparedError):
+            BY_IDS.run(conn, [{"ids": ["a"]}, {"ids": ["b", "c"]}])
+
     def test_a_computed_default_must_be_given(self, engine: sa.Engine) -> None:
         with engine.begin() as conn, pytest.raises(PreparedError):
             Prepared(sa.insert(computed)).run(conn, {"id": "a"})

@@ -81,6 +81,7 @@ class _Plan:
         self.sql = compiled.string
         # Expanding parameters (IN lists) are rendered for the lengths of each call.
         self._pieces = _EXPANDING.split(self.sql)
+        self.expands = any(slot.expanding for slot in self.slots)
         self._by_lengths: dict[tuple[int, ...], str] = {}
         self.row: type[tuple[Any, ...]] | None = None
         self.results: list[_Processor] = []
@@ -196,6 +197,8 @@ class Prepared:
             if any(p.keys() != first.keys() for p in many):
                 raise PreparedError("every row of a multi-row statement needs the same keys")
         plan = self._plan(dialect, first)
+        if many is not None and plan.expands:
+            raise PreparedError("an IN list cannot be expanded in a multi-row statement")
         raw = conn.connection.driver_connection
         assert raw is not None
         cursor = raw.cursor()

@@ -118,16 +118,25 @@ class NodeExecutor:
         fingerprint = node.node.fingerprint(node.params, self.env.settings)
         return cache_key(node.node.spec, fingerprint, hashes, task.run_input)
 
+    async def reuse(self, task: NodeTask, key: str | None) -> Outcome | None:
+        """The node completed with a stored output of the same key (the run allowing it), if
+        there is one whose bytes are still there."""
+        if key is None or not task.use_cache:
+            return None
+        account_id = task.account_id
+        hit = await self.env.db.read(lambda c: artifact_store.cached(c, account_id, key))
+        if hit is not None and await self.env.store.exists(hit.sha256):
+            return cached(task.node.id, hit, key)
+        return None
+
     async def execute(self, task: NodeTask, progress: Progress) -> Outcome:
         env = self.env
         node = task.node
         spec = node.node.spec
         key = self.key_of(task)
-        if key is not None and task.use_cache:
-            account_id = task.account_id
-            hit = await env.db.read(lambda c: artifact_store.cached(c, account_id, key))
-            if hit is not None and await env.store.exists(hit.sha256):
-                return cached(node.id, hit, key)
+        reused = await self.reuse(task, key)
+        if reused is not None:
+            return reused
         scratch = env.scratch.node_dir()
         try:
             async with env.slots:
@@ -158,8 +167,24 @@ class NodeExecutor:
         (the caller looks up a whole run's keys at once). It computes nothing that takes
         time, so no timeout, execution slot or scratch directory is set up for it. Raises
         NeedsSandbox when it turns out to need one after all."""
-        node = task.node
+        return await self._instant(task, self.key_of(task))
+
+    async def execute_in_step(self, task: NodeTask) -> Outcome | None:
+        """An instant node within the step that started it (the in-process driver): its
+        stored output when the run reuses outputs, else executed as ``execute_instant`` does;
+        None when it turns out to need a sandbox (the caller then runs it with ``execute``,
+        as a task of its own)."""
         key = self.key_of(task)
+        reused = await self.reuse(task, key)
+        if reused is not None:
+            return reused
+        try:
+            return await self._instant(task, key)
+        except NeedsSandbox:
+            return None
+
+    async def _instant(self, task: NodeTask, key: str | None) -> Outcome:
+        node = task.node
         ctx = RunNodeContext(
             run_id=task.run_id,
             node_id=node.id,

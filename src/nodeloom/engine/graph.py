@@ -19,7 +19,6 @@ from nodeloom.nodes.base import NodeType, Params
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 
-MAX_NODES = 500
 MAX_EDGES = 2000
 OUTPUT_HANDLE = "output"
 ROOT = "/graph_json"
@@ -90,8 +89,9 @@ def validate_graph(
         problems.add(f"{ROOT}/edges", "edges is required and must be an array")
     if not isinstance(raw_nodes, list) or not isinstance(raw_edges, list):
         return problems.items
-    if len(raw_nodes) > MAX_NODES:
-        problems.add(f"{ROOT}/nodes", f"a graph has at most {MAX_NODES} nodes")
+    max_nodes = settings.max_graph_nodes
+    if len(raw_nodes) > max_nodes:
+        problems.add(f"{ROOT}/nodes", f"a graph has at most {max_nodes} nodes")
     if len(raw_edges) > MAX_EDGES:
         problems.add(f"{ROOT}/edges", f"a graph has at most {MAX_EDGES} edges")
     if problems.items:
@@ -138,13 +138,15 @@ class DeepCheck:
     params: dict[str, Any]
 
 
-def deep_checks(graph_json: Any, registry: Registry) -> list[DeepCheck]:
+def deep_checks(graph_json: Any, registry: Registry, *, max_nodes: int) -> list[DeepCheck]:
     """The nodes of ``graph_json`` (checked or not) whose type has deep checks and whose
-    params are otherwise valid."""
+    params are otherwise valid, among its first ``max_nodes`` (the configured
+    ``Settings.max_graph_nodes``: a larger graph is refused anyway, and the sandbox is not
+    made to check what will be refused)."""
     if not isinstance(graph_json, dict) or not isinstance(graph_json.get("nodes"), list):
         return []
     found: list[DeepCheck] = []
-    for index, raw in enumerate(graph_json["nodes"][:MAX_NODES]):
+    for index, raw in enumerate(graph_json["nodes"][:max_nodes]):
         if not isinstance(raw, dict) or not isinstance(raw.get("type"), str):
             continue
         node = registry.get(raw["type"])

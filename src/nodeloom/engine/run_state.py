@@ -14,15 +14,17 @@ The rules:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NoReturn
 
 from nodeloom.engine.graph import Graph
 from nodeloom.engine.states import FINISHED_NODE_STATES, NodeStatus, RunStatus
 from nodeloom.engine.transitions import Batch, NewArtifact
 
 ArtifactInfo = NewArtifact  # an artifact as the engine needs it (no local path: see executor)
+UNFINISHED_NODE_STATES = tuple(s for s in NodeStatus if s not in FINISHED_NODE_STATES)
 
 
 @dataclass(frozen=True)
@@ -69,6 +71,36 @@ def crashed(node_id: str, attempts: int, at: datetime) -> Outcome:
     return failed(node_id, "node_crashed", message, at)
 
 
+class StatusMap(dict[str, NodeStatus]):
+    """Node id -> status, which also knows the nodes in each status: asking which nodes run,
+    wait or are unfinished costs the size of the answer, not a scan of the graph (the driver
+    asks after every node of a chain, so scans made a chain of n nodes cost n * n). Every
+    assignment keeps the index right, whoever makes it (the driver, queue workers loading a
+    run), so nobody has to remember to."""
+
+    def __init__(self, statuses: Mapping[str, NodeStatus] | None = None) -> None:
+        super().__init__()
+        self.members: dict[NodeStatus, set[str]] = {status: set() for status in NodeStatus}
+        for node_id, status in (statuses or {}).items():
+            self[node_id] = status
+
+    def __setitem__(self, node_id: str, status: NodeStatus) -> None:
+        old = self.get(node_id)
+        if old is not None:
+            self.members[old].discard(node_id)
+        super().__setitem__(node_id, status)
+        self.members[status].add(node_id)
+
+    def count(self, statuses: Iterable[NodeStatus]) -> int:
+        return sum(len(self.members[status]) for status in statuses)
+
+    def _unindexed(self, *_args: Any, **_kwargs: Any) -> NoReturn:
+        raise TypeError("node statuses change one by one (status[node_id] = status)")
+
+    # dict's own versions of these would change statuses behind the index's back.
+    __delitem__ = pop = popitem = clear = update = setdefault = __ior__ = _unindexed
+
+
 @dataclass
 class RunState:
     run_id: str
@@ -91,11 +123,27 @@ class RunState:
     # from costing n scans of n nodes.
     _candidates: set[str] | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, StatusMap):
+            self.status = StatusMap(self.status)
+
+    @property
+    def _statuses(self) -> StatusMap:
+        assert isinstance(self.status, StatusMap)
+        return self.status
+
     def batch(self) -> Batch:
         return Batch(self.run_id, self.workflow_id, self.account_id)
 
     def with_status(self, *statuses: NodeStatus) -> list[str]:
-        return [n for n in self.graph.order if self.status[n] in statuses]
+        """The nodes in any of ``statuses``, in graph order."""
+        members = self._statuses.members
+        found = [node_id for status in set(statuses) for node_id in members[status]]
+        return sorted(found, key=self.graph.rank.__getitem__)
+
+    def count(self, *statuses: NodeStatus) -> int:
+        """How many nodes are in any of ``statuses``."""
+        return self._statuses.count(set(statuses))
 
     # -- what can run -----------------------------------------------------------------------
 
@@ -186,8 +234,7 @@ class RunState:
             if self.status[current] == NodeStatus.PENDING:
                 found.append(current)
             stack.extend(self.graph.downstream[current])
-        order = {n: i for i, n in enumerate(self.graph.order)}
-        return sorted(found, key=order.__getitem__)
+        return sorted(found, key=self.graph.rank.__getitem__)
 
     def cancel(self, batch: Batch, at: datetime, node_ids: list[str] | None = None) -> list[str]:
         """Cancel ``node_ids`` (default: every unfinished node); the ids cancelled."""
@@ -199,11 +246,11 @@ class RunState:
         return targets
 
     def unfinished(self) -> list[str]:
-        return [n for n in self.graph.order if self.status[n] not in FINISHED_NODE_STATES]
+        return self.with_status(*UNFINISHED_NODE_STATES)
 
     @property
     def all_finished(self) -> bool:
-        return all(s in FINISHED_NODE_STATES for s in self.status.values())
+        return self._statuses.count(FINISHED_NODE_STATES) == len(self.status)
 
     def finish(self, batch: Batch, at: datetime, error: dict[str, Any] | None = None) -> None:
         error = error or self.first_error

@@ -58,11 +58,12 @@ def schedule(state: RunState, batch: Batch, owner: str, limit: int) -> list[str]
     """Start queued and runnable nodes while fewer than ``limit`` of the run's nodes run;
     queue the runnable rest; end the run when every node ended. The nodes started."""
     now = utcnow()
-    running = len(state.with_status(NodeStatus.RUNNING))
-    waiting = state.with_status(NodeStatus.QUEUED)
+    room = max(0, limit - state.count(NodeStatus.RUNNING))
+    waiting = state.with_status(NodeStatus.QUEUED) if room else []
     runnable = state.runnable()
-    starting = (waiting + runnable)[: max(0, limit - running)]
-    state.queue(batch, [n for n in runnable if n not in starting], now)
+    starting = (waiting + runnable)[:room]
+    chosen = set(starting)
+    state.queue(batch, [n for n in runnable if n not in chosen], now)
     for node_id in starting:
         state.start(batch, node_id, now, owner)
     if not starting and state.all_finished:
@@ -92,7 +93,7 @@ async def run_instant(
     state: RunState,
     batch: Batch,
     started: list[str],
-    execute: Callable[[str], Awaitable[Outcome]],
+    execute: Callable[[str], Awaitable[Outcome | None]],
     schedule_more: Callable[[], list[str]],
     stop: Callable[[], bool],
 ) -> list[str]:
@@ -100,19 +101,23 @@ async def run_instant(
     template that only substitutes) right now, and record them in this same step, then start
     what they made runnable (``schedule_more``): a chain of such nodes is one transaction,
     with the same events and charges as node-by-node. At most INSTANT_PER_STEP per step, so
-    a long chain still commits (and announces) as it goes. Returns the started nodes left to
-    execute as tasks."""
+    a long chain still commits (and announces) as it goes. ``execute`` answers None for a
+    node that turns out not to be instant. Returns the started nodes left to execute as
+    tasks."""
     left: list[str] = []
     budget = INSTANT_PER_STEP
     while started:
         ran = False
         for node_id in started:
+            outcome = None
             if budget > 0 and is_instant(state, node_id):
-                state.record(batch, await execute(node_id))
-                budget -= 1
-                ran = True
-            else:
+                outcome = await execute(node_id)
+            if outcome is None:
                 left.append(node_id)
+                continue
+            state.record(batch, outcome)
+            budget -= 1
+            ran = True
         if not ran or stop():
             return left
         started = schedule_more()
@@ -279,11 +284,14 @@ class RunDriver:
             cancel_wait.cancel()
 
     async def _run_instant(self, state: RunState, batch: Batch, started: list[str]) -> list[str]:
+        # Within the step: no timeout, execution slot or scratch directory (an instant node
+        # needs none), the output cache still honoured; a node that needs a sandbox after
+        # all (a template Jinja must render) is left to run as a task.
         return await run_instant(
             state,
             batch,
             started,
-            lambda node_id: self._execute(state, node_id),
+            lambda node_id: self.executor.execute_in_step(node_task(state, node_id)),
             lambda: self._schedule(state, batch),
             self.cancel_requested.is_set,
         )

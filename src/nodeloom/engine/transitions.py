@@ -244,22 +244,50 @@ _START = Prepared(
 )
 
 
+def _end_values(status: NodeStatus) -> dict[str, Any]:
+    return {
+        "status": status.value,
+        "finished_at": sa.bindparam("at", type_=_NODE.c.finished_at.type),
+        "artifact_id": sa.bindparam("artifact"),
+        "credits_used": sa.bindparam("credits"),
+        "cached": sa.bindparam("cached"),
+        "cache_key": sa.bindparam("key"),
+        "error": sa.bindparam("error", type_=_NODE.c.error.type),
+    }
+
+
+def _one_node(from_states: list[str]) -> Any:
+    """One node row in one of ``from_states``. The states are bound one by one, not as an
+    expanding IN list: these statements run as executemany, which takes its SQL as is."""
+    return (
+        _NODE.c.run_id == sa.bindparam("run"),
+        _NODE.c.node_id == sa.bindparam("node"),
+        _NODE.c.status.in_([sa.literal(state) for state in from_states]),
+    )
+
+
 def _end_statement(status: NodeStatus) -> Prepared:
+    return Prepared(sa.update(_NODE).where(*_one_node(_from(status))).values(**_end_values(status)))
+
+
+def _through_from(status: NodeStatus) -> list[str]:
+    """The states a node may be in to be started and then end in ``status``: those a start
+    may leave, as long as ``status`` may follow running."""
+    assert NodeStatus.RUNNING in NODE_FROM[status], f"{status} cannot follow running"
+    return _from(NodeStatus.RUNNING)
+
+
+def _through_statement(status: NodeStatus) -> Prepared:
+    """Started and ended within one step (an instant node, a cache hit): both transitions
+    in one UPDATE, checked against the from-states of the first."""
     return Prepared(
         sa.update(_NODE)
-        .where(
-            _NODE.c.run_id == sa.bindparam("run"),
-            _NODE.c.node_id == sa.bindparam("node"),
-            _NODE.c.status.in_(_from(status)),
-        )
+        .where(*_one_node(_through_from(status)))
         .values(
-            status=status.value,
-            finished_at=sa.bindparam("at", type_=_NODE.c.finished_at.type),
-            artifact_id=sa.bindparam("artifact"),
-            credits_used=sa.bindparam("credits"),
-            cached=sa.bindparam("cached"),
-            cache_key=sa.bindparam("key"),
-            error=sa.bindparam("error", type_=_NODE.c.error.type),
+            started_at=sa.bindparam("started", type_=_NODE.c.started_at.type),
+            claimed_by=sa.bindparam("claimed_by"),
+            attempts=_NODE.c.attempts + 1,
+            **_end_values(status),
         )
     )
 
@@ -281,6 +309,9 @@ def _bulk_statement(status: NodeStatus) -> Prepared:
 
 
 _END = {status: _end_statement(status) for status in (NodeStatus.COMPLETED, NodeStatus.FAILED)}
+_THROUGH = {
+    status: _through_statement(status) for status in (NodeStatus.COMPLETED, NodeStatus.FAILED)
+}
 _BULK = {status: _bulk_statement(status) for status in (NodeStatus.SKIPPED, NodeStatus.CANCELLED)}
 
 
@@ -384,36 +415,76 @@ def _update(conn: Connection, batch: Batch, rows: _Rows) -> None:
         result = _QUEUE.run(conn, {"run": run_id, "ids": ids, "at": batch.queued[0][1]})
         if result.rowcount != len(ids):
             raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending or running")
-    # Starts before ends: a node the in-process driver started and finished within one
-    # step (an instant node) must be running when its end is written.
-    for at, ids in _grouped_by_time(batch.started):
-        result = _START.run(
-            conn, {"run": run_id, "ids": ids, "at": at, "claimed_by": batch.claimed_by}
-        )
-        if result.rowcount != len(ids):
-            raise StaleTransition(f"run {run_id}: nodes {ids} were not all pending or queued")
+    # A node started and ended within this step is written once, not started then ended:
+    # a chain of instant nodes is otherwise two UPDATEs a node (its starts each at its own
+    # time), where one executemany per status does.
+    ended = {end.node_id for end in batch.ended}
+    started_at = dict(batch.started)
+    _start(conn, batch, [(node_id, at) for node_id, at in batch.started if node_id not in ended])
     for end in batch.ended:
         _check_cached(conn, batch, end)
-        result = _END[end.status].run(
-            conn,
-            {
-                "run": run_id,
-                "node": end.node_id,
-                "at": end.at,
-                "artifact": end.artifact_id,
-                "credits": end.credits,
-                "cached": end.cached,
-                "key": end.cache_key,
-                "error": end.error,
-            },
-        )
-        if result.rowcount != 1:
-            raise StaleTransition(f"run {run_id}: node {end.node_id} is no longer running")
         _end_rows(batch, end, rows)
+    for status in (NodeStatus.COMPLETED, NodeStatus.FAILED):
+        of_status = [end for end in batch.ended if end.status == status]
+        through = [end for end in of_status if end.node_id in started_at]
+        _end(conn, batch, _THROUGH[status], through, started_at)
+        _end(conn, batch, _END[status], [end for end in of_status if end.node_id not in started_at])
     for status, node_ids, at, error in batch.bulk:
         _BULK[status].run(conn, {"run": run_id, "ids": node_ids, "at": at, "error": error})
     if batch.run_end is not None:
         _end_run(conn, batch, rows.ledger)
+
+
+def _start(conn: Connection, batch: Batch, started: list[tuple[str, datetime]]) -> None:
+    """Nodes started in this step that go on running (as tasks) after it."""
+    for at, ids in _grouped_by_time(started):
+        result = _START.run(
+            conn, {"run": batch.run_id, "ids": ids, "at": at, "claimed_by": batch.claimed_by}
+        )
+        if result.rowcount != len(ids):
+            raise StaleTransition(f"run {batch.run_id}: nodes {ids} were not all pending or queued")
+
+
+def _end(
+    conn: Connection,
+    batch: Batch,
+    statement: Prepared,
+    ends: list[_NodeEnd],
+    started_at: dict[str, datetime] | None = None,
+) -> None:
+    """One conditional UPDATE per ended node (``started_at``: the nodes also started in this
+    step, written by a ``_THROUGH`` statement); any that matches nothing is stale."""
+    if not ends:
+        return
+    params = [_end_params(batch, end) for end in ends]
+    if started_at is not None:
+        for values, end in zip(params, ends, strict=True):
+            values.update(started=started_at[end.node_id], claimed_by=batch.claimed_by)
+    if _each_changed_rows(conn, statement, params) != len(ends):
+        names = [end.node_id for end in ends]
+        raise StaleTransition(f"run {batch.run_id}: nodes {names} cannot all end as recorded")
+
+
+def _end_params(batch: Batch, end: _NodeEnd) -> dict[str, Any]:
+    return {
+        "run": batch.run_id,
+        "node": end.node_id,
+        "at": end.at,
+        "artifact": end.artifact_id,
+        "credits": end.credits,
+        "cached": end.cached,
+        "key": end.cache_key,
+        "error": end.error,
+    }
+
+
+def _each_changed_rows(conn: Connection, statement: Prepared, params: list[dict[str, Any]]) -> int:
+    """Rows changed by ``statement`` run once per parameter set. SQLite's driver runs them
+    all in one call (a prepared statement, executemany) and sums the rows each changed;
+    drivers that do not report that sum get one call each."""
+    if conn.dialect.name == "sqlite":
+        return int(statement.run(conn, params).rowcount)
+    return sum(int(statement.run(conn, values).rowcount) for values in params)
 
 
 def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
@@ -523,7 +594,8 @@ def _folded_nodes(batch: Batch, new: NewRun) -> list[dict[str, Any]]:
 
 def _grouped_by_time(started: list[tuple[str, datetime]]) -> list[tuple[datetime, list[str]]]:
     """Nodes started at the same moment share one UPDATE (the usual case: one scheduling
-    pass); a chain of instant nodes started one after the other keeps each its own time."""
+    pass). Nodes started one after the other and ended in the same step (a chain of instant
+    nodes) never come here: ``_THROUGH`` writes each with its own times."""
     groups: dict[datetime, list[str]] = {}
     for node_id, at in started:
         groups.setdefault(at, []).append(node_id)

@@ -58,7 +58,7 @@ DEEP_CHECK_BUDGET = Budget(wall_seconds=10, cpu_seconds=10, memory_mb=256)
 
 
 async def _deep_problems(ctx: AppContext, graph: Any) -> list[FieldError]:
-    checks = deep_checks(graph, ctx.registry)
+    checks = deep_checks(graph, ctx.registry, max_nodes=ctx.settings.max_graph_nodes)
     if not checks:
         return []
     items = [{"type": c.type, "params": c.params} for c in checks]

@@ -152,6 +152,20 @@ class TestExecutedWhileAccepted:
         assert await balance(client, owner) == before
         assert await ledger_of(app, second_id) == [("", "hold", 2), ("", "release", 2)]
 
+    async def test_text_outputs_are_kept_in_the_database_not_in_files(
+        self, client: httpx.AsyncClient, owner: User, app: FastAPI
+    ) -> None:
+        wf = await create_workflow(client, owner, chain_graph())
+        run_id = (await execute(client, owner, wf, {"input": {"text": "t", "more": "m"}})).json()[
+            "run_id"
+        ]
+        run = await run_now(client, owner, wf, run_id)
+        for nr in run["node_runs"]:
+            r = await client.get(f"/api/v1/artifacts/{nr['artifact_id']}", headers=owner.headers)
+            assert r.status_code == 200 and r.headers["content-type"].startswith("text/plain")
+        root = app.state.ctx.settings.artifacts_dir
+        assert [p for p in root.rglob("*") if p.is_file()] == []
+
     async def test_twin_nodes_each_reuse_the_stored_output(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:

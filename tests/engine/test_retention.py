@@ -42,6 +42,11 @@ async def _ledger_rows(app: FastAPI) -> int:
     return int(await app.state.ctx.db.read(lambda c: c.execute(query).scalar()))
 
 
+def large(word: str) -> str:
+    """A text over the size kept in an artifact's row: its artifact is a file."""
+    return word * 70_000
+
+
 async def test_old_runs_and_unreferenced_files_go_the_rest_stays(
     app: FastAPI, client: httpx.AsyncClient, owner: User
 ) -> None:
@@ -49,7 +54,7 @@ async def test_old_runs_and_unreferenced_files_go_the_rest_stays(
     wf = await create_workflow(client, owner, text_graph("old {{ text }}"))
     old = []
     for word in ("a", "b"):
-        r = await execute(client, owner, wf, {"input": {"text": word}, "cache": False})
+        r = await execute(client, owner, wf, {"input": {"text": large(word)}, "cache": False})
         old.append(await wait_for_run(client, owner, wf, r.json()["run_id"]))
     slow = await create_workflow(
         client,
@@ -58,7 +63,7 @@ async def test_old_runs_and_unreferenced_files_go_the_rest_stays(
     )
     running = (await execute(client, owner, slow)).json()["run_id"]
     await asyncio.sleep(RETENTION_SECONDS + 0.5)
-    r = await execute(client, owner, wf, {"input": {"text": "new"}, "cache": False})
+    r = await execute(client, owner, wf, {"input": {"text": large("new")}, "cache": False})
     recent = await wait_for_run(client, owner, wf, r.json()["run_id"])
 
     async def file_of(run: dict[str, Any]) -> Path:
@@ -78,7 +83,7 @@ async def test_old_runs_and_unreferenced_files_go_the_rest_stays(
     report = await Retention(ctx.settings, ctx.db, ctx.store).prune()
 
     assert report.runs == 2
-    assert report.files == 3  # the two old runs' outputs and the orphan
+    assert report.files == 3  # the two old runs' outputs (aged above) and the orphan
     for run in old:
         r = await client.get(f"/api/v1/workflows/{wf}/runs/{run['id']}", headers=owner.headers)
         assert r.status_code == 404
@@ -91,7 +96,7 @@ async def test_old_runs_and_unreferenced_files_go_the_rest_stays(
     assert r.status_code == 200
     tpl = next(x for x in recent["node_runs"] if x["node_id"] == "tpl")
     r = await client.get(f"/api/v1/artifacts/{tpl['artifact_id']}", headers=owner.headers)
-    assert r.text == "old new"
+    assert r.text == "old " + large("new")
     r = await client.get(f"/api/v1/workflows/{slow}/runs/{running}", headers=owner.headers)
     assert r.status_code == 200 and r.json()["status"] == "running"
     assert await _ledger_rows(app) == ledger

@@ -202,6 +202,9 @@ class Artifact(Base):
     height: Mapped[int | None]
     duration_ms: Mapped[int | None] = mapped_column(sa.BigInteger)
     created_at: Mapped[datetime]
+    # The bytes of a small text artifact (engine/executor.py INLINE_TEXT_BYTES); NULL when
+    # they are in the artifact store. Last, so rows read without it skip its pages.
+    data: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
 
 
 class CacheEntry(Base):

@@ -9,19 +9,21 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import logging
 import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from nodeloom.artifacts.store import ArtifactStore
+from nodeloom.artifacts.store import ArtifactStore, StoredBlob
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
 from nodeloom.engine.cache import cache_key
 from nodeloom.engine.context import RunNodeContext
 from nodeloom.engine.graph import GraphNode
-from nodeloom.engine.run_state import ArtifactInfo, Outcome, failed
+from nodeloom.engine.run_state import ArtifactInfo, Outcome, artifact_info, failed
 from nodeloom.engine.scratch import ScratchSpace
 from nodeloom.engine.states import NodeStatus
 from nodeloom.events.bus import EventBus
@@ -76,19 +78,42 @@ async def _no_progress(_fraction: float) -> None:
 
 def cached(node_id: str, hit: Any, key: str) -> Outcome:
     """A node completed by reusing the artifact ``hit`` (a row of ``artifacts``)."""
-    artifact = ArtifactInfo(
-        hit.id, hit.content_type, hit.size_bytes, hit.sha256, hit.width, hit.height, hit.duration_ms
-    )
+    artifact = artifact_info(hit)
     return Outcome(node_id, NodeStatus.COMPLETED, utcnow(), artifact, cached=True, cache_key=key)
 
 
+async def still_stored(store: ArtifactStore, hit: Any) -> bool:
+    """Whether the bytes of the artifact row ``hit`` are still there to reuse (a row that
+    holds them has them)."""
+    return hit.data is not None or await store.exists(hit.sha256)
+
+
 def _job_input(value: InputValue) -> Any:
-    """An input as a sandbox job carries it (plain JSON)."""
+    """An input as a sandbox job carries it (plain JSON: bytes kept in the database travel as
+    the file ``_write_inline`` made of them)."""
     if value is None:
         return None
     if isinstance(value, list):
         return [_job_input(v) for v in value]
-    return {**dataclasses.asdict(value), "path": str(value.path)}
+    fields = dataclasses.asdict(value)
+    del fields["data"]
+    return {**fields, "path": str(value.path)}
+
+
+def _write_inline(inputs: dict[str, InputValue], scratch: Path) -> None:
+    """Inputs kept in the database, as files in the node's scratch directory (a sandbox
+    process reads its inputs from files)."""
+    for value in inputs.values():
+        for ref in value if isinstance(value, list) else [value]:
+            if ref is not None and ref.data is not None and not ref.path.exists():
+                scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
+                ref.path.write_bytes(ref.data)
+
+
+# A text output up to this size is kept in its artifact row, written in the transaction that
+# records it: no file to create (the costliest part of a text node), nothing to fsync.
+INLINE_TEXT_BYTES = 64 * 1024
+TEXT = "text/plain"
 
 
 # A node runs inline only if its inputs are this small: reading them happens on the loop.
@@ -125,7 +150,7 @@ class NodeExecutor:
             return None
         account_id = task.account_id
         hit = await self.env.db.read(lambda c: artifact_store.cached(c, account_id, key))
-        if hit is not None and await self.env.store.exists(hit.sha256):
+        if hit is not None and await still_stored(self.env.store, hit):
             return cached(task.node.id, hit, key)
         return None
 
@@ -185,6 +210,7 @@ class NodeExecutor:
 
     async def _instant(self, task: NodeTask, key: str | None) -> Outcome:
         node = task.node
+        scratch = self.env.scratch.node_dir()  # a path only: nothing here writes there
         ctx = RunNodeContext(
             run_id=task.run_id,
             node_id=node.id,
@@ -192,10 +218,10 @@ class NodeExecutor:
             run_input=task.run_input,
             settings=self.env.settings,
             report=_no_progress,
-            scratch=self.env.scratch.node_dir(),
+            scratch=scratch,
         )
         try:
-            produced = await node.node.run(ctx, node.params, await self._inputs(task))
+            produced = await node.node.run(ctx, node.params, await self._inputs(task, scratch))
             return await self._keep(node, produced, key)
         except NodeFailure as exc:
             return failed(node.id, exc.code, exc.message, utcnow())
@@ -207,20 +233,25 @@ class NodeExecutor:
                 node.id, "internal_error", f"the node failed: {type(exc).__name__}", utcnow()
             )
 
-    async def _inputs(self, task: NodeTask) -> dict[str, InputValue]:
-        """Input artifacts as local files (a download when the store is remote)."""
+    async def _inputs(self, task: NodeTask, scratch: Path) -> dict[str, InputValue]:
+        """Input artifacts as local files (a download when the store is remote), or as the
+        bytes their row holds (written under ``scratch`` only if a sandbox needs them)."""
         store = self.env.store
 
         async def ref(info: ArtifactInfo) -> ArtifactRef:
+            inline = info.data is not None
             return ArtifactRef(
                 artifact_id=info.id,
                 content_type=info.content_type,
                 sha256=info.sha256,
                 size_bytes=info.size_bytes,
-                path=await store.local_path(info.sha256),
+                path=scratch / f"input-{info.sha256}"
+                if inline
+                else await store.local_path(info.sha256),
                 width=info.width,
                 height=info.height,
                 duration_ms=info.duration_ms,
+                data=info.data,
             )
 
         values: dict[str, InputValue] = {}
@@ -239,7 +270,7 @@ class NodeExecutor:
         env = self.env
         node = task.node
         spec = node.node.spec
-        inputs = await self._inputs(task)
+        inputs = await self._inputs(task, scratch)
         if node.node.runs_inline(node.params) and small_inputs(task.inputs):
             ctx = RunNodeContext(
                 run_id=task.run_id,
@@ -255,6 +286,7 @@ class NodeExecutor:
             except NeedsSandbox:
                 if not spec.sandboxed:
                     raise
+        _write_inline(inputs, scratch)
         job = NodeJob(
             type=spec.type,
             params=node.params.model_dump(mode="json"),
@@ -278,14 +310,20 @@ class NodeExecutor:
         return await env.sandbox.run_node(job, limits, progress)
 
     async def _keep(self, node: GraphNode, produced: Produced, key: str | None) -> Outcome:
-        """The produced bytes as an artifact in the store (not yet a row: the caller's
-        transaction writes that)."""
+        """The produced bytes as an artifact: in the store, or (small text) carried to the
+        row the caller's transaction writes."""
         store = self.env.store
         limit = self.env.settings.max_artifact_bytes
+        content_type = node.node.spec.output.content_type
+        inline: bytes | None = None
         if produced.data is not None:
             if len(produced.data) > limit:
                 raise NodeFailure(f"the output is larger than {limit} bytes", "output_too_large")
-            blob = await store.put_bytes(produced.data)
+            if content_type == TEXT and len(produced.data) <= INLINE_TEXT_BYTES:
+                inline = produced.data
+                blob = StoredBlob(hashlib.sha256(inline).hexdigest(), len(inline))
+            else:
+                blob = await store.put_bytes(produced.data)
         elif produced.path is not None:
             if produced.path.stat().st_size > limit:
                 raise NodeFailure(f"the output is larger than {limit} bytes", "output_too_large")
@@ -294,12 +332,13 @@ class NodeExecutor:
             raise NodeFailure("the node produced no output", "no_output")
         artifact = ArtifactInfo(
             id=uuid7(),
-            content_type=node.node.spec.output.content_type,
+            content_type=content_type,
             size_bytes=blob.size_bytes,
             sha256=blob.sha256,
             width=produced.width,
             height=produced.height,
             duration_ms=produced.duration_ms,
+            data=inline,
         )
         return Outcome(
             node.id,

@@ -24,6 +24,22 @@ from nodeloom.engine.states import FINISHED_NODE_STATES, NodeStatus, RunStatus
 from nodeloom.engine.transitions import Batch, NewArtifact
 
 ArtifactInfo = NewArtifact  # an artifact as the engine needs it (no local path: see executor)
+
+
+def artifact_info(row: Any) -> ArtifactInfo:
+    """A row of ``artifacts`` as the engine needs it."""
+    return ArtifactInfo(
+        row.id,
+        row.content_type,
+        row.size_bytes,
+        row.sha256,
+        row.width,
+        row.height,
+        row.duration_ms,
+        row.data,
+    )
+
+
 UNFINISHED_NODE_STATES = tuple(s for s in NodeStatus if s not in FINISHED_NODE_STATES)
 
 

@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import utcnow
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask, small_inputs
 from nodeloom.engine.graph import validate_graph
-from nodeloom.engine.run_state import ArtifactInfo, Outcome, PreparedRun, RunState, crashed
+from nodeloom.engine.run_state import Outcome, PreparedRun, RunState, artifact_info, crashed
 from nodeloom.engine.states import NodeStatus, RunStatus, StaleTransition
 from nodeloom.engine.transitions import Batch, apply
 from nodeloom.metrics import Metrics
@@ -192,15 +192,7 @@ class RunDriver:
             state.claims[node.node_id] = node.claimed_by
             row = artifacts.get(node.artifact_id) if node.artifact_id else None
             if row is not None:
-                state.artifacts[node.node_id] = ArtifactInfo(
-                    row.id,
-                    row.content_type,
-                    row.size_bytes,
-                    row.sha256,
-                    row.width,
-                    row.height,
-                    row.duration_ms,
-                )
+                state.artifacts[node.node_id] = artifact_info(row)
             if node.status == NodeStatus.FAILED and state.first_error is None:
                 state.first_error = {**(node.error or {}), "node_id": node.node_id}
         return state

@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import Account, Artifact, NodeRun, Run, RunEvent, utcnow
 from nodeloom.engine.executor import NodeTask
 from nodeloom.engine.graph import Graph, validate_graph
-from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, crashed
+from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
 from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.engine.transitions import apply
 from nodeloom.events.model import Event
@@ -153,9 +153,7 @@ def load(conn: Connection, run_id: str, graphs: RunGraphs) -> Loaded | None:
             state.first_error = {**(row.error or {}), "node_id": row.node_id}
     if artifact_of:
         by_id = {
-            a.id: ArtifactInfo(
-                a.id, a.content_type, a.size_bytes, a.sha256, a.width, a.height, a.duration_ms
-            )
+            a.id: artifact_info(a)
             for a in conn.execute(_ARTIFACT_ROWS, {"ids": list(set(artifact_of.values()))})
         }
         for node_id, artifact_id in artifact_of.items():

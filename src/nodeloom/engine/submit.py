@@ -33,7 +33,7 @@ from nodeloom.db.engine import Database
 from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
 from nodeloom.engine.dispatch.base import Dispatcher
-from nodeloom.engine.executor import NodeExecutor, NodeTask, cached
+from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
 from nodeloom.engine.graph import Graph, validate_graph
 from nodeloom.engine.run_state import Outcome, PreparedRun, RunState
 from nodeloom.engine.runner import (
@@ -439,7 +439,7 @@ class Acceptor:
         found: dict[str, Outcome] = {}
         for node_id, outcome in outcomes.items():
             row = rows.get(outcome.cache_key or "")
-            if row is not None and await store.exists(row.sha256):
+            if row is not None and await still_stored(store, row):
                 found[node_id] = cached(node_id, row, row.cache_key)
         return found
 

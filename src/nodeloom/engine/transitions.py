@@ -49,6 +49,9 @@ class NewArtifact:
     width: int | None
     height: int | None
     duration_ms: int | None
+    # The bytes of a small text artifact, kept in its row (engine/executor.py
+    # INLINE_TEXT_BYTES); None when they are in the artifact store.
+    data: bytes | None = None
 
 
 @dataclass
@@ -640,6 +643,7 @@ def _end_rows(batch: Batch, end: _NodeEnd, rows: _Rows) -> None:
                 "height": art.height,
                 "duration_ms": art.duration_ms,
                 "created_at": end.at,
+                "data": art.data,
             }
         )
     if end.credits > 0:

@@ -125,7 +125,11 @@ def spec_family(category: str, output: Kind, cost: Cost) -> Callable[..., NodeSp
 
 @dataclass(frozen=True)
 class ArtifactRef:
-    """A completed artifact handed to a node as an input value."""
+    """A completed artifact handed to a node as an input value.
+
+    A small text artifact is kept in the database, not as a file: its bytes come as ``data``,
+    and ``path`` is where they are written only for a node run in a sandbox process. Read
+    an input with ``read_bytes``/``read_text``; ``path`` is for media, which are files."""
 
     artifact_id: str
     content_type: str
@@ -135,12 +139,13 @@ class ArtifactRef:
     width: int | None = None
     height: int | None = None
     duration_ms: int | None = None
+    data: bytes | None = None
 
     def read_bytes(self) -> bytes:
-        return self.path.read_bytes()
+        return self.data if self.data is not None else self.path.read_bytes()
 
     def read_text(self) -> str:
-        return self.path.read_text(encoding="utf-8")
+        return self.read_bytes().decode("utf-8")
 
 
 @dataclass

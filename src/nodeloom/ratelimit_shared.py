@@ -156,7 +156,7 @@ class SharedWindows:
                         headers={"Retry-After": "1"},
                     ) from None
                 await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.005)
+                delay = min(delay * 2, 0.001)
 
     def _transaction(self, work: Callable[[], T]) -> T:
         with self._mutex:

@@ -102,3 +102,36 @@ class TestCheckpoints:
         shutil.copy(db_file(settings), copy)
         with sqlite3.connect(copy) as conn:
             assert conn.execute(COUNT.text).fetchone() == (1,)
+
+    async def test_the_log_starts_over_while_reads_and_writes_never_stop(
+        self, settings: Settings, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        # Small numbers for a short test: restart past 64 frames, a round every 50 ms.
+        monkeypatch.setattr(db_engine, "WAL_RESTART_FRAMES", 64)
+        monkeypatch.setattr(db_engine, "CHECKPOINT_SECONDS", 0.05)
+        database = Database(settings)
+        database.start()
+        await database.write(lambda c: c.execute(sa.text("create table blobs (b blob)")))
+        blob = {"b": b"x" * 16_000}  # four pages a row
+        stop = asyncio.Event()
+
+        async def keep_reading() -> None:
+            while not stop.is_set():
+                await database.read(lambda c: c.execute(sa.text("select count(*) from blobs")))
+                await asyncio.sleep(0)
+
+        reader = asyncio.create_task(keep_reading())
+        for _ in range(600):  # ~2,400 frames, 10 MB, if the log never started over
+            await database.write(
+                lambda c: c.execute(sa.text("insert into blobs values (:b)"), blob)
+            )
+            await asyncio.sleep(0.001)
+        stop.set()
+        await reader
+        wal = Path(str(db_file(settings)) + "-wal")
+        assert wal.stat().st_size < 6_000_000, wal.stat().st_size  # 15 MB without restarts
+        assert (
+            await database.read(lambda c: c.execute(sa.text("select count(*) from blobs")).scalar())
+            == 600
+        )
+        await database.dispose()

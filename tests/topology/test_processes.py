@@ -9,9 +9,11 @@ a killed process is replaced and its runs are adopted; SIGTERM stops everything 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
+import socket
 import threading
 import time
 from pathlib import Path
@@ -155,3 +157,76 @@ def test_two_processes_on_one_port_share_runs_events_and_limits(tmp_path: Path) 
     # No child is left listening on the port.
     with pytest.raises(httpx.ConnectError):
         httpx.get(f"{server.base_url}/healthz", timeout=2)
+
+
+def _connections_of(pid: int, port: int) -> int:
+    """Established TCP connections on ``port`` that process ``pid`` holds (Linux /proc)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        with contextlib.suppress(OSError):
+            target = os.readlink(fd)
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    held = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            local_port = int(fields[1].rsplit(":", 1)[1], 16)
+            if local_port == port and fields[3] == "01" and fields[9] in inodes:
+                held += 1
+    return held
+
+
+class KeepAlive:
+    """One HTTP/1.1 keep-alive connection asking again and again, as a load generator does:
+    connected at once, and again whenever a response says ``Connection: close``."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.sock = socket.create_connection(("127.0.0.1", port))
+
+    def ask(self) -> None:
+        self.sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = self.sock.recv(4096)
+            assert chunk, "the server closed the connection before answering"
+            head += chunk
+        head, _, body = head.partition(b"\r\n\r\n")
+        lines = head.decode().lower().split("\r\n")
+        assert lines[0].startswith("http/1.1 200"), lines[0]
+        length = int(next(x for x in lines if x.startswith("content-length:")).split(":")[1])
+        while len(body) < length:
+            body += self.sock.recv(4096)
+        if "connection: close" in lines:
+            self.sock.close()
+            self.sock = socket.create_connection(("127.0.0.1", self.port))
+
+
+def test_keep_alive_connections_end_up_spread_over_the_processes(tmp_path: Path) -> None:
+    """Connections opened at once land on whichever process wakes first; the one that holds
+    more than its share closes some (Connection: close) and the clients come back."""
+    server = ServerProcess(tmp_path / "data", OPEN_LIMITS, args=["--processes", "2"])
+    server.start(timeout=90)
+    try:
+        port = int(server.base_url.rsplit(":", 1)[1])
+        clients = [KeepAlive(port) for _ in range(24)]  # a burst, as wrk opens them
+        stop = time.monotonic() + 6
+
+        def keep_asking(client: KeepAlive) -> None:
+            while time.monotonic() < stop:
+                client.ask()
+
+        threads = [threading.Thread(target=keep_asking, args=(c,)) for c in clients]
+        for thread in threads:
+            thread.start()
+        time.sleep(4)
+        held = [_connections_of(pid, port) for pid in _children(server)]
+        for thread in threads:
+            thread.join(15)
+        for client in clients:
+            client.sock.close()
+        assert sum(held) >= 20, held
+        assert min(held) >= 8, held  # 12 each, give or take the slack and the stragglers
+    finally:
+        server.stop()

@@ -13,9 +13,9 @@ from the log, events/links.py ``PollingBus``) and the rate-limit windows
 One socket shared by all children rather than one ``SO_REUSEPORT`` socket each: with
 ``SO_REUSEPORT`` the connections waiting in a killed child's own accept queue are reset
 (seen in tests/topology/test_processes.py), and its replacement starts with an empty queue;
-with one shared queue a crash loses only the requests the dead child was serving, and an
-idle child takes the next connection first, which spreads CPU-bound work well enough
-(docs/benchmarks.md has the measured split).
+with one shared queue a crash loses only the requests the dead child was serving. The first
+child to wake takes every connection waiting, though, so the children keep their shares of
+the keep-alive connections even by closing their surplus (api/balance.py).
 
 This process is only the supervisor: it migrates the database once, binds the port, starts
 the children, starts a child again if it dies (its runs are adopted by a sibling meanwhile),
@@ -33,9 +33,12 @@ import os
 import signal
 import socket
 import time
+from collections.abc import MutableSequence
 from multiprocessing.process import BaseProcess
 from types import FrameType
+from typing import cast
 
+from nodeloom.api.balance import ConnectionShare
 from nodeloom.settings import Settings
 
 log = logging.getLogger("nodeloom")
@@ -80,7 +83,15 @@ def _die_with_parent() -> None:
         libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
 
 
-def _child(sock: socket.socket, host: str, port: int, executes: bool, parent: int) -> None:
+def _child(
+    sock: socket.socket,
+    host: str,
+    port: int,
+    executes: bool,
+    parent: int,
+    counts: MutableSequence[int],
+    index: int,
+) -> None:
     # Its own process group: a Ctrl-C in the terminal reaches the supervisor only, which
     # passes exactly one SIGTERM on (two would mean "stop now" to a draining server).
     os.setpgrp()
@@ -94,7 +105,7 @@ def _child(sock: socket.socket, host: str, port: int, executes: bool, parent: in
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    serve(settings, host, port, executes=executes, sock=sock)
+    serve(settings, host, port, executes=executes, sock=sock, share=ConnectionShare(counts, index))
 
 
 class Supervisor:
@@ -110,6 +121,8 @@ class Supervisor:
         self._early_deaths = 0
         self._signals = 0
         self._socket: socket.socket | None = None
+        # Connections held by each child (api/balance.py), in memory they all share.
+        self._counts = cast(MutableSequence[int], self._context.Array("i", self.count, lock=False))
 
     def run(self) -> int:
         # Children read their settings from the environment, as the supervisor did.
@@ -156,9 +169,18 @@ class Supervisor:
     def _start(self, index: int) -> None:
         child = self._context.Process(
             target=_child,
-            args=(self._socket, self.host, self.port, self.executes, os.getpid()),
+            args=(
+                self._socket,
+                self.host,
+                self.port,
+                self.executes,
+                os.getpid(),
+                self._counts,
+                index,
+            ),
             name=f"nodeloom-serve-{index}",
         )
+        self._counts[index] = 0  # a dead child's connections died with it
         child.start()
         self._children[index] = child
         self._started_at[index] = time.monotonic()

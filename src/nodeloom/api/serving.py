@@ -21,6 +21,7 @@ from types import FrameType
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from nodeloom.api.balance import CloseSurplusConnections, ConnectionShare
 from nodeloom.api.problems import problem_response
 from nodeloom.api.state import AppContext
 from nodeloom.settings import Settings
@@ -52,22 +53,30 @@ def serve(
     *,
     executes: bool,
     sock: socket.socket | None = None,
+    share: ConnectionShare | None = None,
 ) -> None:
     """Serve the app until SIGTERM/Ctrl-C (then drain), on ``sock`` if given (a child of
-    ``serve --processes N``) or on a socket uvicorn binds."""
+    ``serve --processes N``, with its ``share`` of the connections) or on a socket uvicorn
+    binds."""
     from nodeloom.api.app import create_app
 
     app = create_app(settings, executes=executes)
-    server = DrainingServer(uvicorn_config(app, settings, host, port), app.state.ctx)
+    if share is not None:
+        app.add_middleware(CloseSurplusConnections, share=share)
+    server = DrainingServer(uvicorn_config(app, settings, host, port), app.state.ctx, share)
     server.run(sockets=[sock] if sock is not None else None)
 
 
 class DrainingServer(uvicorn.Server):
-    def __init__(self, config: uvicorn.Config, ctx: AppContext) -> None:
+    def __init__(
+        self, config: uvicorn.Config, ctx: AppContext, share: ConnectionShare | None = None
+    ) -> None:
         super().__init__(config)
         self.ctx = ctx
+        self.share = share
         self._loop: asyncio.AbstractEventLoop | None = None
         self._drain: asyncio.Task[None] | None = None
+        self._publishing: asyncio.Task[None] | None = None
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -75,6 +84,11 @@ class DrainingServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         await super().startup(sockets)
+        if self.share is not None:
+            connections = self.server_state.connections
+            self._publishing = asyncio.create_task(
+                self.share.publish_forever(lambda: len(connections)), name="connection-share"
+            )
         # Everything built so far (modules, the app, the catalog) lives as long as the
         # process: out of the collector's way, a full collection scans only what requests
         # create. Measured under webhook load: full collections of ~100 ms became ~5-25 ms.

@@ -773,7 +773,10 @@ def main() -> None:
     )
     parser.add_argument("--profile", metavar="OUT", help="py-spy the Nodeloom server into OUT")
     parser.add_argument(
-        "--processes", type=int, default=1, help="nodeloom serve --processes N (default 1)"
+        "--processes",
+        type=int,
+        default=2,
+        help="nodeloom serve --processes N (default 2: both cores, as n8n uses them)",
     )
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
     args = parser.parse_args()
@@ -786,7 +789,7 @@ def main() -> None:
     print(text)
     if not args.no_write:
         command = "make bench-peers"
-        if args.processes > 1:
+        if args.processes != 2:
             command = f".venv/bin/python -m bench.bench_peers --processes {args.processes}"
         write_section("peers", command, text)
     if missed:

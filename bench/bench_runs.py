@@ -6,7 +6,6 @@ second for a 2-node text workflow at concurrency 32, and GET run-status latency 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import threading
 import time
@@ -23,6 +22,7 @@ from bench.common import (
     make_account,
     median,
     percentile,
+    poll_latency,
     server,
     table,
     write_section,
@@ -119,23 +119,6 @@ def statements_per_run(srv: Server, http: httpx.Client, wf: str) -> float:
         )
     wait_finished(srv.base_url, before_runs + count)
     return (metric(srv.base_url, "nodeloom_db_statements") - before) / count
-
-
-def poll_latency(
-    base_url: str, key: str, path: str, stop: threading.Event, out: list[float]
-) -> None:
-    async def loop() -> None:
-        async with httpx.AsyncClient(
-            base_url=base_url, headers={"Authorization": f"Bearer {key}"}
-        ) as c:
-            while not stop.is_set():
-                t = time.perf_counter()
-                r = await c.get(path)
-                out.append((time.perf_counter() - t) * 1000)
-                assert r.status_code == 200
-                await asyncio.sleep(0.01)
-
-    asyncio.run(loop())
 
 
 @dataclass

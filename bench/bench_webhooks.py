@@ -1,5 +1,6 @@
 """Webhook triggers against a real ``nodeloom serve``: accepted triggers per second and
-latency at concurrency 32 (wrk, one thread, so the load generator is not the bottleneck),
+latency at concurrency 50 (wrk, one thread, so the load generator is not the bottleneck),
+the latency of a run-status poll meanwhile,
 then the time from a trigger being accepted (runs.created_at) to its first node starting
 (min node_runs.started_at), read from the database once every run has finished.
 
@@ -17,6 +18,7 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,13 +33,14 @@ from bench.common import (
     make_account,
     median,
     percentile,
+    poll_latency,
     server,
     table,
     write_section,
     wrk,
 )
 
-CONNECTIONS = 32
+CONNECTIONS = 50
 BODY = {"text": "A sunset over the sea", "category": "travel"}
 GRAPH = WEBHOOK_GRAPH
 
@@ -209,11 +212,19 @@ def main() -> None:
         idle_delays, _, _ = start_delays_ms(db_file)
 
         paths = [f"/api/v1/webhooks/{t}" for t in tokens]
+        probe = r.json()["run_id"]  # the last idle trigger's run, polled during the load
         # Warm-up, then the measured run.
         wrk(srv.base_url + paths[0], connections=args.connections, seconds=2, lua=lua_script(paths))
         wait_idle(db_file)
         with sqlite3.connect(db_file) as conn:
             (mark,) = conn.execute("select max(created_at) from runs").fetchone()
+        polls: list[float] = []
+        stop = threading.Event()
+        poller = threading.Thread(
+            target=poll_latency,
+            args=(srv.base_url, key, f"/api/v1/workflows/{workflow}/runs/{probe}", stop, polls),
+        )
+        poller.start()
         with profiled(srv.proc.pid, args.profile, args.seconds):
             result = wrk(
                 srv.base_url + paths[0],
@@ -221,6 +232,8 @@ def main() -> None:
                 seconds=args.seconds,
                 lua=lua_script(paths),
             )
+        stop.set()
+        poller.join()
         drain = wait_idle(db_file)
         load_delays, completed, failed = start_delays_ms(db_file, since=mark)
         rss = srv.peak_rss_mb()
@@ -231,6 +244,10 @@ def main() -> None:
         ("wrk requests/s", f"{result.rps:.0f}"),
         ("non-202 responses", result.non_2xx),
         ("trigger latency p50 / p99 (ms)", f"{result.p50_ms:.1f} / {result.p99_ms:.1f}"),
+        (
+            "GET run status during the load, p50 / p99 (ms)",
+            f"{median(polls):.1f} / {percentile(polls, 99):.1f}",
+        ),
         ("runs completed / failed (load phase)", f"{completed} / {failed}"),
         ("backlog drained after the load (s)", f"{drain:.1f}"),
         (

@@ -6,6 +6,7 @@ Benchmarks only ever send traffic to 127.0.0.1.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import os
 import platform
@@ -18,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -301,3 +303,23 @@ def table(rows: list[tuple[Any, ...]], header: tuple[str, ...]) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(str(c) for c in row) + " |" for row in rows]
     return "\n".join(out)
+
+
+def poll_latency(
+    base_url: str, key: str, path: str, stop: threading.Event, out: list[float]
+) -> None:
+    """GET ``path`` every 10 ms until ``stop``, each answer's latency (ms) into ``out``: what
+    a client polling a run's status sees while the server is under load."""
+
+    async def loop() -> None:
+        async with httpx.AsyncClient(
+            base_url=base_url, headers={"Authorization": f"Bearer {key}"}
+        ) as c:
+            while not stop.is_set():
+                t = time.perf_counter()
+                r = await c.get(path)
+                out.append((time.perf_counter() - t) * 1000)
+                assert r.status_code == 200
+                await asyncio.sleep(0.01)
+
+    asyncio.run(loop())

@@ -23,7 +23,7 @@ from nodeloom.db.models import utcnow
 from nodeloom.engine.cache import cache_key
 from nodeloom.engine.context import RunNodeContext
 from nodeloom.engine.graph import GraphNode
-from nodeloom.engine.run_state import ArtifactInfo, Outcome, artifact_info, failed
+from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, artifact_info, failed
 from nodeloom.engine.scratch import ScratchSpace
 from nodeloom.engine.states import NodeStatus
 from nodeloom.events.bus import EventBus
@@ -70,6 +70,19 @@ class NodeTask:
     inputs: InputInfos
     run_input: dict[str, Any] | None
     use_cache: bool
+
+    @classmethod
+    def of(cls, state: RunState, node_id: str) -> NodeTask:
+        """Node ``node_id`` of the run ``state`` describes, with its inputs as they are."""
+        return cls(
+            run_id=state.run_id,
+            account_id=state.account_id,
+            plan=state.plan,
+            node=state.graph.nodes[node_id],
+            inputs=state.inputs_of(node_id),
+            run_input=state.run_input,
+            use_cache=state.use_cache,
+        )
 
 
 async def _no_progress(_fraction: float) -> None:

@@ -43,23 +43,6 @@ def artifact_info(row: Any) -> ArtifactInfo:
 UNFINISHED_NODE_STATES = tuple(s for s in NodeStatus if s not in FINISHED_NODE_STATES)
 
 
-@dataclass(frozen=True)
-class PreparedRun:
-    """Everything a driver needs to start a run it just saw created, so a fresh run does
-    not have to be read back from the database."""
-
-    run_id: str
-    account_id: str
-    workflow_id: str
-    graph: Graph
-    run_input: dict[str, Any] | None
-    use_cache: bool
-    estimate: int
-    created_at: datetime
-    plan: str
-    queued: tuple[str, ...] = ()  # nodes queued at once (queue workers: the roots)
-
-
 @dataclass
 class Outcome:
     """How one node execution ended."""

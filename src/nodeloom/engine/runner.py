@@ -27,7 +27,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import utcnow
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask, small_inputs
 from nodeloom.engine.graph import validate_graph
-from nodeloom.engine.run_state import Outcome, PreparedRun, RunState, artifact_info, crashed
+from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
 from nodeloom.engine.states import NodeStatus, RunStatus, StaleTransition
 from nodeloom.engine.transitions import Batch, apply
 from nodeloom.metrics import Metrics
@@ -69,19 +69,6 @@ def schedule(state: RunState, batch: Batch, owner: str, limit: int) -> list[str]
     if not starting and state.all_finished:
         state.finish(batch, now)
     return starting
-
-
-def node_task(state: RunState, node_id: str) -> NodeTask:
-    """One node of the run, with what executing it needs."""
-    return NodeTask(
-        run_id=state.run_id,
-        account_id=state.account_id,
-        plan=state.plan,
-        node=state.graph.nodes[node_id],
-        inputs=state.inputs_of(node_id),
-        run_input=state.run_input,
-        use_cache=state.use_cache,
-    )
 
 
 def is_instant(state: RunState, node_id: str) -> bool:
@@ -126,12 +113,12 @@ async def run_instant(
 
 class RunDriver:
     def __init__(
-        self, env: ExecutorEnv, run_id: str, owner: str, prepared: PreparedRun | None = None
+        self, env: ExecutorEnv, run_id: str, owner: str, fresh: RunState | None = None
     ) -> None:
         self.env = env
         self.run_id = run_id
         self.owner = owner  # this process's token: the claim on every node it starts
-        self._prepared = prepared
+        self._fresh = fresh  # the state of a run just accepted here, as accepted
         self.executor = NodeExecutor(env)
         self.cancel_requested = asyncio.Event()
         self.draining = False
@@ -147,21 +134,9 @@ class RunDriver:
         """The run as stored (or as just created); None when it is not running, or its
         graph no longer validates (then it is failed here)."""
         env = self.env
-        prepared = self._prepared
-        if prepared is not None:
+        if self._fresh is not None:
             self._seq = 1  # run.started was committed with the run
-            return RunState(
-                run_id=prepared.run_id,
-                account_id=prepared.account_id,
-                workflow_id=prepared.workflow_id,
-                graph=prepared.graph,
-                run_input=prepared.run_input,
-                use_cache=prepared.use_cache,
-                estimate=prepared.estimate,
-                created_at=prepared.created_at,
-                plan=prepared.plan,
-                status=dict.fromkeys(prepared.graph.nodes, NodeStatus.PENDING),
-            )
+            return self._fresh
         stored = await env.db.read(lambda c: _stored_run(c, self.run_id))
         if stored is None:
             return None
@@ -283,7 +258,7 @@ class RunDriver:
             state,
             batch,
             started,
-            lambda node_id: self.executor.execute_in_step(node_task(state, node_id)),
+            lambda node_id: self.executor.execute_in_step(NodeTask.of(state, node_id)),
             lambda: self._schedule(state, batch),
             self.cancel_requested.is_set,
         )
@@ -335,7 +310,7 @@ class RunDriver:
         async def report(fraction: float) -> None:
             await self._progress(node_id, fraction)
 
-        return await self.executor.execute(node_task(state, node_id), report)
+        return await self.executor.execute(NodeTask.of(state, node_id), report)
 
 
 _StoredRun = tuple[Record, list[Record], dict[str, Record], int, str]

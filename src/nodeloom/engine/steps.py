@@ -206,15 +206,7 @@ def claim(
         result = StepResult(abort=_cancel_now(loaded, batch, now, None))
         return _commit(conn, loaded, batch, result)
     state.start(batch, node_id, now, claimed_by)
-    task = NodeTask(
-        run_id=run_id,
-        account_id=state.account_id,
-        plan=state.plan,
-        node=state.graph.nodes[node_id],
-        inputs=state.inputs_of(node_id),
-        run_input=state.run_input,
-        use_cache=state.use_cache,
-    )
+    task = NodeTask.of(state, node_id)
     return _commit(conn, loaded, batch, StepResult(task=task))
 
 

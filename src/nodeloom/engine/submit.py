@@ -8,8 +8,8 @@ uses, and the transaction then writes the acceptance and the whole execution tog
 every node started and ended, the artifacts, the charges, the release and every event —
 as one ``transitions.Batch`` that creates its run. The rows, events and ledger are those a
 driven run writes; what differs is one commit instead of two and no driver. What happens
-before the commit is computation and content-addressed artifact files, harmless if the
-transaction then fails (retention removes files no row refers to).
+before the commit is computation: text outputs stay in memory until the transaction writes
+them into their rows (ADR 0008), so a transaction that fails leaves nothing behind.
 """
 
 from __future__ import annotations
@@ -35,11 +35,10 @@ from nodeloom.db.prepared import Prepared
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
 from nodeloom.engine.graph import Graph, validate_graph
-from nodeloom.engine.run_state import Outcome, PreparedRun, RunState
+from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.runner import (
     INSTANT_PER_STEP,
     count_events,
-    node_task,
     run_instant,
     schedule,
 )
@@ -344,7 +343,7 @@ class Acceptor:
         await self.bus.publish(events)
         count_events(self.metrics, events)
         if batch.run_end is None:
-            await self.dispatcher.submit(batch.run_id, _prepared(state))
+            await self.dispatcher.submit(batch.run_id, state)
         return Accepted(answer, replayed=False)
 
     async def _earlier(self, request: RunRequest) -> dict[str, Any] | None:
@@ -410,7 +409,7 @@ class Acceptor:
         outcomes: dict[str, Outcome] = {}
 
         async def execute(node_id: str) -> Outcome:
-            outcome = outcomes[node_id] = await produce(node_task(state, node_id))
+            outcome = outcomes[node_id] = await produce(NodeTask.of(state, node_id))
             return outcome
 
         started = schedule(state, batch, owner, limit)
@@ -442,18 +441,3 @@ class Acceptor:
             if row is not None and await still_stored(store, row):
                 found[node_id] = cached(node_id, row, row.cache_key)
         return found
-
-
-def _prepared(state: RunState) -> PreparedRun:
-    return PreparedRun(
-        run_id=state.run_id,
-        account_id=state.account_id,
-        workflow_id=state.workflow_id,
-        graph=state.graph,
-        run_input=state.run_input,
-        use_cache=state.use_cache,
-        estimate=state.estimate,
-        created_at=state.created_at,
-        plan=state.plan,
-        queued=tuple(n for n, s in state.status.items() if s == NodeStatus.QUEUED),
-    )

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from nodeloom.engine.run_state import PreparedRun
+from nodeloom.engine.run_state import RunState
 
 
 class Dispatcher(Protocol):
@@ -20,9 +20,10 @@ class Dispatcher(Protocol):
     async def start(self) -> None:
         """Begin work; resume runs left ``running`` by an earlier process."""
 
-    async def submit(self, run_id: str, prepared: PreparedRun | None = None) -> None:
-        """Have the run executed (soon, here or elsewhere). ``prepared`` lets an in-process
-        executor skip reading back a run it has just seen created."""
+    async def submit(self, run_id: str, fresh: RunState | None = None) -> None:
+        """Have the run executed (soon, here or elsewhere). ``fresh``, the state of a run
+        just accepted here, lets an executor skip reading it back; it is the executor's from
+        then on."""
 
     async def cancel(self, run_id: str) -> None:
         """The run's cancel flag is committed; make its executor act on it now."""

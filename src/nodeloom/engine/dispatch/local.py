@@ -29,7 +29,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import Run
 from nodeloom.engine.executor import ExecutorEnv
 from nodeloom.engine.process import ProcessIdentity
-from nodeloom.engine.run_state import PreparedRun
+from nodeloom.engine.run_state import RunState
 from nodeloom.engine.runner import RunDriver
 from nodeloom.engine.states import RunStatus
 
@@ -62,7 +62,7 @@ class LocalDispatcher:
         self._sweeper: asyncio.Task[None] | None = None
         self._sweep_now = asyncio.Event()
         # Runs waiting for a driver slot, in arrival order (bounded memory per waiting run).
-        self._waiting: OrderedDict[str, PreparedRun | None] = OrderedDict()
+        self._waiting: OrderedDict[str, RunState | None] = OrderedDict()
 
     @property
     def owner(self) -> str | None:
@@ -115,29 +115,29 @@ class LocalDispatcher:
             except Exception:
                 log.warning("run sweep failed", exc_info=True)
 
-    async def submit(self, run_id: str, prepared: PreparedRun | None = None) -> None:
+    async def submit(self, run_id: str, fresh: RunState | None = None) -> None:
         if self.accepting and run_id not in self._tasks:
-            self._enqueue(run_id, prepared)
+            self._enqueue(run_id, fresh)
 
-    def _enqueue(self, run_id: str, prepared: PreparedRun | None) -> None:
+    def _enqueue(self, run_id: str, fresh: RunState | None) -> None:
         """Drive now if a slot is free (``max_active_runs``), else wait in line."""
         if not self.accepting:
             return
         if len(self._tasks) < self.env.settings.max_active_runs:
-            self._launch(run_id, prepared)
+            self._launch(run_id, fresh)
         else:
-            self._waiting.setdefault(run_id, prepared)
+            self._waiting.setdefault(run_id, fresh)
 
     def _next(self) -> None:
         while self._waiting and self.accepting:
             if len(self._tasks) >= self.env.settings.max_active_runs:
                 return
-            run_id, prepared = self._waiting.popitem(last=False)
+            run_id, fresh = self._waiting.popitem(last=False)
             if run_id not in self._tasks:
-                self._launch(run_id, prepared)
+                self._launch(run_id, fresh)
 
-    def _launch(self, run_id: str, prepared: PreparedRun | None = None) -> None:
-        driver = RunDriver(self.env, run_id, self.identity.token, prepared)
+    def _launch(self, run_id: str, fresh: RunState | None = None) -> None:
+        driver = RunDriver(self.env, run_id, self.identity.token, fresh)
         self._drivers[run_id] = driver
         task = asyncio.create_task(self._drive(driver), name=f"run:{run_id}")
         self._tasks[run_id] = task

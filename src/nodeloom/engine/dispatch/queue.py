@@ -37,7 +37,7 @@ from procrastinate.jobs import Status
 from nodeloom.db.models import NodeRun, utcnow
 from nodeloom.engine import steps
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor
-from nodeloom.engine.run_state import PreparedRun
+from nodeloom.engine.run_state import RunState
 from nodeloom.engine.runner import count_events
 from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.steps import RunGraphs, StepResult
@@ -148,11 +148,14 @@ class QueueDispatcher:
             )
             self._reconciler = asyncio.create_task(self._reconcile_forever(), name="reconciler")
 
-    async def submit(self, run_id: str, prepared: PreparedRun | None = None) -> None:
-        if prepared is not None and not prepared.graph.nodes:
+    async def submit(self, run_id: str, fresh: RunState | None = None) -> None:
+        if fresh is not None and not fresh.graph.nodes:
             await self._step(lambda c: steps.finish_empty(c, run_id, self.graphs))
             return
-        queued = list(prepared.queued) if prepared is not None else await self._queued(run_id)
+        if fresh is not None:
+            queued = fresh.with_status(NodeStatus.QUEUED)
+        else:
+            queued = await self._queued(run_id)
         await self.defer(run_id, queued)
 
     async def cancel(self, run_id: str) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextlib
 import shutil
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
@@ -82,9 +83,16 @@ async def database_url(
         shutil.copy(sqlite_template, tmp_path / "nodeloom.db")
         yield None
         return
-    template = request.getfixturevalue("postgres_template")
+    async with postgres_database(request.getfixturevalue("postgres_template")) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def postgres_database(template: str | None = None) -> AsyncIterator[str]:
+    """A database of its own (a clone of ``template``, else empty), dropped afterwards."""
     name = f"nl_t_{uuid.uuid4().hex[:12]}"
-    await _admin(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    clone = f' TEMPLATE "{template}"' if template else ""
+    await _admin(f'CREATE DATABASE "{name}"{clone}')
     try:
         yield _pg_url(name)
     finally:

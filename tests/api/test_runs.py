@@ -471,6 +471,22 @@ class TestCache:
         assert [nr["cached"] for nr in run["node_runs"]] == [False, False]
         assert run["credits_used"] == 1
 
+    async def test_outputs_of_runs_without_the_cache_are_reused_later(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, text_graph())
+        earlier = set()
+        for _ in range(3):  # the same outputs stored three times over
+            r = await execute(client, owner, wf, {"input": {"text": "x"}, "cache": False})
+            run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+            earlier.update(nr["artifact_id"] for nr in run["node_runs"])
+        assert len(earlier) == 6
+        r = await execute(client, owner, wf, {"input": {"text": "x"}})
+        run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+        assert [nr["cached"] for nr in run["node_runs"]] == [True, True]
+        assert {nr["artifact_id"] for nr in run["node_runs"]} <= earlier
+        assert run["credits_used"] == 0
+
     async def test_cache_is_per_account(
         self, client: httpx.AsyncClient, owner: User, other: User
     ) -> None:

@@ -3,14 +3,23 @@ column added to a model without a migration (or the reverse) fails here, not in 
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import AsyncIterator, Mapping
+from datetime import datetime
+from pathlib import Path
+
 import pytest
 import sqlalchemy as sa
+from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from nodeloom.db.migrate import alembic_config, upgrade
 from nodeloom.db.models import Base
 from nodeloom.settings import Settings
+from tests.conftest import postgres_database
+from tests.services import require_postgres
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -36,3 +45,65 @@ async def test_models_match_the_migrated_schema(settings: Settings) -> None:
     finally:
         await engine.dispose()
     assert differences == []
+
+
+def _downgrade(url: str, revision: str) -> None:
+    command.downgrade(alembic_config(url), revision)
+
+
+@pytest.fixture
+async def empty_url(backend: str, tmp_path: Path) -> AsyncIterator[str]:
+    """A database nothing has migrated yet."""
+    if backend == "sqlite":
+        yield f"sqlite+aiosqlite:///{tmp_path / 'empty.db'}"
+        return
+    require_postgres()
+    async with postgres_database() as url:
+        yield url
+
+
+async def _rows(
+    url: str, query: str, params: Mapping[str, object] | None = None
+) -> list[tuple[object, ...]]:
+    engine = create_async_engine(url)
+    try:
+        async with engine.begin() as conn:
+            result = await conn.execute(sa.text(query), params or {})
+            return [tuple(r) for r in result.all()] if result.returns_rows else []
+    finally:
+        await engine.dispose()
+
+
+async def test_cache_entries_move_onto_their_artifacts_and_back(empty_url: str) -> None:
+    """0007: an output cached before the upgrade is still found after it (and after a
+    downgrade)."""
+    await asyncio.to_thread(upgrade, empty_url, "0006")
+    at = datetime(2026, 11, 24, 12, 0, 0)
+    for query, params in (
+        (
+            "INSERT INTO accounts (id, email, password_hash, plan, credits_balance, created_at)"
+            " VALUES ('acc', 'a@example.com', 'h', 'free', 10, :at)",
+            {"at": at},
+        ),
+        (
+            "INSERT INTO artifacts (id, account_id, run_id, workflow_id, node_id, content_type,"
+            " size_bytes, sha256, created_at) VALUES"
+            " ('art-1', 'acc', 'r', 'w', 'n', 'text/plain', 1, 's', :at),"
+            " ('art-2', 'acc', 'r', 'w', 'm', 'text/plain', 1, 's', :at)",
+            {"at": at},
+        ),
+        (
+            "INSERT INTO cache_entries (account_id, cache_key, artifact_id, created_at)"
+            " VALUES ('acc', 'key-1', 'art-1', :at)",
+            {"at": at},
+        ),
+    ):
+        await _rows(empty_url, query, params)
+
+    await asyncio.to_thread(upgrade, empty_url, "0007")
+    keys = await _rows(empty_url, "SELECT id, cache_key FROM artifacts ORDER BY id")
+    assert keys == [("art-1", "key-1"), ("art-2", None)]
+
+    await asyncio.to_thread(_downgrade, empty_url, "0006")
+    entries = await _rows(empty_url, "SELECT account_id, cache_key, artifact_id FROM cache_entries")
+    assert entries == [("acc", "key-1", "art-1")]

@@ -105,6 +105,27 @@ class TestPrepared:
             assert BY_IDS.run(conn, {"ids": ["zz"]}).first() is None
             assert COUNT.run(conn).scalar() == 3 == COUNT.run(conn).scalar_one()
 
+    def test_a_union_gives_its_rows_by_name(self, engine: sa.Engine) -> None:
+        def newest(label: str) -> sa.Select[tuple[str, int, datetime | None]]:
+            newest = (
+                sa.select(items.c.id, items.c.n, items.c.at)
+                .where(items.c.label == sa.bindparam(label))
+                .order_by(items.c.id.desc())
+                .limit(1)
+                .subquery()
+            )
+            return sa.select(newest)
+
+        union = Prepared(sa.union_all(newest("first"), newest("second")))
+        at = datetime(2026, 11, 25, 1, 2, 3, 4)
+        with engine.begin() as conn:
+            INSERT.run(
+                conn, [{"id": i, "label": "x" if i < "c" else "y", "at": at} for i in "abcd"]
+            )
+            found = union.run(conn, {"first": "x", "second": "y"}).all()
+            assert [(r.id, r.at) for r in found] == [("b", at), ("d", at)]
+            assert found == conn.execute(union.statement, {"first": "x", "second": "y"}).all()  # type: ignore[call-overload]
+
     def test_errors_are_sqlalchemys(self, engine: sa.Engine) -> None:
         with engine.begin() as conn:
             INSERT.run(conn, {"id": "a"})

@@ -26,7 +26,6 @@ ORDER = (
     "runs",
     "node_runs",
     "artifacts",
-    "cache_entries",
     "credit_ledger",
     "idempotency_keys",
     "webhooks",

@@ -203,21 +203,23 @@ class Artifact(Base):
     duration_ms: Mapped[int | None] = mapped_column(sa.BigInteger)
     created_at: Mapped[datetime]
     # The bytes of a small text artifact (engine/executor.py INLINE_TEXT_BYTES); NULL when
-    # they are in the artifact store. Last, so rows read without it skip its pages.
+    # they are in the artifact store. Near the end, so rows read without it skip its pages.
     data: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
+    # The node cache key (type, version, params, input hashes) the artifact answers, for a
+    # later node of the same account with the same key; NULL for a node without one.
+    cache_key: Mapped[str | None] = mapped_column(sa.String(64))
 
-
-class CacheEntry(Base):
-    """Maps a node cache key (type, version, params, input hashes) to an artifact, per account."""
-
-    __tablename__ = "cache_entries"
-
-    account_id: Mapped[str] = mapped_column(
-        sa.ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True
+    __table_args__ = (
+        # The output cache: the newest artifact of an account for a key, one index probe.
+        sa.Index(
+            "ix_artifacts_cache",
+            "account_id",
+            "cache_key",
+            "id",
+            sqlite_where=sa.text("cache_key IS NOT NULL"),
+            postgresql_where=sa.text("cache_key IS NOT NULL"),
+        ),
     )
-    cache_key: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
-    artifact_id: Mapped[str] = mapped_column(sa.String(36))
-    created_at: Mapped[datetime]
 
 
 class CreditEntry(Base):

@@ -85,7 +85,7 @@ class _Plan:
         self._by_lengths: dict[tuple[int, ...], str] = {}
         self.row: type[tuple[Any, ...]] | None = None
         self.results: list[_Processor] = []
-        if isinstance(statement, sa.Select):
+        if isinstance(statement, sa.Select | sa.CompoundSelect):
             columns = list(statement.selected_columns)
             self.row = collections.namedtuple("Row", [c.key for c in columns])  # type: ignore[misc]
             self.results = [

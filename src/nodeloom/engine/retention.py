@@ -2,8 +2,8 @@
 
 Every ``retention_check_seconds`` (and on ``nodeloom db prune``):
 
-- finished runs older than ``retention_days`` go, with their node runs, events, artifact rows
-  and the output-cache entries that point at those artifacts — a few hundred runs per
+- finished runs older than ``retention_days`` go, with their node runs, events and artifact
+  rows (an artifact row is also its output-cache entry) — a few hundred runs per
   transaction, so SQLite's single writer is never held for long. An artifact that a kept run
   still shows (a later run's cache hit reuses the earlier artifact) stays until that run goes
   too;
@@ -35,7 +35,6 @@ from nodeloom.auth import revocation
 from nodeloom.db.engine import Database
 from nodeloom.db.models import (
     Artifact,
-    CacheEntry,
     IdempotencyKey,
     NodeRun,
     Run,
@@ -56,7 +55,6 @@ _RUNS = cast(sa.Table, Run.__table__)
 _NODES = cast(sa.Table, NodeRun.__table__)
 _EVENTS = cast(sa.Table, RunEvent.__table__)
 _ARTIFACTS = cast(sa.Table, Artifact.__table__)
-_CACHE = cast(sa.Table, CacheEntry.__table__)
 _IDEMPOTENCY = cast(sa.Table, IdempotencyKey.__table__)
 _IDS: sa.BindParameter[list[str]] = sa.bindparam("ids", expanding=True)
 
@@ -109,7 +107,6 @@ def prune_runs(conn: Connection, cutoff: datetime) -> tuple[int, int]:
         kept = set(conn.execute(still_used, {"ids": list(candidates), "runs": run_ids}).scalars())
     artifact_ids = sorted(candidates - kept)
     if artifact_ids:
-        conn.execute(sa.delete(_CACHE).where(_CACHE.c.artifact_id.in_(_IDS)), {"ids": artifact_ids})
         conn.execute(sa.delete(_ARTIFACTS).where(_ARTIFACTS.c.id.in_(_IDS)), {"ids": artifact_ids})
     # Idempotency keys that answered with these runs go with them.
     conn.execute(sa.delete(_IDEMPOTENCY).where(_IDEMPOTENCY.c.run_id.in_(_IDS)), {"ids": run_ids})

@@ -23,11 +23,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from nodeloom.db.dialect import insert_ignoring_conflicts
 from nodeloom.db.models import (
     Account,
     Artifact,
-    CacheEntry,
     CreditEntry,
     NodeRun,
     Run,
@@ -212,7 +210,6 @@ _NODE = _t(NodeRun)
 _RUN = _t(Run)
 _ACCOUNT = _t(Account)
 _LEDGER = _t(CreditEntry)
-_CACHE = _t(CacheEntry)
 _ARTIFACT = _t(Artifact)
 _EVENTS = _t(RunEvent)
 _IDS: sa.BindParameter[list[str]] = sa.bindparam("ids", expanding=True)
@@ -393,8 +390,6 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
         _update(conn, batch, rows)
     if rows.artifacts:
         _INSERT_ARTIFACT.run(conn, rows.artifacts)
-    if rows.cache:
-        insert_ignoring_conflicts(conn, _CACHE).run(conn, rows.cache)
     if rows.ledger:
         # Unique (run, node, kind): a second charge for the same node fails loudly.
         _INSERT_LEDGER.run(conn, rows.ledger)
@@ -407,7 +402,6 @@ class _Rows:
 
     ledger: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)
-    cache: list[dict[str, Any]] = field(default_factory=list)
 
 
 def _update(conn: Connection, batch: Batch, rows: _Rows) -> None:
@@ -626,7 +620,7 @@ def _ledger_row(batch: Batch, node_id: str, kind: str, amount: int, at: datetime
 
 
 def _end_rows(batch: Batch, end: _NodeEnd, rows: _Rows) -> None:
-    """What a node's end adds: its new artifact, its charge, its cache entry."""
+    """What a node's end adds: its new artifact (with the cache key it answers), its charge."""
     if end.new_artifact is not None:
         art = end.new_artifact
         rows.artifacts.append(
@@ -644,19 +638,11 @@ def _end_rows(batch: Batch, end: _NodeEnd, rows: _Rows) -> None:
                 "duration_ms": art.duration_ms,
                 "created_at": end.at,
                 "data": art.data,
+                "cache_key": end.cache_key,
             }
         )
     if end.credits > 0:
         rows.ledger.append(_ledger_row(batch, end.node_id, "charge", end.credits, end.at))
-    if end.cache_key is not None and not end.cached and end.artifact_id is not None:
-        rows.cache.append(
-            {
-                "account_id": batch.account_id,
-                "cache_key": end.cache_key,
-                "artifact_id": end.artifact_id,
-                "created_at": end.at,
-            }
-        )
 
 
 def _end_run(conn: Connection, batch: Batch, ledger: list[dict[str, Any]]) -> None:

@@ -3,24 +3,41 @@ by ``db.read``."""
 
 from __future__ import annotations
 
+import functools
 from typing import cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from nodeloom.db.models import Artifact, CacheEntry
+from nodeloom.db.models import Artifact
 from nodeloom.db.prepared import Prepared
 from nodeloom.store import Record
 
 ARTIFACTS = cast(sa.Table, Artifact.__table__)
-_CACHE = cast(sa.Table, CacheEntry.__table__)
-_CACHED = Prepared(
-    sa.select(ARTIFACTS)
-    .join(_CACHE, _CACHE.c.artifact_id == ARTIFACTS.c.id)
-    .where(
-        _CACHE.c.account_id == sa.bindparam("account"), _CACHE.c.cache_key == sa.bindparam("key")
+# Keys looked up in one statement at most (a run's nodes are looked up together).
+CACHE_KEYS_PER_QUERY = 64
+
+
+def _newest_for_key(index: int) -> sa.Subquery:
+    """The newest artifact of the account for the ``index``-th key: one index probe, however
+    many artifacts share the key (runs with the cache off store every output)."""
+    return (
+        sa.select(ARTIFACTS)
+        .where(
+            ARTIFACTS.c.account_id == sa.bindparam("account"),
+            ARTIFACTS.c.cache_key == sa.bindparam(f"k{index}"),
+        )
+        .order_by(ARTIFACTS.c.id.desc())
+        .limit(1)
+        .subquery()
     )
-)
+
+
+@functools.cache
+def _cached_query(keys: int) -> Prepared:
+    """The look-up of ``keys`` keys at once: one indexed probe per key, their rows together."""
+    probes = [sa.select(_newest_for_key(i)) for i in range(keys)]
+    return Prepared(probes[0] if keys == 1 else sa.union_all(*probes))
 
 
 def owned(conn: Connection, account_id: str, artifact_id: str) -> Record | None:
@@ -42,24 +59,18 @@ def by_ids(conn: Connection, ids: list[str]) -> dict[str, Record]:
     return {row.id: row for row in rows}
 
 
-_CACHED_MANY = Prepared(
-    sa.select(_CACHE.c.cache_key, *ARTIFACTS.c)
-    .join(_CACHE, _CACHE.c.artifact_id == ARTIFACTS.c.id)
-    .where(
-        _CACHE.c.account_id == sa.bindparam("account"),
-        _CACHE.c.cache_key.in_(sa.bindparam("keys", expanding=True)),
-    )
-)
-
-
 def cached(conn: Connection, account_id: str, cache_key: str) -> Record | None:
     """The artifact an earlier completed node with this cache key produced."""
-    return _CACHED.run(conn, {"account": account_id, "key": cache_key}).first()
+    return _cached_query(1).run(conn, {"account": account_id, "k0": cache_key}).first()
 
 
 def cached_many(conn: Connection, account_id: str, keys: list[str]) -> dict[str, Record]:
     """``cached`` for several keys at once: the artifact of each key found."""
-    if not keys:
-        return {}
-    rows = _CACHED_MANY.run(conn, {"account": account_id, "keys": keys})
-    return {row.cache_key: row for row in rows}
+    found: dict[str, Record] = {}
+    unique = list(dict.fromkeys(keys))
+    for start in range(0, len(unique), CACHE_KEYS_PER_QUERY):
+        chunk = unique[start : start + CACHE_KEYS_PER_QUERY]
+        params = {"account": account_id, **{f"k{i}": key for i, key in enumerate(chunk)}}
+        for row in _cached_query(len(chunk)).run(conn, params):
+            found[row.cache_key] = row
+    return found

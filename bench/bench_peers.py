@@ -734,9 +734,11 @@ def report(nl: Product, n8n: Product, args: argparse.Namespace) -> tuple[str, li
     )
     text += (
         "\n\n**Fairness.** The two answer at different moments: n8n's webhook (respond with the "
-        "last node) answers only after the execution finished and was saved, Nodeloom's answers "
-        "202 once the run is durably queued (committed to SQLite) and executes it afterwards. "
-        "(a) therefore compares what a caller waits for, not the same amount of work; (b) "
+        "last node) answers only after the execution finished and was saved. Nodeloom answers "
+        "202 once the run is committed to SQLite; a run whose nodes are all instant text nodes "
+        "(as this one is) is executed within that same transaction, so its 202 also comes "
+        "after the work, while a run with slower nodes would be executed after the answer. "
+        "(a) compares what a caller waits for; (b) "
         "compares the same work, finished: for Nodeloom the clock stops when the last of the "
         "runs is completed according to its database, so its backlog is included. wrk is not "
         "the bottleneck: it uses one thread on one of the cores (its CPU is in the table above, "

@@ -21,6 +21,7 @@ from bench.common import (
     lua_request,
     make_account,
     median,
+    metric,
     percentile,
     poll_latency,
     server,
@@ -49,13 +50,6 @@ def chain(length: int) -> dict[str, Any]:
     ]
     edges = [{"id": f"e{i}", "source": f"n{i - 1}", "target": f"n{i}"} for i in range(1, length)]
     return {"nodes": nodes, "edges": edges, "viewport": {"x": 0, "y": 0, "zoom": 1}}
-
-
-def metric(base_url: str, name: str) -> float:
-    for line in httpx.get(f"{base_url}/metrics").text.splitlines():
-        if line.startswith(name + " "):
-            return float(line.split()[1])
-    return 0.0
 
 
 def finished(base_url: str) -> float:
@@ -206,8 +200,10 @@ def main() -> None:
         "\n\nTime from the first node's start to the last node's finish, divided by the chain "
         "length (median of 5 runs after 2 warm-ups; the client polls the run's status every "
         "50 ms). Rendering a one-line template takes microseconds, so this is the executor's "
-        "own cost per node: the node's artifact file and its share of a step's transaction "
-        "(instant nodes, as these are, run up to 64 to a step). The server runs with "
+        "own cost per node: its artifact row and its share of a step's transaction (instant "
+        "nodes, as these are, run up to 64 to a step; a chain that fits in one step is "
+        "executed while accepted). The API's timestamps have millisecond resolution, so a "
+        "chain done within a millisecond shows 0.00. The server runs with "
         f"`NODELOOM_MAX_GRAPH_NODES={SERVER_ENV['NODELOOM_MAX_GRAPH_NODES']}` (the default "
         "limit is 500 nodes).\n\n"
     )

@@ -323,3 +323,11 @@ def poll_latency(
                 await asyncio.sleep(0.01)
 
     asyncio.run(loop())
+
+
+def metric(base_url: str, name: str) -> float:
+    """One figure of the server's /metrics (0 when it does not report it)."""
+    for line in httpx.get(f"{base_url}/metrics").text.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    return 0.0

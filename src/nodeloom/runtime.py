@@ -137,6 +137,12 @@ class Runtime:
             "Write transactions carried by SQLite group commits.",
             lambda: db.grouped_writes,
         )
+        if db.sqlite_memory_bytes is not None:
+            metrics.gauge(
+                "nodeloom_sqlite_memory_bytes",
+                "Memory SQLite holds in this process (page caches, prepared statements).",
+                lambda: db.sqlite_memory_bytes or 0,
+            )
         metrics.gauge(
             "nodeloom_sandbox_processes", "Sandbox processes alive.", lambda: sandbox.processes
         )

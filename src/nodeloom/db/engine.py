@@ -11,7 +11,7 @@ SQLite (one file, one writer at a time):
   transactions, one at a time. Neither awaits inside its transaction, so they never
   interleave, and the page cache holds what the process just wrote (a separate reading
   connection re-read those pages after every commit).
-- Writes Writes submitted in the same loop iteration share one transaction (group
+- Writes submitted in the same loop iteration share one transaction (group
   commit), each in its own SAVEPOINT so one that raises rolls back alone; the COMMIT is the
   costliest statement of a step. A write runs on the loop with a zero busy timeout. If another
   process holds the write lock (several processes share the file), the group waits on the loop
@@ -30,14 +30,16 @@ PostgreSQL: an asyncpg pool; ``fn`` runs through ``AsyncConnection.run_sync``.
 
 from __future__ import annotations
 
+import _sqlite3
 import asyncio
 import contextlib
+import ctypes
 import logging
 import sqlite3
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Self, TypeVar
+from typing import Any, Self, TypeVar, cast
 
 import orjson
 import sqlalchemy as sa
@@ -183,6 +185,21 @@ def _is_busy(exc: sa.exc.OperationalError) -> bool:
     return "locked" in text or "busy" in text
 
 
+def _memory_used() -> Callable[[], int] | None:
+    """``sqlite3_memory_used`` of the library the sqlite3 module uses (loaded already, so
+    the same counters), or None where it is not exported."""
+    try:
+        fn = ctypes.CDLL(_sqlite3.__file__).sqlite3_memory_used
+    except (OSError, AttributeError):
+        return None
+    fn.restype = ctypes.c_int64
+    fn.argtypes = []
+    return cast(Callable[[], int], fn)
+
+
+_MEMORY_USED = _memory_used()
+
+
 class Database:
     def __init__(self, settings: Settings) -> None:
         url = settings.effective_database_url
@@ -223,6 +240,14 @@ class Database:
     def _count_sql(self, sql: str) -> None:
         if not sql.lstrip().upper().startswith(_NOT_COUNTED):
             self.statements += 1
+
+    @property
+    def sqlite_memory_bytes(self) -> int | None:
+        """The memory SQLite holds in this process (page caches, prepared statements), by
+        its own count; None on PostgreSQL or where the library does not say."""
+        if self._writer is None or _MEMORY_USED is None:
+            return None
+        return int(_MEMORY_USED())
 
     @property
     def engine(self) -> AsyncEngine | None:

@@ -2,7 +2,7 @@
 this machine, one server at a time (the other one stopped), all traffic on 127.0.0.1.
 
     make bench-peers
-    .venv/bin/python -m bench.bench_peers [--seconds 15] [--runs 2000] [--profile OUT]
+    .venv/bin/python -m bench.bench_peers [--seconds 15] [--runs 5000] [--profile OUT]
 
 n8n is installed (once, ~6 min, ~2.3 GB) into ``$NODELOOM_PEERS_DIR/n8n`` (default
 ``/tmp/nodeloom-peers/n8n``, outside the repository, never committed) the way the peers'
@@ -255,7 +255,7 @@ def run_wrk(
         r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text
     )
     socket_errors = sum(int(n) for n in errors.groups()) if errors else 0
-    runtime = float(_find(r"requests in ([\d.]+)s", text))
+    runtime = _wrk_seconds(text)
     p50, p99 = (float(v) for v in re.findall(r"REPORT p50=([\d.]+) p99=([\d.]+)", text)[0])
     ok = requests - non_2xx
     return Load(
@@ -271,6 +271,17 @@ def run_wrk(
         server_cpu_pct=100 * (cpu1 - cpu0) / (exited - started),
         machine_busy_pct=100 * (busy1[0] - busy0[0]) / max(1, busy1[1] - busy0[1]),
     )
+
+
+# wrk prints a duration in the unit that suits it: "924.55ms", "15.10s", "1.00m".
+_WRK_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def _wrk_seconds(text: str) -> float:
+    match = re.search(r"requests in ([\d.]+)(us|ms|s|m|h),", text)
+    if match is None:
+        raise RuntimeError(f"no duration in wrk output:\n{text}")
+    return float(match.group(1)) * _WRK_UNITS[match.group(2)]
 
 
 def _find(pattern: str, text: str, default: str | None = None) -> str:
@@ -769,7 +780,7 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--seconds", type=int, default=15, help="per concurrency in (a)")
-    parser.add_argument("--runs", type=int, default=2000, help="triggers in (b)")
+    parser.add_argument("--runs", type=int, default=5000, help="triggers in (b)")
     parser.add_argument(
         "--webhooks", type=int, default=1, help="Nodeloom webhooks, round-robin (n8n has one)"
     )

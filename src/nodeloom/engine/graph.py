@@ -139,8 +139,8 @@ class DeepCheck:
 
 
 def deep_checks(graph_json: Any, registry: Registry, *, max_nodes: int) -> list[DeepCheck]:
-    """The nodes of ``graph_json`` (checked or not) whose type has deep checks and whose
-    params are otherwise valid, among its first ``max_nodes`` (the configured
+    """The nodes of ``graph_json`` (checked or not) whose type has deep checks, whose params
+    are otherwise valid and need them, among its first ``max_nodes`` (the configured
     ``Settings.max_graph_nodes``: a larger graph is refused anyway, and the sandbox is not
     made to check what will be refused)."""
     if not isinstance(graph_json, dict) or not isinstance(graph_json.get("nodes"), list):
@@ -158,6 +158,8 @@ def deep_checks(graph_json: Any, registry: Registry, *, max_nodes: int) -> list[
         try:
             params = node.spec.params.model_validate(data)
         except ValidationError:
+            continue
+        if not node.needs_deep_check(params):
             continue
         found.append(
             DeepCheck(f"{ROOT}/nodes/{index}/data", node.spec.type, params.model_dump(mode="json"))

@@ -234,6 +234,12 @@ class NodeType(ABC):
         process when a workflow is saved, never on the event loop."""
         return []
 
+    def needs_deep_check(self, params: Any) -> bool:
+        """Must ``deep_problems`` run for these params? False when they are of a shape known
+        to be fine (a template that only substitutes values), which saves saving a workflow
+        a sandbox round trip."""
+        return True
+
     def runs_inline(self, params: Any) -> bool:
         """May this node run on the server's event loop rather than in a sandbox process?
         Only when it computes nothing, or nothing whose cost could grow beyond a bounded pass

@@ -229,6 +229,10 @@ class TextTemplate(NodeType):
         problem = check_template(params.template)
         return [problem] if problem else []
 
+    def needs_deep_check(self, params: TextTemplateParams) -> bool:
+        # What the substitution parser accepts, Jinja compiles (tests/nodes/test_substitution.py).
+        return not self.runs_inline(params)
+
     def runs_inline(self, params: TextTemplateParams) -> bool:
         return substitution.parse(params.template) is not None
 

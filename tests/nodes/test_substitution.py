@@ -67,7 +67,10 @@ def test_substitution_renders_what_jinja_renders(
 
 
 # Any text made of the characters that matter to both parsers.
-SCRAMBLED = st.text(alphabet=list("{}%#-+ texinput.[]'\"0aT\n\r\\|()"), max_size=30)
+SCRAMBLED = st.text(
+    alphabet=list("{}%#-+ texinput.[]'\"0123456789aT\n\r\t\\|()\u00a0\uff13\u0663"),
+    max_size=30,
+)
 
 
 @settings(max_examples=2000, deadline=None)
@@ -103,6 +106,10 @@ def test_plain_substitutions_are_recognised(source: str) -> None:
         "{{ other }}",
         "line\r\nbreak {{ text }}",
         "{{ text ",
+        "{{ input[01] }}",
+        "{{ input[\uff13] }}",
+        "{{\u00a0text }}",
+        "{{ text }}" * 500,  # longer than MAX_INLINE_SOURCE
     ],
 )
 def test_anything_beyond_substitution_goes_to_jinja(source: str) -> None:

@@ -210,7 +210,7 @@ class Artifact(Base):
     cache_key: Mapped[str | None] = mapped_column(sa.String(64))
 
     __table_args__ = (
-        # The output cache: the newest artifact of an account for a key, one index probe.
+        # The output cache: an artifact of an account for a key (highest id), one index probe.
         sa.Index(
             "ix_artifacts_cache",
             "account_id",

@@ -389,7 +389,10 @@ class Acceptor:
             node_id = task.node.id
             return hits.get(node_id) or outcomes[node_id]
 
-        await self._execute_now(state, batch, owner, replay)
+        if await self._execute_now(state, batch, owner, replay) is None:
+            # Not expected (a hit is the same bytes as the output it replaces), but a run
+            # half executed here must not be handed to a driver: accept it as usual.
+            return new_run(request, workflow)
         return state, batch
 
     async def _produce(self, task: NodeTask) -> Outcome:

@@ -7,11 +7,13 @@ grows, so no such template can hold the loop: the hostile ones (loops, arithmeti
 calls) are exactly those this parser refuses, and they still render in the sandbox.
 
 ``parse`` accepts only literal text and ``{{ name(.attr | ['key'] | [index])* }}`` with
-``name`` being ``text`` or ``input``; anything else (``{%``, ``{#``, filters, whitespace
-control, ``\\r``) is None. ``render`` gives what Jinja gives for such a template, and raises
-``Ambiguous`` when Jinja's answer would depend on Python attributes (``input.items`` of a
-dict is its method) or be an error (an attribute of an undefined value): the caller then
-renders it the Jinja way, in the sandbox. tests/nodes/test_substitution.py checks the two
+``name`` being ``text`` or ``input``, in a source of at most ``MAX_INLINE_SOURCE``
+characters; anything else (``{%``, ``{#``, filters, whitespace control, ``\\r``, indexes
+Jinja would not read as integers, non-ASCII digits or spaces inside an expression) is None.
+``render`` gives what Jinja gives for such a template, and raises ``Ambiguous`` when
+Jinja's answer would depend on Python attributes (``input.items`` of a dict is its method)
+or be an error (an attribute of an undefined value): the caller then renders it the Jinja
+way, in the sandbox. tests/nodes/test_substitution.py checks the two
 against each other.
 """
 
@@ -26,18 +28,22 @@ from typing import Any
 from nodeloom.nodes.base import NeedsSandbox, NodeFailure
 
 NAMES = frozenset({"text", "input"})
-# Sources longer than this are not worth caching (and are rare); they parse every time,
-# which is linear in their length.
-_CACHED_SOURCE = 4096
+# Longer sources are left to Jinja, in the sandbox: parsing is linear, but repeated for every
+# node of every run (and of every save) it is time the event loop does not have, and a
+# hostile graph can hold hundreds of templates of 100,000 characters. Shorter ones are
+# parsed once (cached).
+MAX_INLINE_SOURCE = 4096
 
-_EXPRESSION = re.compile(r"\{\{(.*?)\}\}", re.S)
+# ASCII only: Unicode digits and spaces are Jinja's to judge. An index is written as Jinja
+# reads an integer (no leading zeros).
 _PATH = re.compile(
     r"""\s*(?P<name>[A-Za-z_][A-Za-z0-9_]*)
-        (?P<steps>(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\s*(?:'[^'\\]*'|"[^"\\]*"|-?\d+)\s*\])*)\s*""",
-    re.X,
+        (?P<steps>(?:\.[A-Za-z_][A-Za-z0-9_]*|\[\s*(?:'[^'\\]*'|"[^"\\]*"|-?(?:0|[1-9][0-9]*))\s*\])*)\s*""",
+    re.X | re.A,
 )
 _STEP = re.compile(
-    r"""\.(?P<attr>[A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:'(?P<sq>[^'\\]*)'|"(?P<dq>[^"\\]*)"|(?P<index>-?\d+))\s*\]"""
+    r"""\.(?P<attr>[A-Za-z_][A-Za-z0-9_]*)|\[\s*(?:'(?P<sq>[^'\\]*)'|"(?P<dq>[^"\\]*)"|(?P<index>-?(?:0|[1-9][0-9]*)))\s*\]""",
+    re.A,
 )
 
 
@@ -60,9 +66,9 @@ _UNDEFINED = object()
 
 
 def parse(source: str) -> Substitution | None:
-    if len(source) <= _CACHED_SOURCE:
-        return _parse_cached(source)
-    return _parse(source)
+    if len(source) > MAX_INLINE_SOURCE:
+        return None
+    return _parse_cached(source)
 
 
 @functools.lru_cache(maxsize=256)
@@ -75,19 +81,21 @@ def _parse(source: str) -> Substitution | None:
         return None
     parts: list[str | tuple[str, tuple[Step, ...]]] = []
     position = 0
-    for match in _EXPRESSION.finditer(source):
-        path = _PATH.fullmatch(match.group(1))
+    # One pass with str.find (a non-greedy regex over "{{{{{{..." was quadratic: seconds
+    # for a template of 40,000 characters, on the event loop).
+    while (start := source.find("{{", position)) >= 0:
+        end = source.find("}}", start + 2)
+        if end < 0:  # an expression that never closes: Jinja's syntax error, not ours
+            return None
+        path = _PATH.fullmatch(source, start + 2, end)
         if path is None or path.group("name") not in NAMES:
             return None
-        if match.start() > position:
-            parts.append(source[position : match.start()])
+        if start > position:
+            parts.append(source[position:start])
         parts.append((path.group("name"), _steps(path.group("steps"))))
-        position = match.end()
-    rest = source[position:]
-    if "{{" in rest:  # an expression that never closes: Jinja's syntax error, not ours
-        return None
-    if rest:
-        parts.append(rest)
+        position = end + 2
+    if position < len(source):
+        parts.append(source[position:])
     return Substitution(tuple(parts))
 
 

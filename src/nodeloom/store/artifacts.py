@@ -19,8 +19,9 @@ CACHE_KEYS_PER_QUERY = 64
 
 
 def _newest_for_key(index: int) -> sa.Subquery:
-    """The newest artifact of the account for the ``index``-th key: one index probe, however
-    many artifacts share the key (runs with the cache off store every output)."""
+    """An artifact of the account for the ``index``-th key, the one with the highest id
+    (normally the newest): one index probe, however many share the key (runs with the cache
+    off store every output; all of them hold the same bytes)."""
     return (
         sa.select(ARTIFACTS)
         .where(

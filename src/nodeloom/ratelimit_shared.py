@@ -9,7 +9,8 @@ counting the same key are serialised by SQLite's lock and a limit of 100 a minut
 whichever process answers; a check that counts nothing reads without the lock.
 
 The lock is never waited for inside SQLite (its busy handler sleeps in the calling thread,
-which here is the event loop): a busy file is tried again after a short ``asyncio.sleep``.
+which here is the event loop): a busy file is tried again after a short ``asyncio.sleep``
+(``db.busy``, as the main database's connection does).
 
 The file is scratch: ``synchronous=OFF`` (a crash may lose the last hits, which only makes a
 window more lenient for a minute) and nothing in it is ever read by anything else. It is
@@ -22,7 +23,6 @@ oldest counted one leaves the window.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import math
 import sqlite3
@@ -32,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
+from nodeloom.db.busy import BusyWait, is_busy
 from nodeloom.errors import ServiceUnavailable
 from nodeloom.ratelimit import Decision
 
@@ -144,19 +145,17 @@ class SharedWindows:
     async def _locked(self, work: Callable[[], T]) -> T:
         """``work`` in one write transaction; while another process holds the file, try
         again after a short sleep (2 s at most, then 503)."""
-        delay = 0.0002
-        deadline = time.monotonic() + BUSY_WAIT_SECONDS
+        wait = BusyWait(BUSY_WAIT_SECONDS)
         while True:
             try:
                 return self._transaction(work)
             except _Busy:
-                if time.monotonic() > deadline:
+                if wait.expired:
                     raise ServiceUnavailable(
                         "Rate limits cannot be checked right now; retry shortly.",
                         headers={"Retry-After": "1"},
                     ) from None
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.001)
+                await wait.pause()
 
     def _transaction(self, work: Callable[[], T]) -> T:
         with self._mutex:
@@ -164,7 +163,7 @@ class SharedWindows:
             try:
                 db.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as exc:
-                if "locked" in str(exc) or "busy" in str(exc):
+                if is_busy(str(exc)):
                     raise _Busy from exc
                 raise
             try:

@@ -36,7 +36,6 @@ import contextlib
 import ctypes
 import logging
 import sqlite3
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar, cast
@@ -48,6 +47,7 @@ from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
+from nodeloom.db.busy import BusyWait, is_busy
 from nodeloom.settings import Settings
 
 log = logging.getLogger("nodeloom.db")
@@ -181,8 +181,7 @@ def _in_transaction(conn: Connection, group: list[_PendingWrite]) -> list[_Outco
 
 def _is_busy(exc: sa.exc.OperationalError) -> bool:
     """SQLite's 'database is locked' / 'busy': another connection holds the write lock."""
-    text = str(exc.orig).lower()
-    return "locked" in text or "busy" in text
+    return is_busy(str(exc.orig))
 
 
 def _memory_used() -> Callable[[], int] | None:
@@ -261,8 +260,7 @@ class Database:
             # The writer's connection: its page cache holds what this process just wrote
             # (a second connection re-read those pages after every commit). Nothing else
             # uses it meanwhile: a write group runs without awaiting, like this read.
-            delay = 0.0002
-            deadline = time.monotonic() + BUSY_WAIT_SECONDS
+            wait = BusyWait(BUSY_WAIT_SECONDS)
             while True:
                 conn = self._connection()
                 conn.info[_BEGIN] = _READ
@@ -271,12 +269,11 @@ class Database:
                         return fn(conn)
                 except sa.exc.OperationalError as exc:
                     # Rare in WAL mode (another process recovering the log): wait, as writes do.
-                    if not _is_busy(exc) or time.monotonic() > deadline:
+                    if not _is_busy(exc) or wait.expired:
                         raise
                 finally:
                     conn.info[_BEGIN] = _WRITE
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.001)
+                await wait.pause()
         assert self._engine is not None
         async with self._engine.connect() as connection:
             return await connection.run_sync(fn)
@@ -333,16 +330,14 @@ class Database:
         """The group in one transaction; while another process holds the write lock, wait
         for it here (writes submitted meanwhile join the group)."""
         assert self._writer is not None
-        delay = 0.0002
-        deadline = time.monotonic() + BUSY_WAIT_SECONDS
+        wait = BusyWait(BUSY_WAIT_SECONDS)
         while True:
             try:
                 outcomes = _in_transaction(self._connection(), group)
             except sa.exc.OperationalError as exc:
-                if not _is_busy(exc) or time.monotonic() > deadline:
+                if not _is_busy(exc) or wait.expired:
                     raise
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, 0.001)
+                await wait.pause()
                 group += self._pending_writes
                 self._pending_writes = []
                 continue

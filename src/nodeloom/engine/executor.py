@@ -101,6 +101,13 @@ async def still_stored(store: ArtifactStore, hit: Any) -> bool:
     return hit.data is not None or await store.exists(hit.sha256)
 
 
+def _crashed(task: NodeTask, exc: Exception) -> Outcome:
+    """A node that raised what no node should (a bug): logged, and failed as internal."""
+    node = task.node
+    log.exception("node %s (%s) of run %s crashed", node.id, node.type, task.run_id, exc_info=exc)
+    return failed(node.id, "internal_error", f"the node failed: {type(exc).__name__}", utcnow())
+
+
 def _job_input(value: InputValue) -> Any:
     """An input as a sandbox job carries it (plain JSON: bytes kept in the database travel as
     the file ``_write_inline`` made of them)."""
@@ -170,7 +177,6 @@ class NodeExecutor:
     async def execute(self, task: NodeTask, progress: Progress) -> Outcome:
         env = self.env
         node = task.node
-        spec = node.node.spec
         key = self.key_of(task)
         reused = await self.reuse(task, key)
         if reused is not None:
@@ -193,9 +199,7 @@ class NodeExecutor:
             log.error("node %s of run %s could not start: %s", node.id, task.run_id, exc)
             return failed(node.id, "internal_error", "the node could not be started", utcnow())
         except Exception as exc:
-            log.exception("node %s (%s) of run %s crashed", node.id, spec.type, task.run_id)
-            message = f"the node failed: {type(exc).__name__}"
-            return failed(node.id, "internal_error", message, utcnow())
+            return _crashed(task, exc)
         finally:
             if scratch.exists():
                 await asyncio.to_thread(shutil.rmtree, scratch, True)
@@ -224,15 +228,7 @@ class NodeExecutor:
     async def _instant(self, task: NodeTask, key: str | None) -> Outcome:
         node = task.node
         scratch = self.env.scratch.node_dir()  # a path only: nothing here writes there
-        ctx = RunNodeContext(
-            run_id=task.run_id,
-            node_id=node.id,
-            account_id=task.account_id,
-            run_input=task.run_input,
-            settings=self.env.settings,
-            report=_no_progress,
-            scratch=scratch,
-        )
+        ctx = self._context(task, scratch, _no_progress)
         try:
             produced = await node.node.run(ctx, node.params, await self._inputs(task, scratch))
             return await self._keep(node, produced, key)
@@ -241,10 +237,19 @@ class NodeExecutor:
         except NeedsSandbox:
             raise
         except Exception as exc:
-            log.exception("node %s (%s) of run %s crashed", node.id, node.type, task.run_id)
-            return failed(
-                node.id, "internal_error", f"the node failed: {type(exc).__name__}", utcnow()
-            )
+            return _crashed(task, exc)
+
+    def _context(self, task: NodeTask, scratch: Path, report: Progress) -> RunNodeContext:
+        """What a node running on the event loop (not in a sandbox) is given."""
+        return RunNodeContext(
+            run_id=task.run_id,
+            node_id=task.node.id,
+            account_id=task.account_id,
+            run_input=task.run_input,
+            settings=self.env.settings,
+            report=report,
+            scratch=scratch,
+        )
 
     async def _inputs(self, task: NodeTask, scratch: Path) -> dict[str, InputValue]:
         """Input artifacts as local files (a download when the store is remote), or as the
@@ -285,17 +290,10 @@ class NodeExecutor:
         spec = node.node.spec
         inputs = await self._inputs(task, scratch)
         if node.node.runs_inline(node.params) and small_inputs(task.inputs):
-            ctx = RunNodeContext(
-                run_id=task.run_id,
-                node_id=node.id,
-                account_id=task.account_id,
-                run_input=task.run_input,
-                settings=env.settings,
-                report=progress,
-                scratch=scratch,
-            )
             try:
-                return await node.node.run(ctx, node.params, inputs)
+                return await node.node.run(
+                    self._context(task, scratch, progress), node.params, inputs
+                )
             except NeedsSandbox:
                 if not spec.sandboxed:
                     raise

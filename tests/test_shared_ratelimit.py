@@ -4,13 +4,13 @@ two instances on one file stand for two processes."""
 from __future__ import annotations
 
 import asyncio
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from nodeloom.ratelimit import LocalWindows
 from nodeloom.ratelimit_shared import SharedWindows
+from tests.sqlite_lock import another_writer, loop_turns
 
 
 @pytest.fixture
@@ -81,21 +81,10 @@ class TestSharedWindows:
         self, tmp_path: Path, pair: tuple[SharedWindows, SharedWindows]
     ) -> None:
         a, _ = pair
-        other = sqlite3.connect(tmp_path / "limits.sqlite3", isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.001)
-
-        running = asyncio.create_task(ticker())
-        counting = asyncio.create_task(a.decide("k", 3, 60, count=True))
-        await asyncio.sleep(0.1)
-        assert not counting.done() and ticks > 20  # waiting, and the loop goes on
-        other.execute("COMMIT")
-        assert (await asyncio.wait_for(counting, 1)).remaining == 2
-        running.cancel()
-        other.close()
+        with another_writer(tmp_path / "limits.sqlite3") as other:
+            async with loop_turns() as turns:
+                counting = asyncio.create_task(a.decide("k", 3, 60, count=True))
+                await asyncio.sleep(0.1)
+                assert not counting.done() and turns.count > 20  # waiting, the loop goes on
+            other.execute("COMMIT")
+            assert (await asyncio.wait_for(counting, 1)).remaining == 2

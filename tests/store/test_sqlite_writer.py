@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from nodeloom.db import engine as db_engine
 from nodeloom.db.engine import Database
 from nodeloom.settings import Settings
+from tests.sqlite_lock import another_writer, loop_turns
 
 INSERT = sa.text(
     "insert into credential_revocations (scope, created_at) values (:s, '2026-01-01 00:00:00')"
@@ -37,30 +38,19 @@ class TestAnotherProcessHoldsTheLock:
     async def test_writes_wait_on_the_loop_and_commit_together(
         self, db: Database, settings: Settings
     ) -> None:
-        other = sqlite3.connect(db_file(settings), isolation_level=None)
-        other.execute("BEGIN IMMEDIATE")  # another process writing
-        ticks = 0
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while True:
-                ticks += 1
-                await asyncio.sleep(0.001)
-
-        running = asyncio.create_task(ticker())
-        groups = db.write_groups
-        first = asyncio.create_task(db.write(lambda c: c.execute(INSERT, {"s": "w1"})))
-        await asyncio.sleep(0.05)
-        second = asyncio.create_task(db.write(lambda c: c.execute(INSERT, {"s": "w2"})))
-        await asyncio.sleep(0.05)
-        assert not first.done() and not second.done()
-        assert ticks > 20  # the loop was never held
-        other.execute("COMMIT")
-        await asyncio.wait_for(asyncio.gather(first, second), 2)
+        with another_writer(db_file(settings)) as other:  # another process writing
+            async with loop_turns() as turns:
+                groups = db.write_groups
+                first = asyncio.create_task(db.write(lambda c: c.execute(INSERT, {"s": "w1"})))
+                await asyncio.sleep(0.05)
+                second = asyncio.create_task(db.write(lambda c: c.execute(INSERT, {"s": "w2"})))
+                await asyncio.sleep(0.05)
+                assert not first.done() and not second.done()
+                assert turns.count > 20  # the loop was never held
+            other.execute("COMMIT")
+            await asyncio.wait_for(asyncio.gather(first, second), 2)
         assert db.write_groups == groups + 1  # the second joined the waiting group
         assert await db.read(lambda c: c.execute(COUNT).scalar()) == 2
-        running.cancel()
-        other.close()
 
     async def test_a_write_that_fails_while_grouped_rolls_back_alone(self, db: Database) -> None:
         def bad(conn: sa.Connection) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import shutil
 import sqlite3
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -51,6 +52,25 @@ class TestAnotherProcessHoldsTheLock:
             await asyncio.wait_for(asyncio.gather(first, second), 2)
         assert db.write_groups == groups + 1  # the second joined the waiting group
         assert await db.read(lambda c: c.execute(COUNT).scalar()) == 2
+
+    async def test_a_process_starting_waits_for_the_file(self, settings: Settings) -> None:
+        """A sibling holds the file for a moment (its own start, a checkpoint) just as this
+        process opens it: this one waits instead of failing to start."""
+        other = sqlite3.connect(db_file(settings), isolation_level=None, check_same_thread=False)
+        other.execute("PRAGMA locking_mode=EXCLUSIVE")
+        other.execute("BEGIN IMMEDIATE")
+        other.execute(
+            "insert into credential_revocations (scope, created_at)"
+            " values ('w0', '2026-01-01 00:00:00')"
+        )
+        other.execute("COMMIT")  # the file stays locked until this connection closes
+        threading.Timer(0.3, other.close).start()
+        database = Database(settings)
+        try:
+            database.start()
+            assert await database.read(lambda c: c.execute(COUNT).scalar()) == 1
+        finally:
+            await database.dispose()
 
     async def test_a_write_that_fails_while_grouped_rolls_back_alone(self, db: Database) -> None:
         def bad(conn: sa.Connection) -> None:

@@ -58,6 +58,7 @@ CHECKPOINT_SECONDS = 0.25
 # otherwise; the file stays about that size.
 WAL_RESTART_FRAMES = 16_384
 RESTART_WAIT_SECONDS = 0.05
+CONNECT_WAIT_MS = 10_000
 
 
 def _json_dumps(value: Any) -> str:
@@ -113,6 +114,10 @@ def _sqlite_engine(url: str, synchronous: str, count: Callable[[str], None]) -> 
         # Take transaction control away from the sqlite3 module so BEGIN is ours.
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
+        # Setting the journal mode needs the file's lock, which a sibling process may hold
+        # for a moment (starting up, checkpointing): wait for it here, once per process
+        # before it serves. From then on nothing waits inside SQLite (db.busy).
+        cursor.execute(f"PRAGMA busy_timeout={CONNECT_WAIT_MS}")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={synchronous}")
         cursor.execute("PRAGMA busy_timeout=0")

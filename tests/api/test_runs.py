@@ -254,7 +254,7 @@ class TestCancel:
         r = await client.post(f"/api/v1/workflows/{wf}/runs/{run_id}/cancel", headers=owner.headers)
         assert r.status_code == 202
         run = await wait_for_run(client, owner, wf, run_id, timeout=5)
-        assert run["status"] == "failed" and run["error"]["code"] == "cancelled"
+        assert run["status"] == "cancelled" and run["error"]["code"] == "cancelled"
         status = {nr["node_id"]: nr["status"] for nr in run["node_runs"]}
         assert status == {"in": "completed", "d": "cancelled", "t": "cancelled"}
         assert await balance(client, owner) == before
@@ -296,7 +296,7 @@ class TestCancel:
             if status != "running" or time.monotonic() > deadline:
                 break
             await asyncio.sleep(0.05)
-        assert status == "failed"
+        assert status == "cancelled"
 
 
 class TestIdempotency:

@@ -262,7 +262,7 @@ class TestWorkflowsAndRuns:
         run_id = cli("run", "slow-cli", env=logged_in).stdout.strip()
         assert cli("runs", "cancel", workflow_id, run_id, env=logged_in).returncode == 0
         done = cli("runs", "events", workflow_id, run_id, env=logged_in)
-        assert done.stdout.splitlines()[-1].split()[3] == "run.failed"
+        assert done.stdout.splitlines()[-1].split()[3] == "run.cancelled"
         assert '"code": "cancelled"' in done.stdout
 
 

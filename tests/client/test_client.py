@@ -130,7 +130,7 @@ class TestRuns:
         assert run.refresh().status == "running"
         run.cancel()
         cancelled = run.wait(timeout=30)
-        assert cancelled.status == "failed" and cancelled.error is not None
+        assert cancelled.status == "cancelled" and cancelled.error is not None
         assert cancelled.error.code == "cancelled"
         with pytest.raises(errors.Conflict):
             nl.runs.cancel(wf.id, run.id)

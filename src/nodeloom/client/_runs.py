@@ -17,12 +17,12 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from nodeloom.client.errors import WaitTimeout, error_for
+from nodeloom.events.model import FINAL_EVENTS
 from nodeloom.schemas.runs import ArtifactMetadata, RunOut, RunSummary
 
 if TYPE_CHECKING:
     from nodeloom.client._core import AsyncClient
 
-FINAL = frozenset({"run.completed", "run.failed"})
 EXTENSIONS = {"text/plain": ".txt", "image/png": ".png", "audio/mpeg": ".mp3", "video/mp4": ".mp4"}
 CLOSE_UNAUTHORIZED, CLOSE_TOO_SLOW = 4401, 4408
 WS_RECONNECTS = 3
@@ -52,7 +52,7 @@ class RunEvent(BaseModel):
 
     @property
     def final(self) -> bool:
-        return self.type in FINAL
+        return self.type in FINAL_EVENTS
 
 
 OnEvent = Callable[[RunEvent], object]

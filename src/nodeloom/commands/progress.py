@@ -63,7 +63,7 @@ class RunProgress:
         """Take in one event; the line that describes it (None: nothing worth a line)."""
         data = event.data
         if event.type.startswith("run."):
-            if event.type in ("run.completed", "run.failed"):
+            if event.final:
                 self.status = event.type.removeprefix("run.")
                 self.credits = int(data.get("credits_used", self.credits))
                 error = data.get("error") or {}

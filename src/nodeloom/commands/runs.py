@@ -85,7 +85,7 @@ def run_command(
     """Run a workflow; with --wait show each node live, then the output artifacts.
 
     The outputs are the artifacts of the nodes no edge leaves; --all lists every node's.
-    Exit status 1 when the run fails.
+    Exit status 1 when the run fails or is cancelled.
     """
     with client(url, api_key) as c:
         data = parse_inputs(inputs or [], input_file)
@@ -127,7 +127,7 @@ def _report(c: Client, run: Run, download: Path | None, all_nodes: bool, as_json
         ),
     )
     if run.error is not None:
-        err().print(f"run failed: {run.error.code}: {run.error.message}", markup=False)
+        err().print(f"run {run.status}: {run.error.code}: {run.error.message}", markup=False)
 
 
 @app.command("list")

@@ -8,8 +8,8 @@ from the database for each step, under the run's row lock. Either way a change i
 The rules:
 - a node is runnable when every node feeding it completed;
 - a failed node skips its pending descendants; other branches go on;
-- the run ends when every node ended: failed if any failed (or it was cancelled), else
-  completed; what was held but not charged is released.
+- the run ends when every node ended: failed if any failed, else completed; a run
+  cancelled on request ends cancelled; what was held but not charged is released.
 """
 
 from __future__ import annotations
@@ -251,9 +251,18 @@ class RunState:
     def all_finished(self) -> bool:
         return self._statuses.count(FINISHED_NODE_STATES) == len(self.status)
 
-    def finish(self, batch: Batch, at: datetime, error: dict[str, Any] | None = None) -> None:
+    def finish(
+        self,
+        batch: Batch,
+        at: datetime,
+        error: dict[str, Any] | None = None,
+        status: RunStatus | None = None,
+    ) -> None:
+        """End the run: ``status`` when given, else failed if a node failed (or ``error``
+        says why), else completed; what was held and not charged is released."""
         error = error or self.first_error
-        status = RunStatus.FAILED if error is not None else RunStatus.COMPLETED
+        if status is None:
+            status = RunStatus.FAILED if error is not None else RunStatus.COMPLETED
         used = sum(self.credits.values())
         batch.finish_run(
             status,
@@ -267,4 +276,4 @@ class RunState:
     def finish_cancelled(self, batch: Batch, at: datetime) -> None:
         self.cancel(batch, at)
         error = {"code": "cancelled", "message": "the run was cancelled", "node_id": None}
-        self.finish(batch, at, error)
+        self.finish(batch, at, error, RunStatus.CANCELLED)

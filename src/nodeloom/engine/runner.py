@@ -30,6 +30,7 @@ from nodeloom.engine.graph import validate_graph
 from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
 from nodeloom.engine.states import NodeStatus, RunStatus, StaleTransition
 from nodeloom.engine.transitions import Batch, apply
+from nodeloom.events.model import EventType
 from nodeloom.metrics import Metrics
 from nodeloom.store import Record
 from nodeloom.store import artifacts as artifact_store
@@ -38,10 +39,11 @@ from nodeloom.store import runs as run_store
 log = logging.getLogger("nodeloom.engine")
 
 COUNTED = {
-    "run.completed": "nodeloom_runs_completed_total",
-    "run.failed": "nodeloom_runs_failed_total",
-    "node.completed": "nodeloom_nodes_completed_total",
-    "node.failed": "nodeloom_nodes_failed_total",
+    EventType.RUN_COMPLETED: "nodeloom_runs_completed_total",
+    EventType.RUN_FAILED: "nodeloom_runs_failed_total",
+    EventType.RUN_CANCELLED: "nodeloom_runs_cancelled_total",
+    EventType.NODE_COMPLETED: "nodeloom_nodes_completed_total",
+    EventType.NODE_FAILED: "nodeloom_nodes_failed_total",
 }
 PROGRESS_INTERVAL = 1.0
 # Instant nodes executed within one step at most (then it commits and announces them).
@@ -296,7 +298,7 @@ class RunDriver:
         self._last_progress[node_id] = now
         assert self.state is not None
         batch = self.state.batch()
-        batch.event("node.progress", utcnow(), node_id, progress=round(fraction, 4))
+        batch.event(EventType.NODE_PROGRESS, utcnow(), node_id, progress=round(fraction, 4))
         try:
             await self._commit(batch)
         except StaleTransition:

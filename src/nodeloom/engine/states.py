@@ -12,9 +12,15 @@ from enum import StrEnum
 
 
 class RunStatus(StrEnum):
+    """The published statuses are running, completed and failed: a run that ends on its own
+    ends completed or failed. A run ended by a cancel request (the cancel endpoint, or its
+    workflow deleted while it ran) ends ``cancelled``, so that a caller can tell a run that
+    was stopped from one that broke."""
+
     RUNNING = "running"
     COMPLETED = "completed"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 class NodeStatus(StrEnum):
@@ -48,7 +54,10 @@ NODE_FROM: dict[NodeStatus, frozenset[NodeStatus]] = {
 RUN_FROM: dict[RunStatus, frozenset[RunStatus]] = {
     RunStatus.COMPLETED: frozenset({RunStatus.RUNNING}),
     RunStatus.FAILED: frozenset({RunStatus.RUNNING}),
+    RunStatus.CANCELLED: frozenset({RunStatus.RUNNING}),
 }
+
+FINISHED_RUN_STATES = frozenset({RunStatus.COMPLETED, RunStatus.FAILED, RunStatus.CANCELLED})
 
 
 class StaleTransition(Exception):

@@ -32,7 +32,7 @@ from nodeloom.engine.graph import Graph, validate_graph
 from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
 from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.engine.transitions import apply
-from nodeloom.events.model import Event
+from nodeloom.events.model import Event, EventType
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 
@@ -300,7 +300,7 @@ def progress(conn: Connection, run_id: str, node_id: str, fraction: float) -> li
     from nodeloom.engine.transitions import Batch
 
     batch = Batch(run_id, run.workflow_id, run.account_id)
-    batch.event("node.progress", utcnow(), node_id, progress=round(fraction, 4))
+    batch.event(EventType.NODE_PROGRESS, utcnow(), node_id, progress=round(fraction, 4))
     last = conn.execute(_LAST_SEQ, {"run": run_id}).scalar() or 0
     return apply(conn, batch, int(last) + 1)
 

@@ -52,7 +52,7 @@ from nodeloom.errors import (
     ServiceUnavailable,
 )
 from nodeloom.events.bus import EventBus
-from nodeloom.events.model import Event
+from nodeloom.events.model import Event, EventType
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import NeedsSandbox
@@ -246,7 +246,7 @@ def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, B
         nodes=tuple((n.id, n.type) for n in graph.nodes.values()),
         queued=roots,
     )
-    batch.event("run.started", now, None, estimated_credits=estimate)
+    batch.event(EventType.RUN_STARTED, now, None, estimated_credits=estimate)
     return state, batch
 
 

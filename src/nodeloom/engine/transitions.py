@@ -34,8 +34,15 @@ from nodeloom.db.models import (
 )
 from nodeloom.db.prepared import Prepared
 from nodeloom.engine import credits
-from nodeloom.engine.states import NODE_FROM, RUN_FROM, NodeStatus, RunStatus, StaleTransition
-from nodeloom.events.model import Event
+from nodeloom.engine.states import (
+    FINISHED_RUN_STATES,
+    NODE_FROM,
+    RUN_FROM,
+    NodeStatus,
+    RunStatus,
+    StaleTransition,
+)
+from nodeloom.events.model import Event, EventType
 
 
 @dataclass(frozen=True)
@@ -115,7 +122,9 @@ class Batch:
             or self.events
         )
 
-    def event(self, type_: str, at: datetime, node_id: str | None = None, **data: Any) -> None:
+    def event(
+        self, type_: EventType, at: datetime, node_id: str | None = None, **data: Any
+    ) -> None:
         self.events.append((type_, node_id, data, at))
 
     def start_node(self, node_id: str, at: datetime, claimed_by: str) -> None:
@@ -123,7 +132,7 @@ class Batch:
         assert self.claimed_by in (None, claimed_by), "one claimant per batch"
         self.claimed_by = claimed_by
         self.started.append((node_id, at))
-        self.event("node.started", at, node_id)
+        self.event(EventType.NODE_STARTED, at, node_id)
 
     def complete_node(
         self,
@@ -149,7 +158,7 @@ class Batch:
             )
         )
         self.event(
-            "node.completed",
+            EventType.NODE_COMPLETED,
             at,
             node_id,
             artifact_id=artifact_id,
@@ -159,20 +168,20 @@ class Batch:
 
     def fail_node(self, node_id: str, at: datetime, error: dict[str, Any]) -> None:
         self.ended.append(_NodeEnd(node_id, NodeStatus.FAILED, at, error=error))
-        self.event("node.failed", at, node_id, error=error)
+        self.event(EventType.NODE_FAILED, at, node_id, error=error)
 
     def skip_nodes(self, node_ids: list[str], at: datetime, because: str) -> None:
         if node_ids:
             reason = {"code": "upstream_failed", "message": f"upstream node {because} failed"}
             self.bulk.append((NodeStatus.SKIPPED, node_ids, at, reason))
             for node_id in node_ids:
-                self.event("node.skipped", at, node_id, reason=reason)
+                self.event(EventType.NODE_SKIPPED, at, node_id, reason=reason)
 
     def cancel_nodes(self, node_ids: list[str], at: datetime) -> None:
         if node_ids:
             self.bulk.append((NodeStatus.CANCELLED, node_ids, at, None))
             for node_id in node_ids:
-                self.event("node.cancelled", at, node_id)
+                self.event(EventType.NODE_CANCELLED, at, node_id)
 
     def queue_nodes(self, node_ids: list[str], at: datetime) -> None:
         """Runnable now (from pending), or again (from running: the process that ran them
@@ -193,7 +202,7 @@ class Batch:
         data: dict[str, Any] = {"credits_used": credits_used, "duration_ms": duration_ms}
         if error is not None:
             data["error"] = error
-        self.event(f"run.{status.value}", at, None, **data)
+        self.event(EventType.ended(status), at, None, **data)
 
 
 def _t(model: type[Any]) -> sa.Table:
@@ -330,9 +339,7 @@ def _run_end_statement(status: RunStatus) -> Prepared:
     )
 
 
-_RUN_END = {
-    status: _run_end_statement(status) for status in (RunStatus.COMPLETED, RunStatus.FAILED)
-}
+_RUN_END = {status: _run_end_statement(status) for status in FINISHED_RUN_STATES}
 _RELEASE = Prepared(
     sa.update(_ACCOUNT)
     .where(_ACCOUNT.c.id == sa.bindparam("account"))

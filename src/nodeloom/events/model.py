@@ -4,12 +4,40 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from enum import StrEnum
 from functools import cached_property
 from typing import Any
 
 import orjson
 
 from nodeloom.schemas.common import format_timestamp
+
+
+class EventType(StrEnum):
+    """Every kind of run event; the one vocabulary of the engine, the API and the clients."""
+
+    RUN_STARTED = "run.started"
+    NODE_STARTED = "node.started"
+    NODE_PROGRESS = "node.progress"
+    NODE_COMPLETED = "node.completed"
+    NODE_FAILED = "node.failed"
+    NODE_SKIPPED = "node.skipped"
+    NODE_CANCELLED = "node.cancelled"
+    RUN_COMPLETED = "run.completed"
+    RUN_FAILED = "run.failed"
+    RUN_CANCELLED = "run.cancelled"
+
+    @classmethod
+    def ended(cls, status: str) -> EventType:
+        """The event that ends a run with ``status`` (completed, failed or cancelled)."""
+        return cls(f"run.{status}")
+
+    @property
+    def is_final(self) -> bool:
+        return self in FINAL_EVENTS
+
+
+FINAL_EVENTS = frozenset({EventType.RUN_COMPLETED, EventType.RUN_FAILED, EventType.RUN_CANCELLED})
 
 
 @dataclass(frozen=True)
@@ -44,6 +72,3 @@ class Event:
     @property
     def is_final(self) -> bool:
         return self.type in FINAL_EVENTS
-
-
-FINAL_EVENTS = frozenset({"run.completed", "run.failed"})

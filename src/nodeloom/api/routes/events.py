@@ -299,7 +299,7 @@ def _sse_frame(event: Event) -> bytes:
     responses={
         200: {
             "description": "The run's events as Server-Sent Events (id = seq, event = type, "
-            "data = the event message); ends after run.completed or run.failed.",
+            "data = the event message); ends after run.completed, run.failed or run.cancelled.",
             # Before OpenAPI 3.2 (itemSchema), `schema` of an event stream describes one event.
             "content": {"text/event-stream": {"schema": SSE_EVENT_SCHEMA}},
         },

@@ -177,3 +177,18 @@ class TestPrepared:
             want = [(r.label, r.doc) for r in conn.execute(BY_IDS.statement, ids)]  # type: ignore[call-overload]
         assert got == want == [(v, doc) for v in labels]
         engine.dispose()
+
+
+def test_unlabeled_and_keyword_columns_come_back_by_index(tmp_path: Path) -> None:
+    """A column without a key (an unlabeled aggregate) or named like a Python keyword still
+    makes rows; such a column is read by index, as in SQLAlchemy's own rows."""
+    table = sa.table("t", sa.column("a"), sa.column("b"))
+    query = Prepared(
+        sa.select(table.c.a, sa.func.sum(table.c.b), table.c.b.label("class")).group_by(table.c.a)
+    )
+    engine = sa.create_engine(f"sqlite:///{tmp_path / 'k.db'}")
+    with engine.begin() as conn:
+        conn.execute(sa.text("create table t (a text, b integer)"))
+        conn.execute(sa.text("insert into t values ('x', 2), ('x', 3)"))
+        (row,) = query.run(conn).all()
+    assert row[0] == "x" and row[1] == 5 and row[2] in (2, 3)

@@ -13,7 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from nodeloom import __version__
 from nodeloom.api import problems, webapp
 from nodeloom.api.hot import HotPaths
-from nodeloom.api.middleware import RateLimitHeaders, RejectNul
+from nodeloom.api.middleware import ContainErrors, RateLimitHeaders, RejectNul
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes import (
     artifacts,
@@ -113,6 +113,7 @@ def create_app(
     app.state.ctx = ctx
     problems.install(app, settings.base_url)
     app.add_middleware(HotPaths, ctx=ctx)  # innermost: the middlewares below apply to it too
+    app.add_middleware(ContainErrors)
     app.add_middleware(RateLimitHeaders)
     app.add_middleware(RejectNul, base_url=settings.base_url)
     app.add_middleware(RefuseWhileDraining, ctx=ctx)

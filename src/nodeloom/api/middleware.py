@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from starlette.datastructures import MutableHeaders
+from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from nodeloom.api.problems import problem_response
+from nodeloom.api.problems import problem_response, respond_to
 from nodeloom.ratelimit import Decision
 
 
@@ -57,3 +58,34 @@ class RejectNul:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+class ContainErrors:
+    """An exception no route handled is answered here with the app's own handler for it (a
+    problem+json 500 for a bug), and goes no further. Left to the framework, the outermost
+    handler answers and then re-raises, and the server closes the connection: the client's
+    next request on that keep-alive connection would be reset. Installed just outside the
+    hot paths, so their errors are contained too."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception as exc:
+            if started:  # too late to answer: the server closes the connection, as it must
+                raise
+            handlers = scope["app"].exception_handlers
+            response = await respond_to(handlers, Request(scope), exc)
+            await response(scope, receive, send)

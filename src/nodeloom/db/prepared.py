@@ -87,7 +87,10 @@ class _Plan:
         self.results: list[_Processor] = []
         if isinstance(statement, sa.Select | sa.CompoundSelect):
             columns = list(statement.selected_columns)
-            self.row = collections.namedtuple("Row", [c.key for c in columns])  # type: ignore[misc]
+            # An unlabeled expression (``func.sum(...)``) has no key: such a column is reached
+            # by index only, as in SQLAlchemy's rows, under a placeholder name.
+            names = [c.key or f"_{i}" for i, c in enumerate(columns)]
+            self.row = collections.namedtuple("Row", names, rename=True)  # type: ignore[misc]
             self.results = [
                 c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns
             ]

@@ -60,7 +60,7 @@ _WORKFLOW_EXISTS = sa.select(_WORKFLOWS.c.id).where(
     _WORKFLOWS.c.deleted_at.is_(None),
 )
 _SO_FAR = Prepared(
-    sa.select(_NODES.c.run_id, sa.func.sum(_NODES.c.credits_used))
+    sa.select(_NODES.c.run_id, sa.func.sum(_NODES.c.credits_used).label("credits"))
     .where(_NODES.c.run_id.in_(sa.bindparam("runs", expanding=True)))
     .group_by(_NODES.c.run_id)
 )

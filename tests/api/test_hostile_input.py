@@ -5,6 +5,7 @@ busy" on PostgreSQL, retried for ever), JSON nested deeper than the response enc
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -108,6 +109,79 @@ class TestNul:
         assert r.status_code == 202, r.text
         run = await wait_for_run(client, owner, wf, r.json()["run_id"])
         assert run["status"] == "completed"
+
+
+LONE = "\udfff"
+
+
+class TestLoneSurrogates:
+    """A JSON escape of half a UTF-16 pair has no UTF-8 form: refused everywhere, with a
+    pointer, on both databases (it was a 500 at log-in)."""
+
+    @staticmethod
+    async def post(
+        client: httpx.AsyncClient, path: str, body: object, headers: dict[str, str] | None = None
+    ) -> httpx.Response:
+        """POST ``body`` as JSON with every non-ASCII character escaped (as most encoders
+        write it; httpx itself would fail to encode a lone surrogate as UTF-8)."""
+        headers = {**(headers or {}), "Content-Type": "application/json"}
+        return await client.post(path, content=json.dumps(body), headers=headers)
+
+    async def test_in_login_and_signup_email(self, client: httpx.AsyncClient, owner: User) -> None:
+        body = {"email": f"{LONE}@x.io", "password": PASSWORD}
+        for path in ("/api/v1/auth/login", "/api/v1/auth/signup"):
+            problem = assert_problem(await self.post(client, path, body), 400, "invalid_request")
+            assert problem["errors"] == [
+                {"pointer": "/email", "message": "contains a lone surrogate"}
+            ]
+        body = {"email": "me@x.io", "password": f"long password {LONE}"}
+        r = await self.post(client, "/api/v1/auth/login", body)
+        assert_problem(r, 400, "invalid_request")
+
+    async def test_in_workflows_keys_webhooks_and_inputs(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        body = {"name": LONE, "graph_json": text_graph()}
+        r = await self.post(client, "/api/v1/workflows", body, owner.headers)
+        assert assert_problem(r, 400, "invalid_request")["errors"][0]["pointer"] == "/name"
+        r = await self.post(client, "/api/v1/api-keys", {"name": LONE}, owner.jwt_headers)
+        assert_problem(r, 400, "invalid_request")
+        wf = await create_workflow(client, owner, text_graph())
+        r = await client.patch(
+            f"/api/v1/workflows/{wf}",
+            content=json.dumps({"name": f"a{LONE}"}),
+            headers={**owner.headers, "Content-Type": "application/json"},
+        )
+        assert_problem(r, 400, "invalid_request")
+        hook = await webhook(client, owner, wf)
+        r = await self.post(client, f"/api/v1/webhooks/{hook['token']}", {"text": LONE})
+        assert assert_problem(r, 400, "invalid_request")["errors"][0]["pointer"] == "/text"
+        body = {"input": {LONE: 1}}
+        r = await self.post(client, f"/api/v1/workflows/{wf}/execute", body, owner.headers)
+        assert_problem(r, 400, "invalid_request")
+
+    async def test_a_pair_is_a_character(self, client: httpx.AsyncClient, owner: User) -> None:
+        wf = await create_workflow(client, owner, text_graph())
+        body = {"input": {"text": "\ud83d\ude00"}}  # U+1F600 as its two escaped halves
+        r = await self.post(client, f"/api/v1/workflows/{wf}/execute", body, owner.headers)
+        assert r.status_code == 202, r.text
+        run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+        assert run["status"] == "completed"
+        artifact = run["node_runs"][-1]["artifact_id"]
+        r = await client.get(f"/api/v1/artifacts/{artifact}", headers=owner.headers)
+        assert r.text == "Hello \U0001f600!"
+
+    async def test_a_node_that_makes_one_fails_with_a_code(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # Jinja turns the escape in its string literal into a lone surrogate.
+        wf = await create_workflow(client, owner, text_graph('{{ "\\udfff" }} {{ text }}'))
+        r = await client.post(f"/api/v1/workflows/{wf}/execute", json={}, headers=owner.headers)
+        assert r.status_code == 202, r.text
+        run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+        assert run["status"] == "failed"
+        error = run["node_runs"][-1]["error"]
+        assert error["code"] == "invalid_text" and "lone surrogate" in error["message"]
 
 
 class TestDepth:

@@ -79,6 +79,7 @@ def parse_json(raw: bytes, *, require_object: bool = True, allow_empty: bool = F
     try:
         value = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        json_guard.refuse_lone_surrogates(raw)
         raise InvalidRequest(
             "The body is not valid JSON.", errors=[FieldError("", f"invalid JSON: {exc}")]
         ) from exc

@@ -5,6 +5,8 @@
   read. 64 is far more than any graph or input needs.
 - No U+0000 in any string (key or value). PostgreSQL cannot store it in text or JSONB; SQLite
   can, but a client must get the same answer whichever database the server runs on.
+- No lone surrogate (an escape ``\\uD800``..``\\uDFFF`` that is not half of a pair): such a
+  string has no UTF-8 form, so it could be neither stored, hashed nor answered.
 
 In JSON a NUL can only be written as the escape ``\\u0000`` (raw control characters are
 invalid), so a search of the raw bytes rules it out at memchr speed; the parsed value is
@@ -13,15 +15,23 @@ walked only when the escape appears.
 
 from __future__ import annotations
 
+import json
+import re
+from collections.abc import Callable
 from typing import Any
 
 from nodeloom.errors import FieldError, InvalidRequest
 
 MAX_DEPTH = 64
+# The escape of a UTF-16 surrogate; a raw one cannot appear in valid UTF-8.
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
 
 
 def _pointer(path: list[str | int]) -> str:
-    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    # A key may be the lone surrogate being refused: written as its escape, so the answer
+    # naming it can be encoded.
+    pointer = "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+    return pointer.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _deeper_than(value: Any, limit: int) -> bool:
@@ -56,16 +66,17 @@ def _deep_path(value: Any, limit: int) -> list[str | int]:
     return path
 
 
-def _nul_path(value: Any) -> list[str | int] | None:
+def _string_path(value: Any, bad: Callable[[str], bool]) -> list[str | int] | None:
+    """The path to the first string (key or value) for which ``bad`` holds."""
     stack: list[tuple[Any, list[str | int]]] = [(value, [])]
     while stack:
         current, path = stack.pop()
         if isinstance(current, str):
-            if "\x00" in current:
+            if bad(current):
                 return path
         elif isinstance(current, dict):
             for key, item in current.items():
-                if "\x00" in key:
+                if bad(key):
                     return [*path, key]
                 stack.append((item, [*path, key]))
         elif isinstance(current, list):
@@ -73,11 +84,43 @@ def _nul_path(value: Any) -> list[str | int] | None:
     return None
 
 
+def _has_nul(text: str) -> bool:
+    return "\x00" in text
+
+
+def _has_lone_surrogate(text: str) -> bool:
+    # A parser joins the two halves of a pair into one code point: any surrogate left is lone.
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def refuse_lone_surrogates(raw: bytes) -> None:
+    """Raise InvalidRequest naming where ``raw`` holds a lone surrogate, if it does. For a
+    body that a strict parser refused: Python's own parser accepts such escapes, so this
+    tells a lone surrogate from any other reason the body is not valid JSON."""
+    if _SURROGATE_ESCAPE.search(raw) is None:
+        return
+    try:
+        value = json.loads(raw)
+    except ValueError:
+        return  # not valid JSON for another reason too
+    path = _string_path(value, _has_lone_surrogate)
+    if path is not None:
+        raise InvalidRequest(
+            "Strings may not contain a lone surrogate (an escape from \\uD800 to \\uDFFF "
+            "that is not half of a pair).",
+            errors=[FieldError(_pointer(path), "contains a lone surrogate")],
+        )
+
+
 def check(raw: bytes, value: Any) -> None:
     """Raise InvalidRequest (400) if ``value``, parsed from ``raw``, breaks a rule above."""
     # A memchr-speed search; the walk runs only when the escape appears at all (it may be
     # an escaped backslash followed by "u0000", which is no NUL).
-    if raw.find(b"\\u0000") != -1 and (path := _nul_path(value)) is not None:
+    if raw.find(b"\\u0000") != -1 and (path := _string_path(value, _has_nul)) is not None:
         raise InvalidRequest(
             "Strings may not contain the NUL character (U+0000).",
             errors=[FieldError(_pointer(path), "contains U+0000")],
@@ -91,7 +134,3 @@ def check(raw: bytes, value: Any) -> None:
             f"JSON is limited to {MAX_DEPTH} levels of nesting.",
             errors=[FieldError(_pointer(path), f"nested more than {MAX_DEPTH} levels deep")],
         )
-
-
-def has_nul(text: str) -> bool:
-    return "\x00" in text

@@ -36,7 +36,9 @@ class GuardedRoute(APIRoute):
                 try:
                     value = orjson.loads(raw)
                 except orjson.JSONDecodeError:
-                    pass  # FastAPI answers invalid JSON itself (400, see api/problems.py)
+                    # FastAPI answers invalid JSON itself (400, see api/problems.py), but its
+                    # parser lets lone surrogates through.
+                    json_guard.refuse_lone_surrogates(raw)
                 else:
                     json_guard.check(raw, value)
             return await handler(request)

@@ -161,7 +161,16 @@ class Produced:
 
     @classmethod
     def text(cls, value: str) -> Produced:
-        return cls(data=value.encode("utf-8"))
+        """UTF-8 text. A lone surrogate (half of a UTF-16 pair, which a template or a decoded
+        response can produce) has no UTF-8 form: the node fails with ``invalid_text``."""
+        try:
+            return cls(data=value.encode("utf-8"))
+        except UnicodeEncodeError as exc:
+            raise NodeFailure(
+                f"the node produced text that is not valid Unicode: a lone surrogate "
+                f"(U+{ord(value[exc.start]):04X}) at character {exc.start}",
+                code="invalid_text",
+            ) from exc
 
 
 class NodeFailure(Exception):

@@ -33,6 +33,9 @@ and `HttpRequest`, which refuses private, loopback and link-local addresses unle
 not by workflow authors, so it may be private (Ollama on localhost, a GPU box on the LAN).
 Provider calls retry 429, 408, 5xx, timeouts and dropped connections with exponential
 back-off (honouring `Retry-After`), `NODELOOM_PROVIDER_MAX_RETRIES` times.
+While no provider is configured, a workflow with a provider node is still saved: the save
+answer (and `GET /workflows/{id}`) lists each such node under `warnings`, with a pointer, and
+executing it is refused with 400 `invalid_graph` until a provider is configured.
 
 **Price**: a flat number of credits per execution, plus, for audio and video, credits per
 started second of output. The estimate held before a run uses each node's upper bound of

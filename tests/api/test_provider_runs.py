@@ -12,6 +12,7 @@ import pytest
 
 from nodeloom.api.app import create_app
 from nodeloom.settings import Settings
+from tests.api.test_auth import assert_problem
 from tests.conftest import User
 from tests.nodes.conftest import FakeServer
 from tests.nodes.conftest import provider as provider  # the fixture
@@ -71,3 +72,50 @@ class TestProviderRuns:
         assert not llm(third)["cached"]
         assert len(provider.requests) == 2
         assert json.loads(provider.requests[-1].body)["model"] == "a-newer-model"
+
+
+class TestWithoutProvider:
+    """No provider configured (the default): a workflow with a provider node is saved with a
+    warning on the node, and refused at execute, by API call and by webhook alike."""
+
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    async def test_saved_with_a_warning_and_refused_at_execute(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = g([n("in", "TextInput", text="hi"), n("llm", "LLMText")], [e("in", "llm")])
+        r = await client.post(
+            "/api/v1/workflows", json={"name": "draft", "graph_json": graph}, headers=owner.headers
+        )
+        assert r.status_code == 201, r.text
+        (warning,) = r.json()["warnings"]
+        assert warning["pointer"] == "/graph_json/nodes/1/type"
+        assert warning["message"].startswith("LLMText is unavailable: no AI provider")
+        wf = r.json()["id"]
+        got = await client.get(f"/api/v1/workflows/{wf}", headers=owner.headers)
+        assert got.json()["warnings"] == [warning]
+
+        r = await client.post(f"/api/v1/workflows/{wf}/execute", headers=owner.headers)
+        problem = assert_problem(r, 400, "invalid_graph")
+        assert problem["errors"] == [warning]
+        hook = await client.post(
+            f"/api/v1/workflows/{wf}/webhooks",
+            json={"name": "h", "active": True},
+            headers=owner.headers,
+        )
+        r = await client.post(f"/api/v1/webhooks/{hook.json()['token']}", json={"text": "x"})
+        assert_problem(r, 400, "invalid_graph")
+        runs = await client.get(f"/api/v1/workflows/{wf}/runs", headers=owner.headers)
+        assert runs.json() == []
+
+        # Without the provider node it saves clean and runs.
+        r = await client.patch(
+            f"/api/v1/workflows/{wf}",
+            json={"graph_json": g([n("in", "TextInput", text="hi")], [])},
+            headers=owner.headers,
+        )
+        assert r.status_code == 200 and r.json()["warnings"] == []
+        r = await client.post(f"/api/v1/workflows/{wf}/execute", headers=owner.headers)
+        assert r.status_code == 202, r.text

@@ -28,8 +28,10 @@ class TestCreateAndGet:
         self, client: httpx.AsyncClient, owner: User
     ) -> None:
         body = await create(client, owner, "Greeting")
-        assert set(body) == {"id", "name", "created_at", "updated_at", "node_count", "graph_json"}
-        assert body["name"] == "Greeting" and body["node_count"] == 2
+        assert set(body) == {
+            *("id", "name", "created_at", "updated_at", "node_count", "graph_json", "warnings")
+        }
+        assert body["name"] == "Greeting" and body["node_count"] == 2 and body["warnings"] == []
         r = await client.get(f"/api/v1/workflows/{body['id']}", headers=owner.jwt_headers)
         assert r.status_code == 200 and r.json() == body
 

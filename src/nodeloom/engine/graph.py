@@ -167,6 +167,24 @@ def deep_checks(graph_json: Any, registry: Registry, *, max_nodes: int) -> list[
     return found
 
 
+def unavailable_nodes(graph_json: Any, registry: Registry, settings: Settings) -> list[FieldError]:
+    """The nodes of ``graph_json`` whose type cannot run with these settings (a provider node
+    while no provider is configured). Not a flaw of the graph: it is saved with these as
+    warnings, and refused at execute while they last."""
+    if not isinstance(graph_json, dict) or not isinstance(graph_json.get("nodes"), list):
+        return []
+    found: list[FieldError] = []
+    for index, raw in enumerate(graph_json["nodes"]):
+        type_name = raw.get("type") if isinstance(raw, dict) else None
+        node = registry.get(type_name) if isinstance(type_name, str) else None
+        reason = node.unavailable_reason(settings) if node is not None else None
+        if reason:
+            found.append(
+                FieldError(f"{ROOT}/nodes/{index}/type", f"{type_name} is unavailable: {reason}")
+            )
+    return found
+
+
 def _check_viewport(graph_json: dict[str, Any], problems: _Problems) -> None:
     viewport = graph_json.get("viewport")
     if not isinstance(viewport, dict):
@@ -220,9 +238,6 @@ def _check_node_type(
     if node is None:
         problems.add(f"{at}/type", f"unknown node type {type_name!r}; see GET /api/v1/node-types")
         return None
-    reason = node.unavailable_reason(settings)
-    if reason:
-        problems.add(f"{at}/type", f"{type_name} is unavailable: {reason}")
     data = raw.get("data", {})
     if data is None:
         data = {}

@@ -34,7 +34,7 @@ from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
-from nodeloom.engine.graph import Graph, validate_graph
+from nodeloom.engine.graph import Graph, unavailable_nodes, validate_graph
 from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.runner import (
     INSTANT_PER_STEP,
@@ -87,6 +87,14 @@ class GraphCache:
             raise InvalidGraph(
                 "The stored workflow no longer validates against this server's node catalog.",
                 errors=checked,
+            )
+        # Never cached: such a workflow is checked, and refused, on every execute.
+        unavailable = unavailable_nodes(graph_json, self._registry, self._settings)
+        if unavailable:
+            raise InvalidGraph(
+                "The workflow uses nodes that cannot run on this server now: "
+                + "; ".join(p.message for p in unavailable),
+                errors=unavailable,
             )
         self._items[(workflow_id, updated_at)] = checked
         if len(self._items) > self._size:

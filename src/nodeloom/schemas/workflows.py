@@ -4,10 +4,11 @@ document the shapes in OpenAPI and type the responses."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nodeloom.engine.states import RunStatus
 from nodeloom.schemas.common import Timestamp
 
 
@@ -44,10 +45,15 @@ class WorkflowSummary(BaseModel):
     name: str
     created_at: Timestamp
     node_count: int
-    last_run_status: Literal["running", "completed", "failed"] | None = Field(
+    last_run_status: RunStatus | None = Field(
         default=None, description="Status of the newest run; null before the first run."
     )
     last_run_at: Timestamp | None = Field(default=None, description="When the newest run began.")
+
+
+class GraphWarning(BaseModel):
+    pointer: str = Field(description="JSON Pointer into the workflow body")
+    message: str
 
 
 class WorkflowOut(BaseModel):
@@ -59,3 +65,8 @@ class WorkflowOut(BaseModel):
     updated_at: Timestamp
     node_count: int
     graph_json: dict[str, Any]
+    warnings: list[GraphWarning] = Field(
+        default_factory=list,
+        description="What keeps the saved graph from running on this server now (a node "
+        "whose provider is not configured): saved anyway, refused at execute.",
+    )

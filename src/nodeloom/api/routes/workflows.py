@@ -13,12 +13,18 @@ from nodeloom.api.paging import link_next
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
-from nodeloom.engine.graph import deep_checks, validate_graph
+from nodeloom.engine.graph import deep_checks, unavailable_nodes, validate_graph
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
 from nodeloom.nodes.base import NodeFailure
 from nodeloom.sandbox.budget import Budget
 from nodeloom.schemas.common import format_timestamp
-from nodeloom.schemas.workflows import WorkflowCreate, WorkflowOut, WorkflowSummary, WorkflowUpdate
+from nodeloom.schemas.workflows import (
+    GraphWarning,
+    WorkflowCreate,
+    WorkflowOut,
+    WorkflowSummary,
+    WorkflowUpdate,
+)
 from nodeloom.store import Record, workflows
 from nodeloom.store import runs as run_store
 from nodeloom.store.paging import encode_cursor
@@ -152,7 +158,15 @@ async def create_workflow(request: Request, principal: PrincipalDep, ctx: CtxDep
     row = await ctx.db.write(
         lambda c: workflows.create(c, account_id=principal.account_id, name=name, graph_json=graph)
     )
-    return WorkflowOut.model_validate(row)
+    return _out(ctx, row)
+
+
+def _out(ctx: AppContext, row: Record) -> WorkflowOut:
+    """The full workflow, with what keeps it from running here now as warnings."""
+    out = WorkflowOut.model_validate(row)
+    for problem in unavailable_nodes(row.graph_json, ctx.registry, ctx.settings):
+        out.warnings.append(GraphWarning(pointer=problem.pointer, message=problem.message))
+    return out
 
 
 async def _get_or_404(ctx: AppContext, account_id: str, workflow_id: str) -> Record:
@@ -164,7 +178,7 @@ async def _get_or_404(ctx: AppContext, account_id: str, workflow_id: str) -> Rec
 
 @router.get("/workflows/{workflow_id}", response_model=WorkflowOut)
 async def get_workflow(workflow_id: str, principal: PrincipalDep, ctx: CtxDep) -> WorkflowOut:
-    return WorkflowOut.model_validate(await _get_or_404(ctx, principal.account_id, workflow_id))
+    return _out(ctx, await _get_or_404(ctx, principal.account_id, workflow_id))
 
 
 @router.patch(
@@ -185,7 +199,7 @@ async def update_workflow(
     )
     if row is None:
         raise NotFound("No such workflow.")
-    return WorkflowOut.model_validate(row)
+    return _out(ctx, row)
 
 
 @router.delete(

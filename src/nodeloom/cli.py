@@ -52,8 +52,8 @@ def serve(
     processes: Annotated[
         int | None,
         typer.Option(
-            help="Server processes sharing the port (SO_REUSEPORT) and the database "
-            "(default NODELOOM_PROCESSES, 1).",
+            help="Server processes accepting on one shared listening socket, with one "
+            "database (default NODELOOM_PROCESSES, 1).",
             min=1,
             max=64,
         ),

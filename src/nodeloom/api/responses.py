@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Any
 
 import orjson
@@ -17,12 +16,6 @@ def _default(value: Any) -> Any:
 
 def dumps(value: Any) -> bytes:
     return orjson.dumps(value, default=_default, option=orjson.OPT_UTC_Z)
-
-
-def rfc3339(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 class OrjsonResponse(JSONResponse):

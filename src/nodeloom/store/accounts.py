@@ -49,11 +49,6 @@ def by_id(conn: Connection, account_id: str) -> Record | None:
     return conn.execute(sa.select(ACCOUNTS).where(ACCOUNTS.c.id == account_id)).first()
 
 
-def plan_of(conn: Connection, account_id: str) -> str | None:
-    query = sa.select(ACCOUNTS.c.plan).where(ACCOUNTS.c.id == account_id)
-    return conn.execute(query).scalar()
-
-
 def list_all(conn: Connection) -> list[Record]:
     return list(conn.execute(sa.select(ACCOUNTS).order_by(ACCOUNTS.c.created_at)).all())
 

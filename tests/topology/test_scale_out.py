@@ -12,9 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import signal
-import subprocess
 import threading
 import time
 import uuid
@@ -30,8 +27,8 @@ from tests.conftest import TEST_SECRET, _admin, _pg_url
 from tests.live import account
 from tests.s3 import S3Server
 from tests.s3 import s3_server as s3_server  # the fixture
-from tests.server import ServerProcess, WorkerProcess, free_port
-from tests.services import require_postgres
+from tests.server import ServerProcess, WorkerProcess
+from tests.services import RedisServer, redis_server_available, require_postgres
 from tests.topology.fleet import (
     MEDIA,
     OPEN_LIMITS,
@@ -62,61 +59,13 @@ def postgres_database() -> Iterator[str]:
         asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
-class RedisServer:
-    """A redis-server of this test's own on a free port, so it can be restarted mid-load
-    without touching anyone else's Redis."""
-
-    def __init__(self, directory: Path) -> None:
-        self.port = free_port()
-        self.directory = directory
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                *("redis-server", "--port", str(self.port), "--bind", "127.0.0.1"),
-                *("--save", "", "--appendonly", "no", "--dir", str(self.directory)),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            with contextlib.suppress(OSError):
-                import socket
-
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-
-def _redis_available() -> None:
-    import shutil
-
-    if shutil.which("redis-server") is None:
-        if os.environ.get("NODELOOM_REQUIRE_SERVICES") == "1":
-            pytest.fail("redis-server is not installed (apt-get install redis-server)")
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
-
-
 # -- the fleet ----------------------------------------------------------------------------
 
 
 def test_api_replicas_and_workers_share_the_work_and_lose_nothing(
     tmp_path: Path, s3_server: S3Server
 ) -> None:
-    _redis_available()
+    redis_server_available()
     redis = RedisServer(tmp_path / "redis")
     redis.start()
     processes: list[ServerProcess | WorkerProcess] = []

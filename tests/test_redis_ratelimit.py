@@ -1,6 +1,7 @@
-"""Rate limits hold across replicas: the Redis-backed limiter, shared by two limiters and
-by two app instances (replicas) on one Redis. Skipped when Redis is absent, a failure under
-NODELOOM_REQUIRE_SERVICES=1. Every test uses its own key namespace so runs never collide."""
+"""Rate limits hold across replicas: two app instances (replicas) on one Redis, over HTTP.
+(What every store of windows promises, Redis included: tests/contracts/test_windows.py.)
+Skipped when Redis is absent, a failure under NODELOOM_REQUIRE_SERVICES=1.
+Every test uses its own key namespace so runs never collide."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from fastapi import FastAPI
 from nodeloom.api.app import create_app
 from nodeloom.db.migrate import upgrade
 from nodeloom.ratelimit import RateLimiter
+from nodeloom.ratelimit_redis import RedisWindows
 from nodeloom.settings import Settings
 from tests.api.test_auth import assert_problem
 from tests.api.test_webhooks import make_webhook, trigger
@@ -45,9 +47,11 @@ def settings_overrides(namespace: str) -> dict[str, object]:
 
 async def _replica(settings: Settings, namespace: str) -> AsyncIterator[FastAPI]:
     application = create_app(settings)
-    assert application.state.ctx.limiter.shared  # settings.redis_url selects Redis
+    chosen = application.state.ctx.limiter
+    assert isinstance(chosen.windows, RedisWindows)  # settings.redis_url selects Redis
+    await chosen.close()
     # Same Redis, but this test's own key namespace.
-    application.state.ctx.limiter = RateLimiter(REDIS_URL, namespace=namespace)
+    application.state.ctx.limiter = RateLimiter(RedisWindows(REDIS_URL, namespace))
     try:
         async with application.router.lifespan_context(application):
             yield application
@@ -71,58 +75,6 @@ async def client_b(
         transport = httpx.ASGITransport(app=application)
         async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
             yield c
-
-
-class TestRedisLimiter:
-    async def test_two_limiters_share_one_window(self, namespace: str) -> None:
-        a, b = (
-            RateLimiter(REDIS_URL, namespace=namespace),
-            RateLimiter(REDIS_URL, namespace=namespace),
-        )
-        try:
-            assert a.shared and b.shared
-            for i in range(3):
-                decision = await a.hit("k", 5)
-                assert decision.allowed and decision.remaining == 4 - i
-            assert (await b.hit("k", 5)).allowed
-            assert (await b.check("k", 5)).allowed  # check counts nothing
-            assert (await a.hit("k", 5)).allowed
-            refused = await b.hit("k", 5)
-            assert not refused.allowed and refused.remaining == 0
-            assert 1 <= int(refused.headers()["Retry-After"]) <= 60
-            assert not (await a.check("k", 5)).allowed
-            # A different key (or namespace) is a different window.
-            other = RateLimiter(REDIS_URL, namespace=namespace + "-other")
-            try:
-                assert (await other.hit("k", 5)).allowed
-            finally:
-                await other.close()
-        finally:
-            await a.clear("k", 5)
-            await a.close()
-            await b.close()
-
-    async def test_exclusive_sections_serialise_across_limiters(self, namespace: str) -> None:
-        """check -> slow work -> hit, from two "replicas" at once: never more than the limit."""
-        limiters = [RateLimiter(REDIS_URL, namespace=namespace) for _ in range(2)]
-        accepted = 0
-
-        async def attempt(rl: RateLimiter) -> None:
-            nonlocal accepted
-            async with rl.exclusive("hook"):
-                if not (await rl.check("hook", 4)).allowed:
-                    return
-                await asyncio.sleep(0.01)  # the run being created
-                accepted += 1
-                assert (await rl.hit("hook", 4)).allowed
-
-        try:
-            await asyncio.gather(*(attempt(limiters[i % 2]) for i in range(12)))
-            assert accepted == 4
-        finally:
-            for rl in limiters:
-                await rl.clear("hook", 4)
-                await rl.close()
 
 
 class TestReplicas:

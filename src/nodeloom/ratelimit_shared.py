@@ -16,7 +16,7 @@ The file is scratch: ``synchronous=OFF`` (a crash may lose the last hits, which 
 window more lenient for a minute) and nothing in it is ever read by anything else. It is
 separate from the main database so that counting never waits behind a run's commit.
 
-Same semantics as ``LocalWindows`` (the single-process default): a request is allowed while
+Same semantics as the other ``Windows`` stores (ratelimit.py): a request is allowed while
 fewer than ``limit`` were counted in the last ``window`` seconds; ``reset`` is when the
 oldest counted one leaves the window.
 """
@@ -24,7 +24,6 @@ oldest counted one leaves the window.
 from __future__ import annotations
 
 import contextlib
-import math
 import sqlite3
 import threading
 import time
@@ -98,13 +97,6 @@ class SharedWindows:
 
         await self._locked(give_back)
 
-    async def clear(self, key: str) -> None:
-        def clear() -> None:
-            self._db.execute("DELETE FROM hits WHERE key = ?", (key,))
-            self._db.execute("DELETE FROM counts WHERE key = ?", (key,))
-
-        await self._locked(clear)
-
     def _peek(self, key: str, limit: int, window: int) -> Decision:
         """Would one more be allowed? A read: no lock, never busy (WAL)."""
         now = time.time()
@@ -117,7 +109,7 @@ class SharedWindows:
                 (key, key, edge, key, edge),
             ).fetchone()
         counted = (n or 0) - expired
-        return _decision(counted < limit, limit, counted, oldest, window, now)
+        return Decision.of(counted < limit, limit, counted, oldest, window, now)
 
     def _count(self, key: str, limit: int, window: int) -> tuple[Decision, int | None]:
         now = time.time()
@@ -140,7 +132,7 @@ class SharedWindows:
                 (key, counted),
             )
         (oldest,) = db.execute("SELECT min(at) FROM hits WHERE key = ?", (key,)).fetchone()
-        return _decision(allowed, limit, counted, oldest, window, now), stamp
+        return Decision.of(allowed, limit, counted, oldest, window, now), stamp
 
     async def _locked(self, work: Callable[[], T]) -> T:
         """``work`` in one write transaction; while another process holds the file, try
@@ -189,15 +181,6 @@ class SharedWindows:
             self._db.execute("DELETE FROM counts WHERE n <= 0")
             self._db.execute("DELETE FROM hits WHERE key NOT IN (SELECT key FROM counts)")
 
-    def close(self) -> None:
+    async def close(self) -> None:
         with self._mutex:
             self._db.close()
-
-
-def _decision(
-    allowed: bool, limit: int, counted: int, oldest: float | None, window: int, now: float
-) -> Decision:
-    remaining = max(0, limit - counted)
-    # Clamped: float rounding can make a hit counted just now seem to expire after window.
-    reset = min(window, math.ceil(oldest + window - now)) if oldest is not None else 0
-    return Decision(allowed, limit, remaining, max(0, reset))

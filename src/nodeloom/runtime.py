@@ -31,6 +31,7 @@ from nodeloom.events.bus import EventBus, MemoryBus
 from nodeloom.events.links import LogReader, PollingBus, RedisBus
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.registry import Registry, build_registry
+from nodeloom.ratelimit import LocalWindows, Windows
 from nodeloom.sandbox.pool import SandboxPool
 from nodeloom.settings import Settings
 
@@ -56,6 +57,20 @@ def build_bus(settings: Settings, db: Database, origin: str) -> EventBus:
     if not db.is_sqlite or settings.processes > 1:
         return PollingBus(LogReader(db))
     return MemoryBus()
+
+
+def build_windows(settings: Settings) -> Windows:
+    """Where rate limits are counted: Redis when configured (every replica shares it); else a
+    file the processes of one ``serve --processes N`` share; else this process's memory."""
+    if settings.redis_url:
+        from nodeloom.ratelimit_redis import RedisWindows
+
+        return RedisWindows(settings.redis_url)
+    if settings.processes > 1:
+        from nodeloom.ratelimit_shared import SharedWindows
+
+        return SharedWindows(settings.data_dir / "limits.sqlite3")
+    return LocalWindows()
 
 
 @dataclass

@@ -5,14 +5,19 @@ that matches every balance, event logs without gaps)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+import uuid
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import create_async_engine
 
-from tests.conftest import PASSWORD
+from nodeloom.db.migrate import upgrade
+from tests.conftest import PASSWORD, _admin, _pg_url
+from tests.services import require_postgres
 
 TEXT = {
     "nodes": [
@@ -92,6 +97,20 @@ OPEN_LIMITS = {
     "NODELOOM_SIGNUP_ENABLED": "true",
     "NODELOOM_LOG_LEVEL": "INFO",
 }
+
+
+@contextlib.contextmanager
+def postgres_database() -> Iterator[str]:
+    """A migrated PostgreSQL database of the test's own, dropped afterwards."""
+    require_postgres()
+    name = f"nl_topo_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    url = _pg_url(name)
+    try:
+        upgrade(url)
+        yield url
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 # -- reading the truth from the database --------------------------------------------------

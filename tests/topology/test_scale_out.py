@@ -1,7 +1,8 @@
 """Nodeloom as a fleet, with real processes and real services on 127.0.0.1: API replicas and
 queue workers on one PostgreSQL database, events through Redis, artifacts in S3-compatible
 storage. Nothing is run twice, nothing is lost, and a killed worker's node runs elsewhere.
-Also two plain ``nodeloom serve`` sharing one database, PostgreSQL or SQLite.
+(Two plain ``nodeloom serve`` sharing one database, PostgreSQL or SQLite, are the dispatcher
+contract: tests/contracts/test_dispatchers.py.)
 
 Every claim is checked from the database itself: one ``node.started`` event per start, node
 attempts, the credit ledger against the balance, and each run's event log without gaps.
@@ -12,102 +13,32 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import signal
-import subprocess
 import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 from websockets.asyncio.client import connect
 
-from nodeloom.db.migrate import upgrade
-from tests.conftest import TEST_SECRET, _admin, _pg_url
+from tests.conftest import TEST_SECRET
 from tests.live import account
 from tests.s3 import S3Server
 from tests.s3 import s3_server as s3_server  # the fixture
-from tests.server import ServerProcess, WorkerProcess, free_port
-from tests.services import require_postgres
+from tests.server import ServerProcess, WorkerProcess
+from tests.services import RedisServer, redis_server_available
 from tests.topology.fleet import (
     MEDIA,
     OPEN_LIMITS,
     SLOW,
     TEXT,
     assert_nothing_ran_twice_and_the_books_balance,
-    login,
+    postgres_database,
     query,
     wait_runs,
 )
 
 pytestmark = pytest.mark.slow
-
-
-# -- services of our own ------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def postgres_database() -> Iterator[str]:
-    require_postgres()
-    name = f"nl_topo_{uuid.uuid4().hex[:12]}"
-    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
-    url = _pg_url(name)
-    try:
-        upgrade(url)
-        yield url
-    finally:
-        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-class RedisServer:
-    """A redis-server of this test's own on a free port, so it can be restarted mid-load
-    without touching anyone else's Redis."""
-
-    def __init__(self, directory: Path) -> None:
-        self.port = free_port()
-        self.directory = directory
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen(
-            [
-                *("redis-server", "--port", str(self.port), "--bind", "127.0.0.1"),
-                *("--save", "", "--appendonly", "no", "--dir", str(self.directory)),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while True:
-            with contextlib.suppress(OSError):
-                import socket
-
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5):
-                    return
-            assert time.monotonic() < deadline, "redis-server did not start"
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-
-def _redis_available() -> None:
-    import shutil
-
-    if shutil.which("redis-server") is None:
-        if os.environ.get("NODELOOM_REQUIRE_SERVICES") == "1":
-            pytest.fail("redis-server is not installed (apt-get install redis-server)")
-        pytest.skip("redis-server is not installed (apt-get install redis-server)")
 
 
 # -- the fleet ----------------------------------------------------------------------------
@@ -116,7 +47,7 @@ def _redis_available() -> None:
 def test_api_replicas_and_workers_share_the_work_and_lose_nothing(
     tmp_path: Path, s3_server: S3Server
 ) -> None:
-    _redis_available()
+    redis_server_available()
     redis = RedisServer(tmp_path / "redis")
     redis.start()
     processes: list[ServerProcess | WorkerProcess] = []
@@ -281,81 +212,3 @@ class Follower(threading.Thread):
                             self.finals[message["run_id"]] = message["type"]
             except Exception:
                 await asyncio.sleep(0.2)
-
-
-# -- two plain serves on one database -------------------------------------------------------
-
-
-def _two_serves_scenario(url: str, serves: list[ServerProcess]) -> None:
-    clients = [httpx.Client(base_url=s.base_url, timeout=30) for s in serves]
-    try:
-        _, key = account(clients[0], "twins@example.com")
-        for client in clients:
-            client.headers["Authorization"] = f"Bearer {key}"
-        wf = (
-            clients[0]
-            .post("/api/v1/workflows", json={"name": "t", "graph_json": TEXT})
-            .json()["id"]
-        )
-        runs: dict[str, str] = {}
-        for i in range(60):
-            r = clients[i % 2].post(
-                f"/api/v1/workflows/{wf}/execute", json={"input": {"text": str(i)}}
-            )
-            assert r.status_code == 202, r.text
-            runs[r.json()["run_id"]] = wf
-        results = wait_runs(clients[1], runs, timeout=120)
-        assert all(r["status"] == "completed" for r in results.values())
-        assert_nothing_ran_twice_and_the_books_balance(url)
-    finally:
-        for client in clients:
-            client.close()
-
-
-def test_two_plain_serves_on_one_postgres_database(tmp_path: Path) -> None:
-    with postgres_database() as url:
-        env = {**OPEN_LIMITS, "NODELOOM_DATABASE_URL": url, "NODELOOM_SECRET_KEY": TEST_SECRET}
-        # Two serves started by mistake on one host: same data directory (artifacts).
-        serves = [ServerProcess(tmp_path / "data", env) for _ in range(2)]
-        try:
-            for serve in serves:
-                serve.start()
-            _two_serves_scenario(url, serves)
-        finally:
-            for serve in serves:
-                serve.stop()
-
-
-def test_two_plain_serves_on_one_sqlite_file_and_one_dies(tmp_path: Path) -> None:
-    data = tmp_path / "data"
-    url = f"sqlite+aiosqlite:///{data / 'nodeloom.db'}"
-    serves = [ServerProcess(data, OPEN_LIMITS) for _ in range(2)]
-    try:
-        for serve in serves:
-            serve.start()
-        _two_serves_scenario(url, serves)
-        # One serve dies with runs it drives: the other adopts them at once.
-        with httpx.Client(base_url=serves[0].base_url, timeout=30) as http:
-            http.headers["Authorization"] = "Bearer " + account(http, "orphans@example.com")[1]
-            wf = http.post("/api/v1/workflows", json={"name": "s", "graph_json": SLOW}).json()["id"]
-            runs = {
-                http.post(f"/api/v1/workflows/{wf}/execute").json()["run_id"]: wf for _ in range(3)
-            }
-            deadline = time.monotonic() + 20
-            while (
-                len(query(url, "SELECT 1 FROM node_runs WHERE node_id='wait' AND status='running'"))
-                < 3
-            ):
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
-        serves[0].kill()
-        with httpx.Client(base_url=serves[1].base_url, timeout=30) as http:
-            http.headers["Authorization"] = "Bearer " + login(http, "orphans@example.com")
-            results = wait_runs(http, runs, timeout=60)
-        assert all(r["status"] == "completed" for r in results.values()), results
-        retried = query(url, "SELECT count(*) FROM node_runs WHERE node_id='wait' AND attempts=2")
-        assert retried[0][0] == 3
-        assert_nothing_ran_twice_and_the_books_balance(url)
-    finally:
-        for serve in serves:
-            serve.stop()

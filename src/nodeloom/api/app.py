@@ -35,24 +35,13 @@ from nodeloom.engine.submit import Acceptor, GraphCache
 from nodeloom.events.links import readiness
 from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
-from nodeloom.runtime import Runtime
+from nodeloom.runtime import Runtime, build_windows
 from nodeloom.schemas.runs import ExecuteRequest
 from nodeloom.schemas.workflows import WorkflowCreate, WorkflowUpdate
 from nodeloom.settings import Settings
 
 API_PREFIX = "/api/v1"
 log = logging.getLogger("nodeloom")
-
-
-def build_limiter(settings: Settings) -> RateLimiter:
-    """Redis when configured; else a file the processes of one server share; else memory."""
-    if settings.redis_url:
-        return RateLimiter(settings.redis_url)
-    if settings.processes > 1:
-        from nodeloom.ratelimit_shared import SharedWindows
-
-        return RateLimiter(windows=SharedWindows(settings.data_dir / "limits.sqlite3"))
-    return RateLimiter()
 
 
 def create_app(
@@ -66,7 +55,7 @@ def create_app(
         settings=settings,
         db=runtime.db,
         registry=runtime.registry,
-        limiter=build_limiter(settings),
+        limiter=RateLimiter(build_windows(settings)),
         key_usage=KeyUsage(runtime.db),
         store=runtime.store,
         bus=runtime.bus,

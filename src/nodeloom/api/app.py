@@ -36,6 +36,7 @@ from nodeloom.events.links import readiness
 from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
 from nodeloom.runtime import Runtime, build_windows
+from nodeloom.schemas.events import openapi_schemas as event_schemas
 from nodeloom.schemas.runs import ExecuteRequest
 from nodeloom.schemas.workflows import WorkflowCreate, WorkflowUpdate
 from nodeloom.settings import Settings
@@ -133,6 +134,8 @@ def _document_manual_bodies(app: FastAPI) -> None:
             for name, sub in model_schema.pop("$defs", {}).items():
                 components.setdefault(name, sub)
             components[model.__name__] = model_schema
+        for name, sub in event_schemas().items():
+            components.setdefault(name, sub)
         problems.document_problems(schema)
         app.openapi_schema = schema
         return schema

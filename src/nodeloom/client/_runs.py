@@ -17,8 +17,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from nodeloom.client.errors import WaitTimeout, error_for
-from nodeloom.events.model import FINAL_EVENTS
-from nodeloom.schemas.runs import ArtifactMetadata, RunOut, RunSummary
+from nodeloom.engine.states import NodeStatus, RunStatus
+from nodeloom.events.model import FINAL_EVENTS, EventType
+from nodeloom.schemas.runs import ArtifactMetadata, RunError, RunOut, RunSummary
 
 if TYPE_CHECKING:
     from nodeloom.client._core import AsyncClient
@@ -58,6 +59,47 @@ class RunEvent(BaseModel):
 OnEvent = Callable[[RunEvent], object]
 
 
+_NODE_STATUS_AFTER = {
+    EventType.NODE_STARTED: NodeStatus.RUNNING,
+    EventType.NODE_COMPLETED: NodeStatus.COMPLETED,
+    EventType.NODE_FAILED: NodeStatus.FAILED,
+    EventType.NODE_SKIPPED: NodeStatus.SKIPPED,
+    EventType.NODE_CANCELLED: NodeStatus.CANCELLED,
+}
+
+
+def apply_event(run: RunOut, event: RunEvent) -> None:
+    """Fold one event into ``run`` (in place): the one place in Python where events become
+    run state (the CLI's live view reads its state from here). ``diff_events`` is its
+    inverse: events folded onto the earlier state give the later one. Unknown types (from a
+    newer server) and progress change nothing here."""
+    data = event.data
+    if event.type in FINAL_EVENTS:
+        run.status = RunStatus(event.type.removeprefix("run."))
+        run.credits_used = int(data.get("credits_used", run.credits_used))
+        run.duration_ms = int(data.get("duration_ms", run.duration_ms))
+        error = data.get("error")
+        run.error = RunError.model_validate(error) if error else None
+        return
+    status = _NODE_STATUS_AFTER.get(EventType(event.type)) if event.type in _TYPES else None
+    node = next((n for n in run.node_runs if n.node_id == event.node_id), None)
+    if status is None or node is None:
+        return
+    node.status = status
+    if status == NodeStatus.COMPLETED:
+        node.artifact_id = data.get("artifact_id")
+        node.credits_used = int(data.get("credits_used", 0))
+        node.cached = bool(data.get("cached"))
+        run.credits_used = sum(n.credits_used for n in run.node_runs)
+    elif status == NodeStatus.FAILED:
+        node.error = data.get("error")
+    elif status == NodeStatus.SKIPPED:
+        node.error = data.get("reason")
+
+
+_TYPES = frozenset(t.value for t in EventType)
+
+
 def diff_events(before: RunOut | None, after: RunOut) -> list[RunEvent]:
     """The events that explain how ``before`` became ``after`` (None: nothing had started)."""
 
@@ -87,8 +129,10 @@ def diff_events(before: RunOut | None, after: RunOut) -> list[RunEvent]:
             )
         elif node.status == "failed":
             events.append(event("node.failed", node.node_id, error=node.error))
-        elif node.status in ("skipped", "cancelled"):
-            events.append(event(f"node.{node.status}", node.node_id))
+        elif node.status == "skipped":
+            events.append(event("node.skipped", node.node_id, reason=node.error))
+        elif node.status == "cancelled":
+            events.append(event("node.cancelled", node.node_id))
     if after.status != "running" and (before is None or before.status == "running"):
         data: dict[str, Any] = {
             "credits_used": after.credits_used,

@@ -8,7 +8,6 @@ change, with progress only at each quarter.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 from types import TracebackType
 
 from rich.console import Console
@@ -17,6 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nodeloom.client import RunEvent
+from nodeloom.client._runs import apply_event
 from nodeloom.schemas.runs import RunOut
 
 STYLES = {
@@ -31,91 +31,80 @@ STYLES = {
 BAR = 12
 
 
-@dataclass
-class NodeLine:
-    node_id: str
-    type: str
-    status: str = "pending"
-    progress: float | None = None
-    credits: int = 0
-    cached: bool = False
-    error: str = ""
-
-
 def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
 class RunProgress:
-    """What the view shows, kept up to date from the run's events."""
+    """What the view shows: the run's state, kept up to date from its events by the client's
+    ``apply_event`` (the one place events become state), plus each node's progress."""
 
     def __init__(self, run: RunOut) -> None:
-        self.run_id = run.id
-        self.status: str = run.status
-        self.credits = run.credits_used
-        self.estimate = run.estimated_credits
-        self.nodes = {n.node_id: NodeLine(n.node_id, n.type) for n in run.node_runs}
-        for node in run.node_runs:
-            self.nodes[node.node_id].status = node.status
+        # A copy of the record only (``run`` may be the client's live run object).
+        self.run = RunOut.model_validate(run.model_dump())
+        self.nodes = {n.node_id: n for n in self.run.node_runs}
+        self.progress: dict[str, float] = {}
         self.started = time.monotonic()
+
+    @property
+    def status(self) -> str:
+        return self.run.status
 
     def apply(self, event: RunEvent) -> str | None:
         """Take in one event; the line that describes it (None: nothing worth a line)."""
-        data = event.data
-        if event.type.startswith("run."):
-            if event.final:
-                self.status = event.type.removeprefix("run.")
-                self.credits = int(data.get("credits_used", self.credits))
-                error = data.get("error") or {}
-                reason = f": {error.get('code')}: {error.get('message')}" if error else ""
-                return f"run {self.status} · {_plural(self.credits, 'credit')}{reason}"
-            return f"run started · estimate {_plural(self.estimate, 'credit')}"
-        node = self.nodes.setdefault(event.node_id or "?", NodeLine(event.node_id or "?", "?"))
+        apply_event(self.run, event)
+        run = self.run
+        if event.final:
+            error = run.error
+            reason = f": {error.code}: {error.message}" if error else ""
+            return f"run {run.status} · {_plural(run.credits_used, 'credit')}{reason}"
+        if event.type == "run.started":
+            return f"run started · estimate {_plural(run.estimated_credits, 'credit')}"
+        node = self.nodes.get(event.node_id or "")
+        if node is None:
+            return None
         name = f"node {node.node_id} ({node.type})"
         if event.type == "node.progress":
-            before = node.progress or 0.0
-            node.progress = float(data.get("progress", 0.0))
-            if int(node.progress * 4) > int(before * 4):
-                return f"{name} {node.progress:.0%}"
-            return None
-        node.status = event.type.removeprefix("node.")
-        if node.status == "started":
-            node.status = "running"
+            before = self.progress.get(node.node_id, 0.0)
+            now = self.progress[node.node_id] = float(event.data.get("progress", 0.0))
+            return f"{name} {now:.0%}" if int(now * 4) > int(before * 4) else None
+        if node.status == "running":
             return f"{name} started"
         if node.status == "completed":
-            node.progress = 1.0
-            node.credits = int(data.get("credits_used", 0))
-            node.cached = bool(data.get("cached"))
-            self.credits = sum(n.credits for n in self.nodes.values())
+            self.progress[node.node_id] = 1.0
             cached = ", cached" if node.cached else ""
-            return f"{name} completed · {_plural(node.credits, 'credit')}{cached}"
+            return f"{name} completed · {_plural(node.credits_used, 'credit')}{cached}"
         if node.status == "failed":
-            error = data.get("error") or {}
-            node.error = f"{error.get('code', 'error')}: {error.get('message', '')}"
-            return f"{name} failed · {node.error}"
+            return f"{name} failed · {_node_error(node.error)}"
         return f"{name} {node.status}"
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
     def table(self) -> Table:
+        run = self.run
         title = (
-            f"run {self.run_id} · {self.status} · {self.elapsed():.1f} s · "
-            f"{self.credits}/{self.estimate} credits"
+            f"run {run.id} · {run.status} · {self.elapsed():.1f} s · "
+            f"{run.credits_used}/{run.estimated_credits} credits"
         )
         table = Table("node", "type", "state", "progress", "credits", title=title)
-        for line in self.nodes.values():
-            done = line.progress if line.progress is not None else 0.0
+        for node in run.node_runs:
+            done = self.progress.get(node.node_id, 1.0 if node.status == "completed" else 0.0)
             bar = "█" * round(done * BAR) + "░" * (BAR - round(done * BAR))
-            state = line.status + (" (cached)" if line.cached else "")
+            state = node.status + (" (cached)" if node.cached else "")
             table.add_row(
-                line.node_id,
-                line.type,
-                Text(state, style=STYLES.get(line.status, "")),
-                f"{bar} {done:4.0%}" if line.status != "pending" else "",
-                str(line.credits) if line.status == "completed" else "",
+                node.node_id,
+                node.type,
+                Text(state, style=STYLES.get(node.status, "")),
+                f"{bar} {done:4.0%}" if node.status != "pending" else "",
+                str(node.credits_used) if node.status == "completed" else "",
             )
         return table
+
+
+def _node_error(error: dict[str, object] | None) -> str:
+    error = error or {}
+    return f"{error.get('code', 'error')}: {error.get('message', '')}"
 
 
 class ProgressView:
@@ -131,7 +120,7 @@ class ProgressView:
             self.live = Live(self.state.table(), console=self.console, refresh_per_second=8)
             self.live.start()
         else:
-            self._line(f"run {self.state.run_id} · {_plural(len(self.state.nodes), 'node')}")
+            self._line(f"run {self.state.run.id} · {_plural(len(self.state.nodes), 'node')}")
         return self
 
     def on_event(self, event: RunEvent) -> None:

@@ -283,8 +283,13 @@ SSE_EVENT_SCHEMA: dict[str, Any] = {
     "required": ["id", "event", "data"],
     "properties": {
         "id": {"type": "string", "pattern": "^[0-9]+$", "description": "The event's seq."},
-        "event": {"type": "string", "description": "The event type, e.g. node.completed."},
-        "data": {"type": "string", "description": "The event message, as JSON."},
+        "event": {"$ref": "#/components/schemas/EventType"},
+        "data": {
+            "type": "string",
+            "description": "The event message, as JSON: a RunEventMessage.",
+            "contentMediaType": "application/json",
+            "contentSchema": {"$ref": "#/components/schemas/RunEventMessage"},
+        },
     },
 }
 

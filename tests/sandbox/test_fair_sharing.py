@@ -1,12 +1,17 @@
 """One account cannot starve the others of sandbox processes: against a real server whose
 two sandbox processes an attacker floods with templates that burn their whole budget,
 another account's runs that need the sandbox still finish in about their usual time, while
-the attacker's wait their turn."""
+the attacker's wait their turn. On SQLite (runs driven in the server) and on PostgreSQL
+(nodes as queue jobs, run by the server's worker: fair among the jobs it has taken)."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import time
+import uuid
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -14,9 +19,12 @@ from typing import Any
 import httpx
 import pytest
 
+from nodeloom.db.migrate import upgrade
+from tests.conftest import TEST_SECRET, _admin, _pg_url
 from tests.live import account, node, wait_run
 from tests.sandbox.test_hostile_nodes import BURN, _graph
 from tests.server import ServerProcess
+from tests.services import require_postgres
 
 pytestmark = pytest.mark.slow
 
@@ -25,6 +33,29 @@ ATTACK_RUNS = 20  # 20 x 3 s on two processes: 30 s of work queued ahead of the 
 VICTIM_RUNS = 3
 # The victim's template has a filter, so it is rendered in a sandbox process (not inline).
 VICTIM_TEMPLATE = "{{ text|upper }}"
+
+
+@contextlib.contextmanager
+def _database(backend: str) -> Iterator[dict[str, str]]:
+    """The settings of a server on ``backend``: a PostgreSQL database of its own, dropped
+    afterwards, or the SQLite file in the data directory."""
+    if backend == "sqlite":
+        yield {}
+        return
+    require_postgres()
+    name = f"nl_fair_{uuid.uuid4().hex[:12]}"
+    asyncio.run(_admin(f'CREATE DATABASE "{name}"'))
+    url = _pg_url(name)
+    try:
+        upgrade(url)
+        # The worker takes every queued job (more than it can run) and chooses among them.
+        yield {
+            "NODELOOM_DATABASE_URL": url,
+            "NODELOOM_SECRET_KEY": TEST_SECRET,
+            "NODELOOM_WORKER_CONCURRENCY": str(ATTACK_RUNS + 2 * VICTIM_RUNS),
+        }
+    finally:
+        asyncio.run(_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 def _client(server: ServerProcess, email: str) -> httpx.Client:
@@ -56,14 +87,17 @@ def _run(http: httpx.Client, wf: str, run_id: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(
-    "share",
+    ("backend", "share"),
     [
-        pytest.param(None, id="default-share"),
+        pytest.param("sqlite", None, id="sqlite-default-share"),
         # Even an account allowed every process gets no second one while another waits.
-        pytest.param("2", id="whole-pool-share"),
+        pytest.param("sqlite", "2", id="sqlite-whole-pool-share"),
+        pytest.param("postgres", None, id="postgres-default-share", marks=pytest.mark.postgres),
     ],
 )
-def test_a_flooding_account_does_not_starve_another(tmp_path: Path, share: str | None) -> None:
+def test_a_flooding_account_does_not_starve_another(
+    tmp_path: Path, backend: str, share: str | None
+) -> None:
     env = {
         "NODELOOM_RATE_LIMIT_API_KEY": "100000",
         "NODELOOM_RATE_LIMIT_JWT": "100000",  # the per-account limit: the test polls
@@ -77,7 +111,11 @@ def test_a_flooding_account_does_not_starve_another(tmp_path: Path, share: str |
     }
     if share is not None:
         env["NODELOOM_SANDBOX_SLOTS_PER_ACCOUNT"] = share
-    server = ServerProcess(tmp_path / "data", env=env)
+    with _database(backend) as database:
+        _flood_and_serve(ServerProcess(tmp_path / "data", env={**env, **database}))
+
+
+def _flood_and_serve(server: ServerProcess) -> None:
     server.start()
     try:
         attacker = _client(server, "attacker@example.com")

@@ -13,7 +13,6 @@ Which dispatcher depends on the database:
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from dataclasses import dataclass
 
@@ -32,6 +31,7 @@ from nodeloom.events.links import LogReader, PollingBus, RedisBus
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.ratelimit import LocalWindows, Windows
+from nodeloom.sandbox.fair import FairSlots
 from nodeloom.sandbox.pool import SandboxPool
 from nodeloom.settings import Settings
 
@@ -109,7 +109,7 @@ class Runtime:
             registry=registry,
             store=store,
             bus=bus,
-            slots=asyncio.Semaphore(settings.max_concurrent_nodes),
+            slots=FairSlots.of(settings.max_concurrent_nodes),
             metrics=metrics,
             sandbox=sandbox,
             scratch=scratch,
@@ -164,7 +164,12 @@ class Runtime:
         metrics.gauge(
             "nodeloom_sandbox_memory_booked_mb",
             "Memory budgets of the nodes running now.",
-            lambda: sandbox.memory.used_mb,
+            lambda: sandbox.memory_booked_mb,
+        )
+        metrics.gauge(
+            "nodeloom_sandbox_jobs_waiting",
+            "Sandbox jobs waiting for a slot or memory (their account's share, or the pool's).",
+            lambda: sandbox.jobs_waiting,
         )
         metrics.gauge(
             "nodeloom_runs_active",

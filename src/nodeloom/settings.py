@@ -119,6 +119,20 @@ class Settings(BaseSettings):
         description="Sum of the memory budgets of nodes running at once in one server; a node "
         "whose budget does not fit waits.",
     )
+    sandbox_slots_per_account: int | None = Field(
+        default=None,
+        ge=1,
+        description="Sandbox processes one account's nodes may hold at once; default one less "
+        "than NODELOOM_SANDBOX_PROCESSES (at least 1), so another account always finds one "
+        "free. Set it to NODELOOM_SANDBOX_PROCESSES for a single-account server. See "
+        "docs/security.md (fair sharing).",
+    )
+    sandbox_memory_mb_per_account: int | None = Field(
+        default=None,
+        ge=64,
+        description="Sum of the memory budgets one account's running nodes may book; default "
+        "the same share of NODELOOM_SANDBOX_MEMORY_MB as of the sandbox processes.",
+    )
     sandbox_warm: int = Field(default=1, ge=0, description="Idle sandbox processes kept ready.")
     sandbox_idle_seconds: float = Field(
         default=60.0, description="Idle sandbox processes beyond the warm ones exit after this."

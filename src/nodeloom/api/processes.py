@@ -56,11 +56,16 @@ def per_process(settings: Settings) -> Settings:
     n = settings.processes
     if n <= 1:
         return settings
+    slots_share = settings.sandbox_slots_per_account
+    memory_share = settings.sandbox_memory_mb_per_account
     return settings.model_copy(
         update={
             "max_concurrent_nodes": max(1, settings.max_concurrent_nodes // n),
             "sandbox_processes": max(1, settings.sandbox_processes // n),
             "sandbox_memory_mb": max(256, settings.sandbox_memory_mb // n),
+            # An account's shares (when set; else derived from the divided totals).
+            "sandbox_slots_per_account": slots_share and max(1, slots_share // n),
+            "sandbox_memory_mb_per_account": memory_share and max(64, memory_share // n),
         }
     )
 

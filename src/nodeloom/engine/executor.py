@@ -33,6 +33,7 @@ from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailu
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
 from nodeloom.sandbox import budget
+from nodeloom.sandbox.fair import FairSlots
 from nodeloom.sandbox.pool import NodeJob, SandboxPool
 from nodeloom.sandbox.zygote import SandboxUnavailable
 from nodeloom.settings import Settings
@@ -53,7 +54,7 @@ class ExecutorEnv:
     registry: Registry
     store: ArtifactStore
     bus: EventBus
-    slots: asyncio.Semaphore  # nodes executing at once in this process
+    slots: FairSlots  # nodes executing at once in this process, shared fairly by accounts
     metrics: Metrics
     sandbox: SandboxPool
     scratch: ScratchSpace
@@ -183,7 +184,7 @@ class NodeExecutor:
             return reused
         scratch = env.scratch.node_dir()
         try:
-            async with env.slots:
+            async with env.slots.hold(task.account_id):
                 produced = await asyncio.wait_for(
                     self._produce(task, scratch, progress), env.settings.node_timeout_seconds
                 )

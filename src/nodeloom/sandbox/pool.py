@@ -3,9 +3,12 @@
 The event loop of the server only waits on sockets; everything a node computes happens in
 one of these processes (forked by ``zygote.py``, run by ``worker.py``). For each job:
 
-1. its memory budget is booked against ``sandbox_memory_mb`` (``MemoryGate``), so the memory
-   that nodes may use at once in this server is bounded whatever tenants ask for;
-2. an idle process is taken (or forked, up to ``sandbox_processes``);
+1. it waits for a slot (one of ``sandbox_processes``) and books its memory budget against
+   ``sandbox_memory_mb``, so the memory that nodes may use at once in this server is bounded
+   whatever tenants ask for. Slots and memory are shared fairly between accounts
+   (``fair.py``): an account holds at most its share of either, and a freed slot goes to
+   the waiting account that holds the fewest;
+2. an idle process is taken (or forked);
 3. the job is sent; the process lowers its own OS limits to the job's budget and runs it;
 4. a wall-clock timer here kills the process when the budget's wall time is over, and so
    does cancelling the job (a cancelled run, a shutdown): killing is the one way to stop
@@ -26,7 +29,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -36,6 +39,7 @@ from pydantic import SecretStr
 from nodeloom.nodes.base import NodeFailure, Produced
 from nodeloom.sandbox import wire
 from nodeloom.sandbox.budget import Budget
+from nodeloom.sandbox.fair import FairQueue, FairSlots
 from nodeloom.sandbox.zygote import SandboxUnavailable, Zygote
 from nodeloom.settings import Settings
 
@@ -88,50 +92,6 @@ class NodeJob:
             "provider_key": self.provider_key,
             "budget": budget.as_dict(),
         }
-
-
-class MemoryGate:
-    """The memory budgets of jobs running at once never add up to more than ``total_mb``;
-    a job waits, first come first served, until its budget fits."""
-
-    def __init__(self, total_mb: int) -> None:
-        self.total_mb = total_mb
-        self.used_mb = 0
-        self._waiters: deque[tuple[int, asyncio.Future[None]]] = deque()
-
-    @contextlib.asynccontextmanager
-    async def hold(self, mb: int) -> AsyncIterator[None]:
-        mb = min(mb, self.total_mb)
-        if not self._waiters and self.used_mb + mb <= self.total_mb:
-            self.used_mb += mb
-        else:
-            entry = (mb, asyncio.get_running_loop().create_future())
-            self._waiters.append(entry)
-            try:
-                await entry[1]
-            except asyncio.CancelledError:
-                if entry[1].done() and not entry[1].cancelled():
-                    self._release(mb)  # granted just as we were cancelled
-                else:
-                    with contextlib.suppress(ValueError):
-                        self._waiters.remove(entry)
-                    self._wake()
-                raise
-        try:
-            yield
-        finally:
-            self._release(mb)
-
-    def _release(self, mb: int) -> None:
-        self.used_mb -= mb
-        self._wake()
-
-    def _wake(self) -> None:
-        while self._waiters and self.used_mb + self._waiters[0][0] <= self.total_mb:
-            mb, future = self._waiters.popleft()
-            if not future.done():
-                self.used_mb += mb
-                future.set_result(None)
 
 
 class _Worker:
@@ -225,7 +185,14 @@ class SandboxPool:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.max_processes = settings.sandbox_processes
-        self.memory = MemoryGate(settings.sandbox_memory_mb)
+        self.gate = FairSlots(
+            FairQueue(
+                settings.sandbox_processes,
+                settings.sandbox_slots_per_account,
+                memory_mb=settings.sandbox_memory_mb,
+                memory_per_account=settings.sandbox_memory_mb_per_account,
+            )
+        )
         self._init = wire.encode({"t": "init", "settings": sandbox_settings(settings)})
         self._idle: list[_Worker] = []
         self._busy: set[_Worker] = set()
@@ -239,6 +206,14 @@ class SandboxPool:
     @property
     def processes(self) -> int:
         return self._count
+
+    @property
+    def memory_booked_mb(self) -> int:
+        return self.gate.queue.used_mb
+
+    @property
+    def jobs_waiting(self) -> int:
+        return self.gate.queue.waiting()
 
     async def start(self) -> None:
         self._reaper = asyncio.create_task(self._reap_forever(), name="sandbox-reaper")
@@ -261,6 +236,7 @@ class SandboxPool:
 
     async def stop(self) -> None:
         self._closed = True
+        self.gate.close(SandboxUnavailable("the server is stopping"))
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -281,13 +257,16 @@ class SandboxPool:
     async def run_node(
         self, job: NodeJob, budget: Budget, on_progress: ProgressCallback | None = None
     ) -> Produced:
-        reply, blob = await self._job(job.message(budget), budget, on_progress)
+        reply, blob = await self._job(job.message(budget), budget, job.account_id, on_progress)
         return self._produced(reply, blob, job.scratch)
 
-    async def check(self, items: list[dict[str, Any]], budget: Budget) -> list[list[str]]:
-        """The expensive parameter checks of each item ``{type, params}``."""
+    async def check(
+        self, items: list[dict[str, Any]], budget: Budget, account_id: str
+    ) -> list[list[str]]:
+        """The expensive parameter checks of each item ``{type, params}``, for an account
+        (whose share of the slots the check counts against)."""
         reply, _ = await self._job(
-            {"t": "check", "items": items, "budget": budget.as_dict()}, budget
+            {"t": "check", "items": items, "budget": budget.as_dict()}, budget, account_id
         )
         problems = reply.get("problems")
         if not isinstance(problems, list) or len(problems) != len(items):
@@ -298,9 +277,10 @@ class SandboxPool:
         self,
         message: dict[str, Any],
         budget: Budget,
+        account_id: str,
         on_progress: ProgressCallback | None = None,
     ) -> tuple[dict[str, Any], bytes]:
-        async with self.memory.hold(budget.memory_mb):
+        async with self.gate.hold(account_id, budget.memory_mb):
             worker = await self._checkout()
             reusable = False
             try:
@@ -393,6 +373,8 @@ class SandboxPool:
                     raise
                 self._busy.add(worker)
                 return worker
+            # Every process is busy or being forked (the gate admits no more jobs than
+            # there are processes, so this is a moment's wait for a fork in progress).
             waiter = asyncio.get_running_loop().create_future()
             self._waiters.append(waiter)
             try:

@@ -63,13 +63,13 @@ def _invalid_detail(problems: list[FieldError]) -> str:
 DEEP_CHECK_BUDGET = Budget(wall_seconds=10, cpu_seconds=10, memory_mb=256)
 
 
-async def _deep_problems(ctx: AppContext, graph: Any) -> list[FieldError]:
+async def _deep_problems(ctx: AppContext, graph: Any, account_id: str) -> list[FieldError]:
     checks = deep_checks(graph, ctx.registry, max_nodes=ctx.settings.max_graph_nodes)
     if not checks:
         return []
     items = [{"type": c.type, "params": c.params} for c in checks]
     try:
-        answers = await ctx.sandbox.check(items, DEEP_CHECK_BUDGET)
+        answers = await ctx.sandbox.check(items, DEEP_CHECK_BUDGET, account_id)
     except NodeFailure as exc:
         return [
             FieldError(checks[0].pointer, f"the parameters could not be checked: {exc.message}")
@@ -82,7 +82,7 @@ async def _deep_problems(ctx: AppContext, graph: Any) -> list[FieldError]:
 
 
 async def _check_body(
-    ctx: AppContext, body: Any, *, partial: bool
+    ctx: AppContext, body: Any, account_id: str, *, partial: bool
 ) -> tuple[str | None, dict[str, Any] | None]:
     """Name and graph from a create/update body, or InvalidGraph naming every problem."""
     problems: list[FieldError] = []
@@ -100,7 +100,7 @@ async def _check_body(
         checked = validate_graph(graph, ctx.registry, ctx.settings)
         if isinstance(checked, list):
             problems.extend(checked)
-        problems.extend(await _deep_problems(ctx, graph))
+        problems.extend(await _deep_problems(ctx, graph, account_id))
     if problems:
         raise InvalidGraph(_invalid_detail(problems), errors=problems)
     return name, graph
@@ -153,7 +153,7 @@ async def list_workflows(
 )
 async def create_workflow(request: Request, principal: PrincipalDep, ctx: CtxDep) -> WorkflowOut:
     body = await read_json(request, MAX_WORKFLOW_BODY)
-    name, graph = await _check_body(ctx, body, partial=False)
+    name, graph = await _check_body(ctx, body, principal.account_id, partial=False)
     assert name is not None and graph is not None
     row = await ctx.db.write(
         lambda c: workflows.create(c, account_id=principal.account_id, name=name, graph_json=graph)
@@ -191,7 +191,7 @@ async def update_workflow(
 ) -> WorkflowOut:
     await _get_or_404(ctx, principal.account_id, workflow_id)
     body = await read_json(request, MAX_WORKFLOW_BODY)
-    name, graph = await _check_body(ctx, body, partial=True)
+    name, graph = await _check_body(ctx, body, principal.account_id, partial=True)
     row = await ctx.db.write(
         lambda c: workflows.update(
             c, principal.account_id, workflow_id, name=name, graph_json=graph

@@ -12,6 +12,10 @@ including this process's previous life after a crash — and passes on cancellat
 other processes. On stop it drains: no new nodes start, running nodes get
 ``shutdown_grace_seconds`` to finish and commit, and whatever remains is adopted by the next
 process to start.
+
+Driver slots (``max_active_runs``) are shared fairly between accounts (``sandbox/fair.py``):
+an account drives at most all but one of them, and a freed slot goes to the waiting run of
+the account that drives the fewest; an account's own runs start in the order they came.
 """
 
 from __future__ import annotations
@@ -19,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import cast
 
@@ -32,15 +35,16 @@ from nodeloom.engine.process import ProcessIdentity
 from nodeloom.engine.run_state import RunState
 from nodeloom.engine.runner import RunDriver
 from nodeloom.engine.states import RunStatus
+from nodeloom.sandbox.fair import FairQueue, Ticket
 
 log = logging.getLogger("nodeloom.dispatch")
 
 SWEEP_SECONDS = 2.0
 
 _RUNS = cast(sa.Table, Run.__table__)
-_RUNNING = sa.select(_RUNS.c.id, _RUNS.c.driver, _RUNS.c.cancel_requested).where(
-    _RUNS.c.status == RunStatus.RUNNING.value
-)
+_RUNNING = sa.select(
+    _RUNS.c.id, _RUNS.c.driver, _RUNS.c.cancel_requested, _RUNS.c.account_id
+).where(_RUNS.c.status == RunStatus.RUNNING.value)
 _ADOPT = (
     sa.update(_RUNS)
     .where(
@@ -61,8 +65,12 @@ class LocalDispatcher:
         self._tasks: dict[str, asyncio.Task[None]] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._sweep_now = asyncio.Event()
-        # Runs waiting for a driver slot, in arrival order (bounded memory per waiting run).
-        self._waiting: OrderedDict[str, RunState | None] = OrderedDict()
+        # Driver slots, granted fairly between accounts; runs waiting for one (bounded
+        # memory per waiting run), and the slot each driven run holds.
+        self._slots = FairQueue(env.settings.max_active_runs)
+        self._waiting: dict[str, tuple[Ticket, RunState | None]] = {}
+        self._run_of: dict[Ticket, str] = {}
+        self._held: dict[str, Ticket] = {}
 
     @property
     def owner(self) -> str | None:
@@ -87,13 +95,13 @@ class LocalDispatcher:
         rows = await self.env.db.read(lambda c: c.execute(_RUNNING).all())
         me = self.identity.token
         alive: dict[str, bool] = {}
-        for run_id, driver, cancel_requested in rows:
+        for run_id, driver, cancel_requested, account_id in rows:
             if driver == me:
                 local = self._drivers.get(run_id)
                 if local is not None and cancel_requested:
                     local.cancel_requested.set()
                 elif run_id not in self._tasks and run_id not in self._waiting:
-                    self._enqueue(run_id, None)  # ours, but its driver task ended early
+                    self._enqueue(run_id, account_id)  # ours, but its driver ended early
                 continue
             if driver is not None:
                 if driver not in alive:
@@ -102,7 +110,7 @@ class LocalDispatcher:
                     continue
             if await self.env.db.write(_adopter(run_id, driver, me)):
                 log.info("adopting run %s (its driver %s is gone)", run_id, driver or "none")
-                self._enqueue(run_id, None)
+                self._enqueue(run_id, account_id)
 
     async def _sweep_forever(self) -> None:
         while True:
@@ -117,27 +125,38 @@ class LocalDispatcher:
 
     async def submit(self, run_id: str, fresh: RunState | None = None) -> None:
         if self.accepting and run_id not in self._tasks:
-            self._enqueue(run_id, fresh)
+            # Without its state (a resubmission) the run is counted under no account until
+            # the sweep finds it; every run accepted here comes with its state.
+            self._enqueue(run_id, fresh.account_id if fresh is not None else "", fresh)
 
-    def _enqueue(self, run_id: str, fresh: RunState | None) -> None:
-        """Drive now if a slot is free (``max_active_runs``), else wait in line."""
-        if not self.accepting:
+    def _enqueue(self, run_id: str, account_id: str, fresh: RunState | None = None) -> None:
+        """Drive now if the account may have a slot (``max_active_runs``), else wait."""
+        if not self.accepting or run_id in self._tasks or run_id in self._waiting:
             return
-        if len(self._tasks) < self.env.settings.max_active_runs:
-            self._launch(run_id, fresh)
-        else:
-            self._waiting.setdefault(run_id, fresh)
+        ticket = self._slots.ask(account_id)
+        self._waiting[run_id] = (ticket, fresh)
+        self._run_of[ticket] = run_id
+        self._next()
 
     def _next(self) -> None:
-        while self._waiting and self.accepting:
-            if len(self._tasks) >= self.env.settings.max_active_runs:
-                return
-            run_id, fresh = self._waiting.popitem(last=False)
-            if run_id not in self._tasks:
-                self._launch(run_id, fresh)
+        if not self.accepting:
+            return
+        for ticket in self._slots.grants():
+            run_id = self._run_of.pop(ticket)
+            _, fresh = self._waiting.pop(run_id)
+            self._launch(run_id, fresh, ticket)
 
-    def _launch(self, run_id: str, fresh: RunState | None = None) -> None:
+    def _forget_waiting(self, run_id: str) -> None:
+        ticket, _ = self._waiting.pop(run_id)
+        del self._run_of[ticket]
+        self._slots.release(ticket)
+
+    def _launch(
+        self, run_id: str, fresh: RunState | None = None, ticket: Ticket | None = None
+    ) -> None:
         driver = RunDriver(self.env, run_id, self.identity.token, fresh)
+        if ticket is not None:
+            self._held[run_id] = ticket
         self._drivers[run_id] = driver
         task = asyncio.create_task(self._drive(driver), name=f"run:{run_id}")
         self._tasks[run_id] = task
@@ -153,6 +172,9 @@ class LocalDispatcher:
         finally:
             self._drivers.pop(driver.run_id, None)
             self._tasks.pop(driver.run_id, None)
+            ticket = self._held.pop(driver.run_id, None)
+            if ticket is not None:
+                self._slots.release(ticket)
             self._next()
 
     async def cancel(self, run_id: str) -> None:
@@ -163,14 +185,15 @@ class LocalDispatcher:
             driver.cancel_requested.set()
             return
         if run_id in self._waiting:
-            del self._waiting[run_id]
+            self._forget_waiting(run_id)
             self._launch(run_id)  # it reads the flag and cancels before anything runs
             return
         self._sweep_now.set()
 
     async def stop(self) -> None:
         self.accepting = False
-        self._waiting.clear()  # still "running" in the database: adopted after we are gone
+        for run_id in list(self._waiting):  # still running in the database: adopted later
+            self._forget_waiting(run_id)
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

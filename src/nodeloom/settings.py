@@ -147,6 +147,11 @@ class Settings(BaseSettings):
     login_max_failures: int = Field(default=10, description="Failed logins per email / 15 min.")
     signed_url_ttl_seconds: int = Field(default=3600, description="Lifetime of ?sig= URLs.")
     log_level: str = Field(default="INFO", description="Python logging level.")
+    access_log: bool = Field(
+        default=False,
+        description="Log every request (uvicorn's access log). Credentials in URLs are "
+        "redacted from every log line either way.",
+    )
     web_dist_dir: Path | None = Field(
         default=None,
         description="Built web app to serve at /; default: the bundle `make install` builds "

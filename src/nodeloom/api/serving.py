@@ -21,6 +21,7 @@ from types import FrameType
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from nodeloom import logs
 from nodeloom.api.balance import CloseSurplusConnections, ConnectionShare
 from nodeloom.api.problems import problem_response
 from nodeloom.api.state import AppContext
@@ -38,7 +39,8 @@ def uvicorn_config(app: ASGIApp, settings: Settings, host: str, port: int) -> uv
         loop="uvloop",
         http="httptools",
         log_level=settings.log_level.lower(),
-        access_log=False,
+        log_config=logs.uvicorn_log_config(),  # credentials scrubbed from uvicorn's lines
+        access_log=settings.access_log,
         timeout_graceful_shutdown=5,  # after the drain: what is left is idle connections
         # Events are small JSON; per-connection deflate state doubled memory per socket and
         # pushed p99 delivery past 50 ms with 1,000 subscribers (bench/bench_events.py).

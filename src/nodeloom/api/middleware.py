@@ -57,3 +57,27 @@ class RejectNul:
             await response(scope, receive, send)
             return
         await self.app(scope, receive, send)
+
+
+class SecurityHeaders:
+    """``X-Content-Type-Options: nosniff`` on every response: API bodies, problems, artifact
+    downloads, the web app, and the answers api/hot.py builds itself. Without it a browser
+    may guess that a text artifact or a JSON body is HTML and render it on our origin.
+    Headers a response already sets are kept (the artifact route adds its own policy)."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+
+        async def send_with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                headers = MutableHeaders(scope=message)
+                if "x-content-type-options" not in headers:
+                    headers["X-Content-Type-Options"] = "nosniff"
+            await send(message)
+
+        await self.app(scope, receive, send_with_headers)

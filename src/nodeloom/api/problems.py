@@ -133,9 +133,13 @@ def problem_response(
         body.update(extra)
     if errors:
         body["errors"] = [e.as_dict() for e in errors]
-    return Response(
+    response = Response(
         dumps(body), status_code=status, headers=headers, media_type="application/problem+json"
     )
+    # Also set by SecurityHeaders (api/middleware.py), but a 500 is sent by Starlette's
+    # outermost error middleware, outside every middleware the app adds.
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def from_problem(exc: ProblemError, base_url: str) -> Response:

@@ -66,6 +66,9 @@ def serve(
         raise typer.Exit(2)
     if processes is not None:
         settings = settings.model_copy(update={"processes": processes})
+    mismatch = serving.base_url_mismatch(settings.base_url, host, port)
+    if mismatch is not None:
+        logging.getLogger("nodeloom").warning(mismatch)
     upgrade(settings.effective_database_url)
     if settings.processes > 1:
         from nodeloom.api.processes import Supervisor

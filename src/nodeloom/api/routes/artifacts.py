@@ -11,6 +11,7 @@ from starlette.responses import StreamingResponse
 
 from nodeloom.api.deps import CtxDep, PrincipalDep, bearer, get_principal
 from nodeloom.api.routing import GuardedRoute
+from nodeloom.api.urls import public_base
 from nodeloom.auth.tokens import check_signed_url, sign_url
 from nodeloom.errors import BadSignature, NotFound, RangeNotSatisfiable
 from nodeloom.schemas.runs import ArtifactMetadata
@@ -182,7 +183,9 @@ async def download(
 
 
 @router.get("/artifacts/{artifact_id}/metadata", response_model=ArtifactMetadata)
-async def metadata(artifact_id: str, principal: PrincipalDep, ctx: CtxDep) -> ArtifactMetadata:
+async def metadata(
+    artifact_id: str, request: Request, principal: PrincipalDep, ctx: CtxDep
+) -> ArtifactMetadata:
     """What the artifact is, with a signed ``download_url`` that needs no Authorization."""
     row = await ctx.db.read(lambda c: artifact_store.owned(c, principal.account_id, artifact_id))
     if row is None:
@@ -199,7 +202,7 @@ async def metadata(artifact_id: str, principal: PrincipalDep, ctx: CtxDep) -> Ar
         size_bytes=row.size_bytes,
         sha256=row.sha256,
         created_at=row.created_at,
-        download_url=f"{settings.base_url.rstrip('/')}{path}?{query}",
+        download_url=f"{public_base(settings.base_url, request.scope)}{path}?{query}",
         width=row.width,
         height=row.height,
         duration_ms=row.duration_ms,

@@ -15,6 +15,7 @@ import pytest
 from fastapi import FastAPI
 
 from nodeloom.api.serving import base_url_mismatch
+from nodeloom.api.urls import valid_host
 from nodeloom.settings import Settings
 from tests.conftest import TEST_SECRET, User, make_user
 from tests.live import account
@@ -143,6 +144,20 @@ class TestForwardedFromAnyPeer:
             internal, user, **{"X-Forwarded-Proto": "https", "X-Forwarded-Host": "a/b@c"}
         )
         assert_based_on(urls, "https://nodeloom.internal:8123")
+
+
+class TestHostHeader:
+    @pytest.mark.parametrize(
+        "value", ["a", "my_service:8000", "nodeloom.example.com", "[::1]:80", "10.0.0.1:9000"]
+    )
+    def test_a_host_is_used(self, value: str) -> None:
+        assert valid_host(value)
+
+    @pytest.mark.parametrize(
+        "value", ["", "evil.example/phish?", "a b", "user@host", "-a", "a:123456", "é.com"]
+    )
+    def test_anything_else_is_not(self, value: str) -> None:
+        assert not valid_host(value)
 
 
 class TestSetting:

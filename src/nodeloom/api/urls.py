@@ -19,7 +19,8 @@ import re
 
 from starlette.types import Scope
 
-_HOST = re.compile(r"(?:[A-Za-z0-9](?:[A-Za-z0-9.-]*[A-Za-z0-9])?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?")
+# A name (underscores allowed: container and service names have them) or an IP literal.
+_HOST = re.compile(r"(?:[\w](?:[\w.-]*[\w])?|\[[0-9A-Fa-f:.]+\])(?::\d{1,5})?", re.ASCII)
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
 

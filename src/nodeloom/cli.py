@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from nodeloom import commands
+from nodeloom import commands, logs
 from nodeloom.db.migrate import upgrade
 from nodeloom.errors import ConfigurationError
 from nodeloom.nodes.provider_cli import provider_app
@@ -30,12 +30,6 @@ def _settings() -> Settings:
     except ConfigurationError as exc:
         console.print(f"[red]configuration error:[/red] {exc}")
         raise typer.Exit(2) from exc
-
-
-def _configure_logging(level: str) -> None:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
 
 
 @app.command()
@@ -63,7 +57,7 @@ def serve(
     from nodeloom.api import serving
 
     settings = _settings()
-    _configure_logging(settings.log_level)
+    logs.configure(settings.log_level)
     if no_worker and settings.is_sqlite:
         console.print(
             "[red]--no-worker needs PostgreSQL[/red] (NODELOOM_DATABASE_URL): with SQLite, "
@@ -72,6 +66,9 @@ def serve(
         raise typer.Exit(2)
     if processes is not None:
         settings = settings.model_copy(update={"processes": processes})
+    mismatch = serving.base_url_mismatch(settings.base_url, host, port)
+    if mismatch is not None:
+        logging.getLogger("nodeloom").warning(mismatch)
     upgrade(settings.effective_database_url)
     if settings.processes > 1:
         from nodeloom.api.processes import Supervisor
@@ -91,7 +88,7 @@ def worker(
     """Run workflow nodes from the PostgreSQL job queue; serves no HTTP. Stop with SIGTERM:
     running nodes get NODELOOM_SHUTDOWN_GRACE_SECONDS, then go back to the queue."""
     settings = _settings()
-    _configure_logging(settings.log_level)
+    logs.configure(settings.log_level)
     if settings.is_sqlite:
         console.print(
             "[red]nodeloom worker needs PostgreSQL[/red] (NODELOOM_DATABASE_URL); with SQLite, "

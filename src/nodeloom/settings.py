@@ -9,6 +9,7 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -39,8 +40,18 @@ class Settings(BaseSettings):
         repr=False,
         description="Server secret for JWTs, key hashes and URL signing. Generated when unset.",
     )
-    base_url: str = Field(
-        default="http://127.0.0.1:8000", description="Public base address used in built URLs."
+    base_url: str | None = Field(
+        default=None,
+        description="Public address of the server (scheme, host, port, no path), used in the "
+        "URLs it hands out: webhook URLs, signed artifact URLs, problem `type` links. Unset "
+        "(or empty): each URL is built from the request it answers (its scheme and Host "
+        "header). Set it in production, to the address clients use.",
+    )
+    forwarded_allow_ips: str = Field(
+        default="",
+        description="Comma-separated addresses or networks (CIDR) of reverse proxies whose "
+        "X-Forwarded-Proto, X-Forwarded-For and X-Forwarded-Host are believed, or * for any "
+        "peer. Empty: no forwarded header is believed.",
     )
     signup_enabled: bool = Field(
         default=False, description="Allow sign-up after the first (owner) account exists."
@@ -161,6 +172,11 @@ class Settings(BaseSettings):
     login_max_failures: int = Field(default=10, description="Failed logins per email / 15 min.")
     signed_url_ttl_seconds: int = Field(default=3600, description="Lifetime of ?sig= URLs.")
     log_level: str = Field(default="INFO", description="Python logging level.")
+    access_log: bool = Field(
+        default=False,
+        description="Log every request (uvicorn's access log). Credentials in URLs are "
+        "redacted from every log line either way.",
+    )
     web_dist_dir: Path | None = Field(
         default=None,
         description="Built web app to serve at /; default: the bundle `make install` builds "
@@ -208,6 +224,17 @@ class Settings(BaseSettings):
         description="S3: local copies of artifacts kept for nodes to read (least recently "
         "used go first).",
     )
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_base_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        parts = urlsplit(value)
+        if parts.scheme not in {"http", "https"} or not parts.netloc or parts.query:
+            raise ValueError("must be an http(s) address such as https://nodeloom.example.com")
+        return value
 
     @field_validator("sqlite_synchronous")
     @classmethod

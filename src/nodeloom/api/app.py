@@ -13,7 +13,13 @@ from fastapi.openapi.utils import get_openapi
 from nodeloom import __version__
 from nodeloom.api import problems, webapp
 from nodeloom.api.hot import HotPaths
-from nodeloom.api.middleware import ContainErrors, RateLimitHeaders, RejectNul
+from nodeloom.api.middleware import (
+    ContainErrors,
+    ForwardedHeaders,
+    RateLimitHeaders,
+    RejectNul,
+    SecurityHeaders,
+)
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes import (
     artifacts,
@@ -107,6 +113,9 @@ def create_app(
     app.add_middleware(RateLimitHeaders)
     app.add_middleware(RejectNul, base_url=settings.base_url)
     app.add_middleware(RefuseWhileDraining, ctx=ctx)
+    app.add_middleware(SecurityHeaders)  # on every answer, the drain's 503 included
+    if settings.forwarded_allow_ips.strip():  # outermost: the URLs built inside see its host
+        app.add_middleware(ForwardedHeaders, trusted=settings.forwarded_allow_ips)
     app.include_router(health.router)
     for module in (auth, keys, workflows, runs, artifacts, webhooks, events, node_types):
         app.include_router(module.router, prefix=API_PREFIX)

@@ -13,6 +13,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
 from nodeloom.api.responses import dumps
+from nodeloom.api.urls import public_base
 from nodeloom.errors import FieldError, ProblemError
 from nodeloom.problem_catalog import PROBLEMS, type_uri
 
@@ -133,9 +134,13 @@ def problem_response(
         body.update(extra)
     if errors:
         body["errors"] = [e.as_dict() for e in errors]
-    return Response(
+    response = Response(
         dumps(body), status_code=status, headers=headers, media_type="application/problem+json"
     )
+    # Also set by SecurityHeaders (api/middleware.py), but a 500 is sent by Starlette's
+    # outermost error middleware, outside every middleware the app adds.
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
 
 
 def from_problem(exc: ProblemError, base_url: str) -> Response:
@@ -171,7 +176,7 @@ def _validation_errors(exc: RequestValidationError) -> list[FieldError]:
 Handler = Callable[[Request, Exception], Awaitable[Response]]
 
 
-def install(app: FastAPI, base_url: str) -> None:
+def install(app: FastAPI, base_url: str | None) -> None:
     for exc_type, handler in exception_handlers(base_url).items():
         app.add_exception_handler(exc_type, handler)
 
@@ -188,12 +193,17 @@ async def respond_to(
     raise exc
 
 
-def exception_handlers(base_url: str) -> dict[type[Exception], Handler]:
-    """Every exception a request may end with, mapped to its problem+json answer."""
+def exception_handlers(configured_base: str | None) -> dict[type[Exception], Handler]:
+    """Every exception a request may end with, mapped to its problem+json answer.
+    ``configured_base`` is ``NODELOOM_BASE_URL``; unset, each answer's ``type`` is on the
+    address its request was sent to (api/urls.py)."""
+
+    def base(request: Request) -> str:
+        return public_base(configured_base, request.scope)
 
     async def on_problem(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ProblemError)
-        return from_problem(exc, base_url)
+        return from_problem(exc, base(request))
 
     async def on_validation(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, RequestValidationError)
@@ -205,7 +215,7 @@ def exception_handlers(base_url: str) -> dict[type[Exception], Handler]:
                 "invalid_request",
                 "Invalid request",
                 "Send the body as JSON with Content-Type: application/json.",
-                base_url=base_url,
+                base_url=base(request),
                 errors=errors,
             )
         detail = "; ".join(
@@ -216,7 +226,7 @@ def exception_handlers(base_url: str) -> dict[type[Exception], Handler]:
             "invalid_request",
             "Invalid request",
             detail or "invalid request",
-            base_url=base_url,
+            base_url=base(request),
             errors=errors,
         )
 
@@ -231,7 +241,12 @@ def exception_handlers(base_url: str) -> dict[type[Exception], Handler]:
         if exc.status_code == 405:
             detail = f"{request.method} is not allowed on {request.url.path}."
         return problem_response(
-            exc.status_code, code, title, detail, base_url=base_url, headers=dict(exc.headers or {})
+            exc.status_code,
+            code,
+            title,
+            detail,
+            base_url=base(request),
+            headers=dict(exc.headers or {}),
         )
 
     async def on_integrity(request: Request, exc: Exception) -> Response:
@@ -241,7 +256,7 @@ def exception_handlers(base_url: str) -> dict[type[Exception], Handler]:
             "conflict",
             "Conflict",
             "The request conflicts with the current state.",
-            base_url=base_url,
+            base_url=base(request),
         )
 
     async def on_operational(request: Request, exc: Exception) -> Response:
@@ -251,7 +266,7 @@ def exception_handlers(base_url: str) -> dict[type[Exception], Handler]:
             "service_unavailable",
             "Service unavailable",
             "The database is busy or unreachable; retry shortly.",
-            base_url=base_url,
+            base_url=base(request),
             headers={"Retry-After": "1"},
         )
 
@@ -262,7 +277,7 @@ def exception_handlers(base_url: str) -> dict[type[Exception], Handler]:
             "internal_error",
             "Internal server error",
             "An unexpected error occurred.",
-            base_url=base_url,
+            base_url=base(request),
         )
 
     return {

@@ -38,6 +38,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import cast
 
+from nodeloom import logs
 from nodeloom.api.balance import ConnectionShare
 from nodeloom.settings import Settings
 
@@ -106,10 +107,7 @@ def _child(
     from nodeloom.api.serving import serve
 
     settings = per_process(Settings().prepare())
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    logs.configure(settings.log_level)  # a spawned child starts with logging unconfigured
     serve(settings, host, port, executes=executes, sock=sock, share=ConnectionShare(counts, index))
 
 

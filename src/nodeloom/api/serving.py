@@ -17,13 +17,16 @@ import gc
 import signal
 import socket
 from types import FrameType
+from urllib.parse import urlsplit
 
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from nodeloom import logs
 from nodeloom.api.balance import CloseSurplusConnections, ConnectionShare
 from nodeloom.api.problems import problem_response
 from nodeloom.api.state import AppContext
+from nodeloom.api.urls import public_base
 from nodeloom.settings import Settings
 
 DRAIN_RETRY_AFTER = "5"
@@ -38,11 +41,47 @@ def uvicorn_config(app: ASGIApp, settings: Settings, host: str, port: int) -> uv
         loop="uvloop",
         http="httptools",
         log_level=settings.log_level.lower(),
-        access_log=False,
+        log_config=logs.uvicorn_log_config(),  # credentials scrubbed from uvicorn's lines
+        access_log=settings.access_log,
+        # X-Forwarded-* are the app's to believe or not (api/middleware.ForwardedHeaders,
+        # NODELOOM_FORWARDED_ALLOW_IPS): uvicorn's copy would trust 127.0.0.1 regardless.
+        proxy_headers=False,
         timeout_graceful_shutdown=5,  # after the drain: what is left is idle connections
         # Events are small JSON; per-connection deflate state doubled memory per socket and
         # pushed p99 delivery past 50 ms with 1,000 subscribers (bench/bench_events.py).
         ws_per_message_deflate=False,
+    )
+
+
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"})  # noqa: S104
+
+
+def base_url_mismatch(base_url: str | None, host: str, port: int) -> str | None:
+    """Why ``NODELOOM_BASE_URL`` looks wrong for a server on ``host:port``, or None.
+
+    A base URL that names a port explicitly, or that names this very machine, should name
+    the port the server listens on; if not, every webhook URL, signed URL and problem link
+    it hands out leads elsewhere. A public name on the scheme's default port
+    (``https://nodeloom.example.com``) is the usual address of a reverse proxy in front of
+    the server, and is not questioned."""
+    if not base_url:
+        return None
+    parts = urlsplit(base_url)
+    try:
+        explicit = parts.port
+    except ValueError:
+        return None
+    effective = explicit or (443 if parts.scheme == "https" else 80)
+    if effective == port:
+        return None
+    local = (parts.hostname or "") in _LOCAL_HOSTS | {host}
+    if explicit is None and not local:
+        return None
+    return (
+        f"NODELOOM_BASE_URL is {base_url} (port {effective}) but this server listens on port "
+        f"{port}: webhook URLs, signed artifact URLs and problem links will use port "
+        f"{effective}. Unless a proxy forwards that port here, fix NODELOOM_BASE_URL or unset "
+        "it (URLs are then built from each request's address)."
     )
 
 
@@ -133,7 +172,7 @@ class RefuseWhileDraining:
             "service_unavailable",
             "Service unavailable",
             "The server is restarting; retry shortly (another replica may answer now).",
-            base_url=self.ctx.settings.base_url,
+            base_url=public_base(self.ctx.settings.base_url, scope),
             headers={"Retry-After": DRAIN_RETRY_AFTER, "Connection": "close"},
         )
         await response(scope, receive, send)

@@ -11,6 +11,7 @@ from starlette.responses import StreamingResponse
 
 from nodeloom.api.deps import CtxDep, PrincipalDep, bearer, get_principal
 from nodeloom.api.routing import GuardedRoute
+from nodeloom.api.urls import public_base
 from nodeloom.auth.tokens import check_signed_url, sign_url
 from nodeloom.errors import BadSignature, NotFound, RangeNotSatisfiable
 from nodeloom.schemas.runs import ArtifactMetadata
@@ -22,10 +23,43 @@ router = APIRouter(route_class=GuardedRoute, tags=["artifacts"])
 CHUNK = 256 * 1024
 _RANGE = re.compile(r"^bytes=(\d*)-(\d*)$")
 CACHE_CONTROL = "private, max-age=31536000, immutable"  # content-addressed: never changes
+# A download opened directly is a document of its own on our origin. Sandboxed (no scripts,
+# an opaque origin), it can show an image or play a medium and nothing else; inline styles
+# are allowed because browsers style their own image and media viewers with them.
+ARTIFACT_CSP = (
+    "sandbox; default-src 'none'; img-src 'self'; media-src 'self'; style-src 'unsafe-inline'"
+)
+TEXT_TYPE = "text/plain; charset=utf-8"
+INLINE_TYPES = {
+    "image/png": "png",
+    "image/jpeg": "jpg",
+    "image/webp": "webp",
+    "image/gif": "gif",
+    "audio/mpeg": "mp3",
+    "audio/wav": "wav",
+    "audio/ogg": "ogg",
+    "video/mp4": "mp4",
+    "video/webm": "webm",
+}
 
 
 def _download_path(artifact_id: str) -> str:
     return f"/api/v1/artifacts/{artifact_id}"
+
+
+def served_as(artifact_id: str, stored_type: str) -> tuple[str, str]:
+    """(Content-Type, Content-Disposition) of a download.
+
+    Media a browser shows by itself (the types nodes produce) are served inline as they
+    are; any text as ``text/plain; charset=utf-8``, so a text that happens to hold markup is
+    never a page of ours; anything else as an ``application/octet-stream`` attachment. The
+    name is the artifact's id with the type's extension, for "Save as" and downloads."""
+    if stored_type.startswith("text/"):
+        return TEXT_TYPE, f'inline; filename="{artifact_id}.txt"'
+    extension = INLINE_TYPES.get(stored_type)
+    if extension is None:
+        return "application/octet-stream", f'attachment; filename="{artifact_id}"'
+    return stored_type, f'inline; filename="{artifact_id}.{extension}"'
 
 
 def parse_range(header: str, size: int) -> tuple[int, int] | None:
@@ -104,13 +138,14 @@ async def download(
     """The file. Authorised by the owner's credentials or a signed ``?exp=&sig=`` URL."""
     row = await _owned_or_signed(request, ctx, artifact_id, credentials, exp, sig)
     etag = f'"{row.sha256}"'
-    content_type = row.content_type + (
-        "; charset=utf-8" if row.content_type == "text/plain" else ""
-    )
+    content_type, disposition = served_as(row.id, row.content_type)
     headers = {
         "ETag": etag,
         "Accept-Ranges": "bytes",
         "Cache-Control": CACHE_CONTROL,
+        "Content-Security-Policy": ARTIFACT_CSP,
+        "X-Content-Type-Options": "nosniff",
+        "Content-Disposition": disposition,
     }
     if_none_match = request.headers.get("if-none-match")
     if if_none_match and (
@@ -148,7 +183,9 @@ async def download(
 
 
 @router.get("/artifacts/{artifact_id}/metadata", response_model=ArtifactMetadata)
-async def metadata(artifact_id: str, principal: PrincipalDep, ctx: CtxDep) -> ArtifactMetadata:
+async def metadata(
+    artifact_id: str, request: Request, principal: PrincipalDep, ctx: CtxDep
+) -> ArtifactMetadata:
     """What the artifact is, with a signed ``download_url`` that needs no Authorization."""
     row = await ctx.db.read(lambda c: artifact_store.owned(c, principal.account_id, artifact_id))
     if row is None:
@@ -165,7 +202,7 @@ async def metadata(artifact_id: str, principal: PrincipalDep, ctx: CtxDep) -> Ar
         size_bytes=row.size_bytes,
         sha256=row.sha256,
         created_at=row.created_at,
-        download_url=f"{settings.base_url.rstrip('/')}{path}?{query}",
+        download_url=f"{public_base(settings.base_url, request.scope)}{path}?{query}",
         width=row.width,
         height=row.height,
         duration_ms=row.duration_ms,

@@ -36,6 +36,7 @@ from nodeloom.api.paging import link_next
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
+from nodeloom.api.urls import public_base
 from nodeloom.auth import signatures
 from nodeloom.auth.plans import require_webhook_management, require_webhook_trigger
 from nodeloom.auth.principal import Principal
@@ -74,16 +75,17 @@ def _token_hash(ctx: AppContext, token: str) -> str:
     return keyed_hash(ctx.settings.secret, token, TOKEN_PURPOSE)
 
 
-def _out(ctx: AppContext, row: Record) -> WebhookOut:
+def _out(ctx: AppContext, request: Request, row: Record) -> WebhookOut:
     token = decrypt(ctx.settings.secret, row.token_encrypted)
     if token is None:
         raise NodeloomError(f"webhook {row.id}: token does not decrypt with the server secret")
+    base = public_base(ctx.settings.base_url, request.scope)
     return WebhookOut(
         id=row.id,
         workflow_id=row.workflow_id,
         name=row.name,
         token=token,
-        url=f"{ctx.settings.base_url.rstrip('/')}/api/v1/webhooks/{token}",
+        url=f"{base}/api/v1/webhooks/{token}",
         active=row.active,
         signed=row.secret_encrypted is not None,
         created_at=row.created_at,
@@ -103,7 +105,7 @@ _MANAGE_ERRORS: dict[int | str, dict[str, Any]] = {
     responses=_MANAGE_ERRORS,
 )
 async def create_webhook(
-    workflow_id: str, body: WebhookCreate, principal: ManagerDep, ctx: CtxDep
+    workflow_id: str, body: WebhookCreate, request: Request, principal: ManagerDep, ctx: CtxDep
 ) -> WebhookOut:
     """Create a trigger. ``token`` is 32 random bytes, base64url; the server keeps it
     encrypted (to show the URL again) and finds it by a keyed hash."""
@@ -124,7 +126,7 @@ async def create_webhook(
             secret_encrypted=encrypt(secret, body.secret) if body.secret else None,
         )
 
-    return _out(ctx, await ctx.db.write(create))
+    return _out(ctx, request, await ctx.db.write(create))
 
 
 @router.get(
@@ -154,7 +156,7 @@ async def list_webhooks(
         response.headers["Link"] = link_next(
             request, encode_cursor(rows[-1].created_at, rows[-1].id)
         )
-    return [_out(ctx, row) for row in rows]
+    return [_out(ctx, request, row) for row in rows]
 
 
 def _found(conn: Connection, row: Record | bool, account_id: str, workflow_id: str) -> None:
@@ -171,7 +173,12 @@ def _found(conn: Connection, row: Record | bool, account_id: str, workflow_id: s
     responses=_MANAGE_ERRORS,
 )
 async def update_webhook(
-    workflow_id: str, webhook_id: str, body: WebhookUpdate, principal: ManagerDep, ctx: CtxDep
+    workflow_id: str,
+    webhook_id: str,
+    body: WebhookUpdate,
+    request: Request,
+    principal: ManagerDep,
+    ctx: CtxDep,
 ) -> WebhookOut:
     """Rename, switch on or off (``active``), or set / remove (``null``) the signing secret.
     The token never changes: to rotate it, create a new webhook and delete the old one."""
@@ -192,7 +199,7 @@ async def update_webhook(
         _found(conn, row, principal.account_id, workflow_id)
         return row
 
-    return _out(ctx, await ctx.db.write(update))
+    return _out(ctx, request, await ctx.db.write(update))
 
 
 @router.delete(

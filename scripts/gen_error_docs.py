@@ -29,8 +29,9 @@ Every error is an RFC 9457 problem, sent as `Content-Type: application/problem+j
 ```
 
 - `code` is stable: switch on it, not on `title` or `detail` (which are for people).
-- `type` is this server's own page about the code: `{{NODELOOM_BASE_URL}}{PROBLEMS_PATH}/{{code}}`
-  answers JSON (`code`, `status`, `title`, `meaning`, `remedy`, `retry`), or a small HTML page
+- `type` is this server's own page about the code: `{{base}}{PROBLEMS_PATH}/{{code}}`, where
+  the base is `NODELOOM_BASE_URL` when it is set, else the address the request was sent to;
+  it answers JSON (`code`, `status`, `title`, `meaning`, `remedy`, `retry`), or a small HTML page
   to a browser; `GET {PROBLEMS_PATH}` lists them all. No credential is needed and nothing
   is fetched from the internet.
 - Validation problems add `errors`: `[{{"pointer": "/graph_json/edges/3/target", "message":

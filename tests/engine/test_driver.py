@@ -13,11 +13,10 @@ import sqlalchemy as sa
 
 from nodeloom.engine import steps
 from nodeloom.engine.runner import RunDriver
-from nodeloom.engine.stepper import RunGraphs
 from nodeloom.runtime import Runtime
 from nodeloom.settings import Settings
 from nodeloom.store import accounts, workflows
-from tests.engine.test_steps import DIAMOND, World, done, job
+from tests.engine.test_steps import DIAMOND, World, job
 
 
 @pytest.fixture
@@ -58,9 +57,8 @@ class TestAdoptedRuns:
     async def test_an_interrupted_node_runs_again_and_the_run_completes(
         self, runtime: Runtime, world: World
     ) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)  # then its worker died
+        await world.step(steps.claim, run_id, "a", job(1), world.graphs)  # then its worker died
         await drive(runtime, run_id)
         assert set((await world.statuses(run_id)).values()) == {"completed"}
         query = sa.text("select attempts from node_runs where run_id = :r and node_id = 'a'")
@@ -73,11 +71,10 @@ class TestAdoptedRuns:
     async def test_a_node_started_node_max_attempts_times_crashes(
         self, runtime: Runtime, world: World
     ) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)
-        await world.step(steps.requeue, run_id, "a", job(1), 2, graphs)
-        await world.step(steps.claim, run_id, "a", job(2), graphs)  # started twice: the limit
+        await world.step(steps.claim, run_id, "a", job(1), world.graphs)
+        await world.step(steps.requeue, run_id, "a", job(1), 2, world.graphs)
+        await world.step(steps.claim, run_id, "a", job(2), world.graphs)  # started twice: the limit
         assert runtime.settings.node_max_attempts == 2
         await drive(runtime, run_id)
         run = await world.run_row(run_id)
@@ -88,38 +85,18 @@ class TestAdoptedRuns:
     async def test_a_run_whose_graph_no_longer_validates_fails_as_the_steps_fail_it(
         self, runtime: Runtime, world: World
     ) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)
-        await world.step(steps.finish, run_id, "a", job(1), done("a", 0), graphs)
-        await world.step(steps.claim, run_id, "b", job(2), graphs)
-        await world.step(steps.finish, run_id, "b", job(2), done("b"), graphs)
-        nodes = [{**nd, "type": "Gone"} if nd["id"] == "e" else nd for nd in DIAMOND["nodes"]]
-        update = sa.text("update runs set graph_json = :g where id = :run").bindparams(
-            sa.bindparam("g", type_=sa.JSON)
-        )
-        graph = {**DIAMOND, "nodes": nodes}
-        await world.db.write(lambda c: c.execute(update, {"g": graph, "run": run_id}))
+        await world.ran(run_id, "a", job(1), 0)
+        await world.ran(run_id, "b", job(2))
+        await world.break_graph(run_id)
         await drive(runtime, run_id)
-        run = await world.run_row(run_id)
-        assert run.status == "failed" and run.error["code"] == "invalid_graph"
-        assert "/nodes/4/type" in run.error["message"]
-        assert run.credits_used == 1
-        assert await world.statuses(run_id) == {
-            "a": "completed",
-            "b": "completed",
-            "c": "cancelled",
-            "d": "cancelled",
-            "e": "cancelled",
-        }
-        await world.assert_consistent(run_id)
+        await world.assert_failed_unrunnable(run_id)
 
     async def test_a_cancel_asked_before_adoption_ends_the_run_cancelled(
         self, runtime: Runtime, world: World
     ) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)
+        await world.step(steps.claim, run_id, "a", job(1), world.graphs)
         await world.db.write(lambda c: steps.run_store.request_cancel(c, [run_id]))
         await drive(runtime, run_id)
         run = await world.run_row(run_id)

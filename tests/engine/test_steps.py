@@ -57,6 +57,9 @@ class World:
     account_id: str
     workflow_id: str
 
+    def __post_init__(self) -> None:
+        self.graphs = RunGraphs(self.registry, self.settings)
+
     async def new_run(self) -> str:
         """A run of DIAMOND accepted for queue workers: its root queued."""
         graph = validate_graph(DIAMOND, self.registry, self.settings)
@@ -72,6 +75,38 @@ class World:
     async def step(self, fn: Any, *args: Any) -> StepResult:
         result: StepResult = await self.db.write(lambda c: fn(c, *args))
         return result
+
+    async def ran(self, run_id: str, node_id: str, claim: str, credits: int = 1) -> StepResult:
+        """A job claims the node, which completes charged ``credits``."""
+        await self.step(steps.claim, run_id, node_id, claim, self.graphs)
+        return await self.step(
+            steps.finish, run_id, node_id, claim, done(node_id, credits), self.graphs
+        )
+
+    async def break_graph(self, run_id: str) -> None:
+        """The catalog changed under the run: the type of its node e is gone."""
+        nodes = [{**nd, "type": "Gone"} if nd["id"] == "e" else nd for nd in DIAMOND["nodes"]]
+        update = sa.text("update runs set graph_json = :g where id = :run").bindparams(
+            sa.bindparam("g", type_=sa.JSON)
+        )
+        graph = {**DIAMOND, "nodes": nodes}
+        await self.db.write(lambda c: c.execute(update, {"g": graph, "run": run_id}))
+
+    async def assert_failed_unrunnable(self, run_id: str) -> None:
+        """Failed with invalid_graph after a and b completed: b's charge stands, the rest
+        of the hold came back, the nodes left were cancelled."""
+        run = await self.run_row(run_id)
+        assert run.status == "failed" and run.error["code"] == "invalid_graph"
+        assert "/nodes/4/type" in run.error["message"]
+        assert run.credits_used == 1
+        assert await self.statuses(run_id) == {
+            "a": "completed",
+            "b": "completed",
+            "c": "cancelled",
+            "d": "cancelled",
+            "e": "cancelled",
+        }
+        await self.assert_consistent(run_id)
 
     async def statuses(self, run_id: str) -> dict[str, str]:
         query = sa.text("select node_id, status from node_runs where run_id = :run")
@@ -141,27 +176,28 @@ def job(number: int) -> str:
 
 class TestSteps:
     async def test_a_run_driven_step_by_step_completes(self, world: World) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        claimed = await world.step(steps.claim, run_id, "a", job(1), graphs)
+        claimed = await world.step(steps.claim, run_id, "a", job(1), world.graphs)
         assert claimed.task is not None and claimed.task.node.id == "a"
         # A second claim of the same node (a duplicated job) changes nothing.
-        assert await world.step(steps.claim, run_id, "a", job(2), graphs) == StepResult()
-        finished = await world.step(steps.finish, run_id, "a", job(1), done("a", 0), graphs)
+        assert await world.step(steps.claim, run_id, "a", job(2), world.graphs) == StepResult()
+        finished = await world.step(steps.finish, run_id, "a", job(1), done("a", 0), world.graphs)
         assert finished.queued == ["b", "c"]
         for number, node_id in enumerate(["b", "c"], start=3):
-            assert (await world.step(steps.claim, run_id, node_id, job(number), graphs)).task
+            assert (await world.step(steps.claim, run_id, node_id, job(number), world.graphs)).task
         # b ends: d still waits for c.
-        assert (await world.step(steps.finish, run_id, "b", job(3), done("b"), graphs)).queued == []
-        assert (await world.step(steps.finish, run_id, "c", job(4), done("c"), graphs)).queued == [
-            "d"
-        ]
-        await world.step(steps.claim, run_id, "d", job(5), graphs)
+        assert (
+            await world.step(steps.finish, run_id, "b", job(3), done("b"), world.graphs)
+        ).queued == []
+        assert (
+            await world.step(steps.finish, run_id, "c", job(4), done("c"), world.graphs)
+        ).queued == ["d"]
+        await world.step(steps.claim, run_id, "d", job(5), world.graphs)
         joined = done("d", 0)
-        await world.step(steps.finish, run_id, "d", job(5), joined, graphs)
-        claimed = await world.step(steps.claim, run_id, "e", job(6), graphs)
+        await world.step(steps.finish, run_id, "d", job(5), joined, world.graphs)
+        claimed = await world.step(steps.claim, run_id, "e", job(6), world.graphs)
         assert claimed.task is not None and claimed.task.inputs == {"text": joined.artifact}
-        last = await world.step(steps.finish, run_id, "e", job(6), done("e"), graphs)
+        last = await world.step(steps.finish, run_id, "e", job(6), done("e"), world.graphs)
         assert [ev.type for ev in last.events][-1] == "run.completed"
         assert set((await world.statuses(run_id)).values()) == {"completed"}
         run = await world.run_row(run_id)
@@ -171,17 +207,15 @@ class TestSteps:
     async def test_a_failed_node_skips_its_descendants_and_the_run_fails(
         self, world: World
     ) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)
-        await world.step(steps.finish, run_id, "a", job(1), done("a", 0), graphs)
-        await world.step(steps.claim, run_id, "b", job(2), graphs)
-        await world.step(steps.claim, run_id, "c", job(3), graphs)
+        await world.ran(run_id, "a", job(1), 0)
+        await world.step(steps.claim, run_id, "b", job(2), world.graphs)
+        await world.step(steps.claim, run_id, "c", job(3), world.graphs)
         boom = failed("b", "node_failed", "no", utcnow())
-        result = await world.step(steps.finish, run_id, "b", job(2), boom, graphs)
+        result = await world.step(steps.finish, run_id, "b", job(2), boom, world.graphs)
         assert result.queued == [] and result.events[-1].type == "node.skipped"
         # The other branch still ends; then the run ends failed with b's error.
-        result = await world.step(steps.finish, run_id, "c", job(3), done("c"), graphs)
+        result = await world.step(steps.finish, run_id, "c", job(3), done("c"), world.graphs)
         assert result.events[-1].type == "run.failed"
         assert await world.statuses(run_id) == {
             "a": "completed",
@@ -195,20 +229,19 @@ class TestSteps:
         await world.assert_consistent(run_id)
 
     async def test_a_node_whose_worker_is_gone_runs_again_then_crashes(self, world: World) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)
+        await world.step(steps.claim, run_id, "a", job(1), world.graphs)
         # A stale claim (another job) gives nothing back.
-        assert await world.step(steps.requeue, run_id, "a", job(9), 2, graphs) == StepResult()
-        again = await world.step(steps.requeue, run_id, "a", job(1), 2, graphs)
+        assert await world.step(steps.requeue, run_id, "a", job(9), 2, world.graphs) == StepResult()
+        again = await world.step(steps.requeue, run_id, "a", job(1), 2, world.graphs)
         assert again.queued == ["a"] and again.events == []
         assert (await world.statuses(run_id))["a"] == "queued"
-        await world.step(steps.claim, run_id, "a", job(2), graphs)
+        await world.step(steps.claim, run_id, "a", job(2), world.graphs)
         # The first job's late result is dropped: the node is the second job's now.
-        assert await world.step(steps.finish, run_id, "a", job(1), done("a"), graphs) == (
+        assert await world.step(steps.finish, run_id, "a", job(1), done("a"), world.graphs) == (
             StepResult()
         )
-        crashed = await world.step(steps.requeue, run_id, "a", job(2), 2, graphs)
+        crashed = await world.step(steps.requeue, run_id, "a", job(2), 2, world.graphs)
         assert crashed.queued == []
         assert [ev.type for ev in crashed.events] == [
             "node.failed",
@@ -223,12 +256,10 @@ class TestSteps:
     async def test_cancel_stops_running_nodes_then_ends_the_run_cancelled(
         self, world: World
     ) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)
-        await world.step(steps.finish, run_id, "a", job(1), done("a", 0), graphs)
-        await world.step(steps.claim, run_id, "b", job(2), graphs)  # c stays queued
-        cancelled = await world.step(steps.request_cancel, run_id, graphs)
+        await world.ran(run_id, "a", job(1), 0)
+        await world.step(steps.claim, run_id, "b", job(2), world.graphs)  # c stays queued
+        cancelled = await world.step(steps.request_cancel, run_id, world.graphs)
         assert cancelled.abort == [job(2)]  # b runs on a worker: its job is stopped
         assert await world.statuses(run_id) == {
             "a": "completed",
@@ -239,68 +270,44 @@ class TestSteps:
         }
         assert (await world.run_row(run_id)).status == "running"
         # c's job comes late: nothing is started.
-        assert (await world.step(steps.claim, run_id, "c", job(3), graphs)).task is None
-        stopped = await world.step(steps.finish, run_id, "b", job(2), None, graphs)
+        assert (await world.step(steps.claim, run_id, "c", job(3), world.graphs)).task is None
+        stopped = await world.step(steps.finish, run_id, "b", job(2), None, world.graphs)
         assert [ev.type for ev in stopped.events] == ["node.cancelled", "run.cancelled"]
         run = await world.run_row(run_id)
         assert run.status == "cancelled" and run.error["code"] == "cancelled"
         await world.assert_consistent(run_id)
 
     async def test_a_node_stopped_by_a_shutdown_is_queued_again(self, world: World) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)
-        stopped = await world.step(steps.finish, run_id, "a", job(1), None, graphs)
+        await world.step(steps.claim, run_id, "a", job(1), world.graphs)
+        stopped = await world.step(steps.finish, run_id, "a", job(1), None, world.graphs)
         assert stopped.queued == ["a"] and stopped.events == []
         assert (await world.statuses(run_id))["a"] == "queued"
 
     async def test_a_run_whose_graph_no_longer_validates_fails_keeping_its_charges(
         self, world: World
     ) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)
-        await world.step(steps.finish, run_id, "a", job(1), done("a", 0), graphs)
-        await world.step(steps.claim, run_id, "b", job(2), graphs)
-        await world.step(steps.finish, run_id, "b", job(2), done("b"), graphs)
-        # The catalog changed under the run: a node type it uses is gone. (The cache of
-        # checked graphs is per process: a fresh one, as after a restart.)
-        nodes = [
-            {**node, "type": "Gone"} if node["id"] == "e" else node for node in DIAMOND["nodes"]
-        ]
-        update = sa.text("update runs set graph_json = :g where id = :run").bindparams(
-            sa.bindparam("g", type_=sa.JSON)
-        )
-        graph = {**DIAMOND, "nodes": nodes}
-        await world.db.write(lambda c: c.execute(update, {"g": graph, "run": run_id}))
+        await world.ran(run_id, "a", job(1), 0)
+        await world.ran(run_id, "b", job(2))
+        # A fresh cache of checked graphs, as after a restart (it is per process).
+        await world.break_graph(run_id)
         fresh = RunGraphs(world.registry, world.settings)
         result = await world.step(steps.claim, run_id, "c", job(3), fresh)
         assert result.task is None
         assert [ev.type for ev in result.events] == [*["node.cancelled"] * 3, "run.failed"]
-        run = await world.run_row(run_id)
-        assert run.status == "failed" and run.error["code"] == "invalid_graph"
-        assert "/nodes/4/type" in run.error["message"]
-        assert run.credits_used == 1  # b's charge stands; the rest of the hold came back
-        assert await world.statuses(run_id) == {
-            "a": "completed",
-            "b": "completed",
-            "c": "cancelled",
-            "d": "cancelled",
-            "e": "cancelled",
-        }
-        await world.assert_consistent(run_id)
+        await world.assert_failed_unrunnable(run_id)
         # Every later step on it is a no-op.
         assert await world.step(steps.claim, run_id, "c", job(4), fresh) == StepResult()
 
     async def test_progress_follows_the_steps_seq(self, world: World) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)
+        await world.step(steps.claim, run_id, "a", job(1), world.graphs)
         events = await world.db.write(lambda c: steps.progress(c, run_id, "a", 0.5))
         assert [(ev.seq, ev.type, ev.data) for ev in events] == [
             (3, "node.progress", {"progress": 0.5})
         ]
-        await world.step(steps.finish, run_id, "a", job(1), done("a", 0), graphs)
+        await world.step(steps.finish, run_id, "a", job(1), done("a", 0), world.graphs)
         await world.assert_consistent(run_id)
         assert [t for _, t, _ in await world.events(run_id)] == [
             "run.started",
@@ -312,12 +319,10 @@ class TestSteps:
 
 class TestLoad:
     async def test_load_builds_the_state_the_steps_left(self, world: World) -> None:
-        graphs = RunGraphs(world.registry, world.settings)
         run_id = await world.new_run()
-        await world.step(steps.claim, run_id, "a", job(1), graphs)
-        await world.step(steps.finish, run_id, "a", job(1), done("a", 0), graphs)
-        await world.step(steps.claim, run_id, "b", job(2), graphs)
-        state = await world.db.read(lambda c: stepper.load(c, run_id, graphs))
+        await world.ran(run_id, "a", job(1), 0)
+        await world.step(steps.claim, run_id, "b", job(2), world.graphs)
+        state = await world.db.read(lambda c: stepper.load(c, run_id, world.graphs))
         assert state is not None
         assert dict(state.status) == {
             "a": "completed",

@@ -303,7 +303,7 @@ class TestSteps:
     async def test_progress_follows_the_steps_seq(self, world: World) -> None:
         run_id = await world.new_run()
         await world.step(steps.claim, run_id, "a", job(1), world.graphs)
-        events = await world.db.write(lambda c: steps.progress(c, run_id, "a", 0.5))
+        events = await world.db.write(lambda c: stepper.progress(c, run_id, "a", 0.5))
         assert [(ev.seq, ev.type, ev.data) for ev in events] == [
             (3, "node.progress", {"progress": 0.5})
         ]

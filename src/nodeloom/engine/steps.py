@@ -34,10 +34,6 @@ from nodeloom.engine.transitions import Batch
 from nodeloom.events.model import Event
 from nodeloom.store import runs as run_store
 
-__all__ = ["RunGraphs", "StepResult", "claim", "finish", "progress", "request_cancel", "requeue"]
-
-progress = stepper.progress
-
 
 @dataclass
 class StepResult:

@@ -223,7 +223,7 @@ class QueueDispatcher:
                 return
             try:
                 events = await self.env.db.write(
-                    lambda c: steps.progress(c, run_id, node_id, fraction)
+                    lambda c: stepper.progress(c, run_id, node_id, fraction)
                 )
                 await self._publish(events)
             except Exception:  # progress is advisory: never fail a node over it

@@ -276,10 +276,10 @@ class TestWorkflowChangedWhileAccepting:
             f"/api/v1/workflows/{wf}", json={"graph_json": edited}, headers=owner.headers
         )
         assert r.status_code == 200
-        _, batch = new_run(request, old)
+        state, batch = new_run(request, old)
         answer = {"run_id": batch.run_id}
         with pytest.raises(WorkflowChanged):
-            await ctx.db.write(lambda c: write_run(c, request, batch, answer))
+            await ctx.db.write(lambda c: write_run(c, request, state, batch, answer))
         runs = await client.get(f"/api/v1/workflows/{wf}/runs", headers=owner.headers)
         assert runs.json() == []
 

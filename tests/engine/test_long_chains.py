@@ -205,7 +205,7 @@ class TestStartedAndEndedInOneStep:
         wf = await create_workflow(client, owner, chain(3))
         request = RunRequest(owner.id, wf, None, False, "business")
         workflow = await ctx.db.read(lambda c: read_workflow(c, owner.id, wf, ctx.graphs))
-        _, created = new_run(request, workflow)
+        state, created = new_run(request, workflow)
         run_id = created.run_id
         at = datetime.now(UTC)
         seen: list[Any] = []
@@ -218,7 +218,7 @@ class TestStartedAndEndedInOneStep:
 
         def step(conn: Connection) -> None:
             # Never committed (it raises below), so no driver ever sees this run.
-            write_run(conn, request, created, {"run_id": run_id})
+            write_run(conn, request, state, created, {"run_id": run_id})
             apply(conn, started_and_failed("n0"), 2)  # the root is queued: allowed
             query = sa.text(
                 "select status, attempts, claimed_by, started_at is not null, "

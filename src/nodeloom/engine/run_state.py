@@ -1,9 +1,14 @@
 """What a run is at one moment, and the rules that move it on — pure, no I/O.
 
-Both executors use it: the in-process driver (dispatch/local.py) keeps one ``RunState`` in
-memory for as long as it owns the run, and the queue workers (dispatch/queue.py) load one
-from the database for each step, under the run's row lock. Either way a change is only
+Both executors use it: the in-process driver (runner.py) keeps one ``RunState`` in memory
+for as long as it owns the run, and the queue workers (steps.py) load one from the database
+for each step, under the run's row lock; either way it is built from the rows by
+``stepper.load`` (or, for a run being accepted, by ``submit.new_run``). A change is only
 *recorded* here, into a ``transitions.Batch``; it exists once the batch commits.
+
+Statuses move only along the transitions ``states.NODE_FROM`` and ``states.RUN_FROM``
+allow, here as in the database: a move they do not allow raises ``StaleTransition`` before
+anything is written.
 
 The rules:
 - a node is runnable when every node feeding it completed;
@@ -20,7 +25,14 @@ from datetime import datetime
 from typing import Any, NoReturn
 
 from nodeloom.engine.graph import Graph
-from nodeloom.engine.states import FINISHED_NODE_STATES, NodeStatus, RunStatus
+from nodeloom.engine.states import (
+    FINISHED_NODE_STATES,
+    NODE_FROM,
+    RUN_FROM,
+    NodeStatus,
+    RunStatus,
+    StaleTransition,
+)
 from nodeloom.engine.transitions import Batch, NewArtifact
 
 ArtifactInfo = NewArtifact  # an artifact as the engine needs it (no local path: see executor)
@@ -75,7 +87,8 @@ class StatusMap(dict[str, NodeStatus]):
     wait or are unfinished costs the size of the answer, not a scan of the graph (the driver
     asks after every node of a chain, so scans made a chain of n nodes cost n * n). Every
     assignment keeps the index right, whoever makes it (the driver, queue workers loading a
-    run), so nobody has to remember to."""
+    run), so nobody has to remember to. A node's first status is whatever its row says;
+    every later one must be allowed to follow it (``NODE_FROM``)."""
 
     def __init__(self, statuses: Mapping[str, NodeStatus] | None = None) -> None:
         super().__init__()
@@ -86,6 +99,8 @@ class StatusMap(dict[str, NodeStatus]):
     def __setitem__(self, node_id: str, status: NodeStatus) -> None:
         old = self.get(node_id)
         if old is not None:
+            if old not in NODE_FROM.get(status, ()):
+                raise StaleTransition(f"node {node_id} cannot go from {old} to {status}")
             self.members[old].discard(node_id)
         super().__setitem__(node_id, status)
         self.members[status].add(node_id)
@@ -117,6 +132,12 @@ class RunState:
     attempts: dict[str, int] = field(default_factory=dict)
     claims: dict[str, str | None] = field(default_factory=dict)
     first_error: dict[str, Any] | None = None
+    cancel_requested: bool = False
+    # The seq of the last event in the run's log: as loaded, then as committed through
+    # this state (stepper.write / stepper.committed). 0: no event yet.
+    seq: int = 0
+    # RUNNING until ``finish`` ends the run (once).
+    run_status: RunStatus = RunStatus.RUNNING
     # Nodes that may be runnable: those found runnable last time and the successors of nodes
     # completed since. None: look at every node (the first time). Keeps a chain of n nodes
     # from costing n scans of n nodes.
@@ -263,6 +284,9 @@ class RunState:
         error = error or self.first_error
         if status is None:
             status = RunStatus.FAILED if error is not None else RunStatus.COMPLETED
+        if self.run_status not in RUN_FROM[status]:
+            raise StaleTransition(f"run {self.run_id} already ended {self.run_status}")
+        self.run_status = status
         used = sum(self.credits.values())
         batch.finish_run(
             status,

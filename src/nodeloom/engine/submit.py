@@ -32,18 +32,14 @@ from sqlalchemy.exc import IntegrityError
 from nodeloom.db.engine import Database
 from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
+from nodeloom.engine import stepper
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
 from nodeloom.engine.graph import Graph, unavailable_nodes, validate_graph
 from nodeloom.engine.run_state import Outcome, RunState
-from nodeloom.engine.runner import (
-    INSTANT_PER_STEP,
-    count_events,
-    run_instant,
-    schedule,
-)
 from nodeloom.engine.states import NodeStatus, RunStatus
-from nodeloom.engine.transitions import Batch, NewRun, WorkflowChanged, apply
+from nodeloom.engine.stepper import INSTANT_PER_STEP, count_events, run_instant
+from nodeloom.engine.transitions import Batch, NewRun, WorkflowChanged
 from nodeloom.errors import (
     Conflict,
     IdempotencyKeyReused,
@@ -259,13 +255,14 @@ def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, B
 
 
 def write_run(
-    conn: Connection, request: RunRequest, batch: Batch, answer: dict[str, Any]
+    conn: Connection, request: RunRequest, state: RunState, batch: Batch, answer: dict[str, Any]
 ) -> list[Event]:
     """The acceptance transaction: the batch (run, nodes, hold, maybe the whole execution)
     and the Idempotency-Key. A concurrent request with the same key that commits first makes
     the key's insert fail (unique violation) and this whole transaction roll back; the caller
-    then replays the winner's answer."""
-    events = apply(conn, batch, 1)
+    then replays the winner's answer. The run's log is empty until now: its events are
+    numbered from 1 like any step's, from the state's seq (``stepper.write``)."""
+    events = stepper.write(conn, state, batch)
     key = request.idempotency_key
     if key is not None:
         _FORGET_EXPIRED.run(
@@ -334,7 +331,9 @@ class Acceptor:
                     "status": RunStatus.RUNNING.value,
                     "estimated_credits": state.estimate,
                 }
-                write = functools.partial(write_run, request=request, batch=batch, answer=answer)
+                write = functools.partial(
+                    write_run, request=request, state=state, batch=batch, answer=answer
+                )
                 try:
                     events = await self.db.write(write)
                 except WorkflowChanged:
@@ -348,6 +347,7 @@ class Acceptor:
                 break
             else:
                 raise Conflict("The workflow was changed while the run was being accepted; retry.")
+        stepper.committed(state, events)
         await self.bus.publish(events)
         count_events(self.metrics, events)
         if batch.run_end is None:
@@ -423,15 +423,11 @@ class Acceptor:
             outcome = outcomes[node_id] = await produce(NodeTask.of(state, node_id))
             return outcome
 
-        started = schedule(state, batch, owner, limit)
-        left = await run_instant(
-            state,
-            batch,
-            started,
-            execute,
-            lambda: schedule(state, batch, owner, limit),
-            lambda: False,
-        )
+        def advance() -> list[str]:
+            room = max(0, limit - state.count(NodeStatus.RUNNING))
+            return stepper.advance(state, batch, utcnow(), owner, room)
+
+        left = await run_instant(state, batch, advance(), execute, advance, lambda: False)
         return outcomes if not left and batch.run_end is not None else None
 
     async def _cache_hits(

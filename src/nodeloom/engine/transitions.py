@@ -1,10 +1,11 @@
 """Every change of run and node state goes through here, as a ``Batch`` applied in one
 transaction together with its artifact rows, credit-ledger rows and events.
 
-The runner collects what one step of a run changed (nodes finished, nodes started, the run
+An executor collects what one step of a run changed (nodes finished, nodes started, the run
 ended) into a batch, so a step costs one commit however many transitions it holds. Events
-get their ``seq`` when the batch is applied, under the runner's commit lock, so the log has
-no gaps and commit order equals ``seq`` order.
+get their ``seq`` when the batch is applied, numbered on from the run's last seq
+(engine/stepper.py says where that comes from and why no two writers of one run overlap),
+so the log has no gaps and commit order equals ``seq`` order.
 
 A batch may also create its run (``Batch.created``: accepting it). Then nobody else can see
 the run's rows yet, so instead of inserting them pending and updating them, the batch's
@@ -665,10 +666,9 @@ def _end_run(conn: Connection, batch: Batch, ledger: list[dict[str, Any]]) -> No
         ledger.append(_ledger_row(batch, "", "release", release, at))
 
 
-def write_events(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
-    if not batch.events:
-        return []
-    events = [
+def numbered(batch: Batch, next_seq: int) -> list[Event]:
+    """The batch's events, numbered from ``next_seq`` in the order they were recorded."""
+    return [
         Event(
             type=type_,
             seq=next_seq + i,
@@ -681,6 +681,12 @@ def write_events(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
         )
         for i, (type_, node_id, data, at) in enumerate(batch.events)
     ]
+
+
+def write_events(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
+    if not batch.events:
+        return []
+    events = numbered(batch, next_seq)
     _INSERT_EVENTS.run(
         conn,
         [

@@ -89,19 +89,8 @@ def owned(
     return conn.execute(query).first()
 
 
-def full(conn: Connection, run_id: str) -> Record | None:
-    """Every column, graph included (a driver adopting the run)."""
-    return conn.execute(sa.select(_RUNS).where(_RUNS.c.id == run_id)).first()
-
-
 def node_runs(conn: Connection, run_id: str) -> list[Record]:
     return list(_NODE_RUNS.run(conn, {"run": run_id}).all())
-
-
-def node_rows(conn: Connection, run_id: str) -> list[Record]:
-    """Every column of the run's node runs (a driver adopting the run)."""
-    query = sa.select(_NODES).where(_NODES.c.run_id == run_id).order_by(_NODES.c.position)
-    return list(conn.execute(query).all())
 
 
 def workflow_exists(conn: Connection, account_id: str, workflow_id: str) -> bool:
@@ -149,10 +138,6 @@ def credits_so_far(conn: Connection, run_ids: list[str]) -> dict[str, int]:
     return {run_id: int(total or 0) for run_id, total in rows.all()}
 
 
-def account_plan(conn: Connection, account_id: str) -> str | None:
-    return conn.execute(sa.select(_ACCOUNTS.c.plan).where(_ACCOUNTS.c.id == account_id)).scalar()
-
-
 def running_ids_of_workflow(conn: Connection, workflow_id: str) -> list[str]:
     query = sa.select(_RUNS.c.id).where(_RUNS.c.workflow_id == workflow_id, _RUNNING)
     return list(conn.execute(query).scalars())
@@ -174,6 +159,46 @@ def events_after(conn: Connection, run_id: str, after_seq: int) -> list[Record]:
     return list(conn.execute(query).all())
 
 
+# -- a running run's state, as the engine loads it (engine/stepper.py) ---------------------
+# One query set for both executors: the run row (locked), its node rows, their artifacts,
+# the last seq of its event log. Each is a statement of its own: on PostgreSQL a statement
+# that waited for the run's lock sees what the holder committed only from the next
+# statement on (READ COMMITTED takes its snapshot per statement), so nothing read after
+# the lock may be part of the locking statement.
+
+_LOCK_RUN = Prepared(
+    sa.select(
+        _RUNS.c.id,
+        _RUNS.c.account_id,
+        _RUNS.c.workflow_id,
+        _RUNS.c.status,
+        _RUNS.c.cancel_requested,
+        _RUNS.c.use_cache,
+        _RUNS.c.estimated_credits,
+        _RUNS.c.created_at,
+        _RUNS.c.input,
+        _ACCOUNTS.c.plan,
+    )
+    .join(_ACCOUNTS, _ACCOUNTS.c.id == _RUNS.c.account_id)
+    .where(_RUNS.c.id == sa.bindparam("run"))
+    # SQLite has no row locks (and needs none: it has one writer at a time); its compiler
+    # leaves the clause out.
+    .with_for_update(of=_RUNS)
+)
+_GRAPH = Prepared(sa.select(_RUNS.c.graph_json).where(_RUNS.c.id == sa.bindparam("run")))
+_NODE_STATES = Prepared(
+    sa.select(
+        _NODES.c.node_id,
+        _NODES.c.status,
+        _NODES.c.credits_used,
+        _NODES.c.attempts,
+        _NODES.c.claimed_by,
+        _NODES.c.artifact_id,
+        _NODES.c.error,
+    )
+    .where(_NODES.c.run_id == sa.bindparam("run"))
+    .order_by(_NODES.c.position)
+)
 _LAST_SEQ = Prepared(
     sa.select(sa.func.max(_EVENTS.c.seq).label("seq")).where(
         _EVENTS.c.run_id == sa.bindparam("run")
@@ -181,5 +206,22 @@ _LAST_SEQ = Prepared(
 )
 
 
+def locked(conn: Connection, run_id: str) -> Record | None:
+    """The run's engine columns with its owner's plan, its row locked for the transaction
+    (PostgreSQL; SQLite's writers are serialized anyway)."""
+    return _LOCK_RUN.run(conn, {"run": run_id}).first()
+
+
+def graph_json(conn: Connection, run_id: str) -> object:
+    """The run's copy of its workflow's graph."""
+    return _GRAPH.run(conn, {"run": run_id}).scalar()
+
+
+def node_states(conn: Connection, run_id: str) -> list[Record]:
+    """What the engine keeps of each node run, in graph position order."""
+    return list(_NODE_STATES.run(conn, {"run": run_id}).all())
+
+
 def last_seq(conn: Connection, run_id: str) -> int:
+    """The seq of the run's last event; 0 before its first."""
     return int(_LAST_SEQ.run(conn, {"run": run_id}).scalar() or 0)

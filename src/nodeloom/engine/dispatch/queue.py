@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from datetime import timedelta
 from typing import Any, cast
 
@@ -35,12 +34,12 @@ from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.jobs import Status
 
 from nodeloom.db.models import NodeRun, utcnow
-from nodeloom.engine import steps
+from nodeloom.engine import stepper, steps
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor
 from nodeloom.engine.run_state import RunState
-from nodeloom.engine.runner import count_events
 from nodeloom.engine.states import NodeStatus
-from nodeloom.engine.steps import RunGraphs, StepResult
+from nodeloom.engine.stepper import RunGraphs
+from nodeloom.engine.steps import StepResult
 from nodeloom.events.model import Event
 
 log = logging.getLogger("nodeloom.dispatch")
@@ -51,7 +50,6 @@ HEARTBEAT_SECONDS = 1.0
 STALLED_AFTER_SECONDS = 5.0  # a worker silent this long is gone
 RECONCILE_SECONDS = 2.0
 ORPHAN_AFTER_SECONDS = 5.0  # a node queued this long without a job gets one
-PROGRESS_INTERVAL = 1.0
 CLAIM_PREFIX = "job:"
 
 _NODES = cast(sa.Table, NodeRun.__table__)
@@ -124,7 +122,7 @@ class QueueDispatcher:
         self.app.task(name=TASK, queue=QUEUE, pass_context=True)(self._run_node)
         self._worker: asyncio.Task[None] | None = None
         self._reconciler: asyncio.Task[None] | None = None
-        self._last_progress: dict[tuple[str, str], float] = {}
+        self._throttle = stepper.Throttle()
         self.claims_started = 0
 
     # -- Dispatcher ------------------------------------------------------------------------
@@ -209,7 +207,7 @@ class QueueDispatcher:
     async def _publish(self, events: list[Event]) -> None:
         if events:
             await self.env.bus.publish(events)
-            count_events(self.env.metrics, events)
+            stepper.count_events(self.env.metrics, events)
 
     async def _run_node(self, context: JobContext, run_id: str, node_id: str) -> None:
         """The job: claim the node, execute it, record how it ended."""
@@ -221,16 +219,15 @@ class QueueDispatcher:
         self.claims_started += 1
 
         async def report(fraction: float) -> None:
-            now = time.monotonic()
-            key = (run_id, node_id)
-            if fraction < 1.0 and now - self._last_progress.get(key, 0.0) < PROGRESS_INTERVAL:
+            if not self._throttle.due((run_id, node_id), fraction):
                 return
-            self._last_progress[key] = now
-            with contextlib.suppress(Exception):  # progress is advisory
+            try:
                 events = await self.env.db.write(
-                    lambda c: steps.progress(c, run_id, node_id, fraction)
+                    lambda c: stepper.progress(c, run_id, node_id, fraction)
                 )
                 await self._publish(events)
+            except Exception:  # progress is advisory: never fail a node over it
+                log.warning("could not record progress of %s/%s", run_id, node_id, exc_info=True)
 
         try:
             outcome = await self.executor.execute(claimed.task, report)
@@ -242,7 +239,7 @@ class QueueDispatcher:
             )
             raise
         finally:
-            self._last_progress.pop((run_id, node_id), None)
+            self._throttle.forget((run_id, node_id))
         await self._step(lambda c: steps.finish(c, run_id, node_id, claim, outcome, self.graphs))
 
     async def _claim_of_node(self, run_id: str, node_id: str) -> str | None:

@@ -165,7 +165,6 @@ class NodeRun(Base):
     artifact_id: Mapped[str | None] = mapped_column(sa.String(36))
     credits_used: Mapped[int] = mapped_column(sa.BigInteger, default=0)
     cached: Mapped[bool] = mapped_column(default=False)
-    cache_key: Mapped[str | None] = mapped_column(sa.String(64))
     started_at: Mapped[datetime | None]
     finished_at: Mapped[datetime | None]
     error: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)

@@ -261,7 +261,6 @@ def _end_values(status: NodeStatus) -> dict[str, Any]:
         "artifact_id": sa.bindparam("artifact"),
         "credits_used": sa.bindparam("credits"),
         "cached": sa.bindparam("cached"),
-        "cache_key": sa.bindparam("key"),
         "error": sa.bindparam("error", type_=_NODE.c.error.type),
     }
 
@@ -478,7 +477,6 @@ def _end_params(batch: Batch, end: _NodeEnd) -> dict[str, Any]:
         "artifact": end.artifact_id,
         "credits": end.credits,
         "cached": end.cached,
-        "key": end.cache_key,
         "error": end.error,
     }
 
@@ -550,7 +548,6 @@ def _folded_nodes(batch: Batch, new: NewRun) -> list[dict[str, Any]]:
             "artifact_id": None,
             "credits_used": 0,
             "cached": False,
-            "cache_key": None,
             "started_at": None,
             "finished_at": None,
             "error": None,
@@ -586,7 +583,6 @@ def _folded_nodes(batch: Batch, new: NewRun) -> list[dict[str, Any]]:
             artifact_id=end.artifact_id,
             credits_used=end.credits,
             cached=end.cached,
-            cache_key=end.cache_key,
             error=end.error,
         )
     for status, node_ids, at, error in batch.bulk:

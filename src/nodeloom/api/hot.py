@@ -25,7 +25,8 @@ sends the same requests both ways and requires the same answers (ADR 0009).
 
 This middleware is the innermost of the app's own (api/app.py), so draining, the NUL check
 and the RateLimit-* headers apply here as everywhere; errors become problem+json through the
-same handlers (``problems.exception_handlers``).
+same handlers (``problems.exception_handlers``), and an unexpected one propagates to the
+server-error middleware, as from a route.
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def _filler(dependant: Dependant, where: str) -> Filler:
     ]
     if unsupported:
         raise HotRouteError(f"{where}: declares {', '.join(unsupported)} parameters")
-    getters: list[tuple[str, _Getter]] = []
+    getters: list[tuple[str | None, _Getter]] = []
     for name in {dependant.request_param_name, dependant.http_connection_param_name} - {None}:
         assert name is not None
         getters.append((name, _the_request))
@@ -180,12 +181,17 @@ def _filler(dependant: Dependant, where: str) -> Filler:
         ("header", dependant.header_params),
     ):
         getters.extend((field.name, _parameter(field, source)) for field in fields)
-    for sub in dependant.dependencies:
-        assert sub.name is not None
-        getters.append((sub.name, _dependency(sub, where)))
+    # A dependency without a name (``dependencies=[...]`` on the route or its router) runs
+    # for what it does, and its value is not an argument.
+    getters.extend((sub.name, _dependency(sub, where)) for sub in dependant.dependencies)
 
     async def fill(call: _Call) -> dict[str, Any]:
-        return {name: await get(call) for name, get in getters}
+        values: dict[str, Any] = {}
+        for name, get in getters:
+            value = await get(call)
+            if name is not None:
+                values[name] = value
+        return values
 
     return fill
 
@@ -201,7 +207,8 @@ async def _the_response(call: _Call) -> Response:
 def _dependency(sub: Dependant, where: str) -> _Getter:
     function = sub.call
     if function is None or not _is_coroutine(function):
-        raise HotRouteError(f"{where}: the dependency {sub.name} is not an async function")
+        what = getattr(function, "__qualname__", repr(function))
+        raise HotRouteError(f"{where}: the dependency {what} is not an async function")
     arguments = _filler(sub, where)
 
     async def get(call: _Call) -> Any:
@@ -251,7 +258,14 @@ class HotPaths:
     ) -> None:
         self.app = app
         self.routes = routes
-        self.handlers = problems.exception_handlers(base_url)
+        # As in the framework: the catch-all (500) handler is the server-error middleware's,
+        # outside every other middleware, so an unexpected error propagates to it from here
+        # too and is answered there, without the RateLimit-* headers of inner middlewares.
+        self.handlers = {
+            cls: handler
+            for cls, handler in problems.exception_handlers(base_url).items()
+            if cls is not Exception
+        }
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -268,10 +282,13 @@ class HotPaths:
                 except _LeaveToApp:
                     break
                 except Exception as exc:
+                    self._count(route)
                     response = await problems.respond_to(self.handlers, request, exc)
-                self.metrics.inc(
-                    HOT_REQUESTS, help_="Requests answered by the hot paths", route=route.name
-                )
+                else:
+                    self._count(route)
                 await response(scope, receive, send)
                 return
         await self.app(scope, receive, send)
+
+    def _count(self, route: HotRoute) -> None:
+        self.metrics.inc(HOT_REQUESTS, help_="Requests answered by the hot paths", route=route.name)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import re
 import shutil
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +36,7 @@ from fastapi.routing import iter_route_contexts
 from nodeloom.api import hot
 from nodeloom.api.app import create_app
 from nodeloom.api.routes import runs, webhooks
+from nodeloom.auth.signatures import HEADER, sign
 from nodeloom.settings import Settings
 from nodeloom.store.runs import RUNS
 from tests.api.test_webhooks import SECRET, make_webhook, set_credits, set_plan
@@ -170,11 +172,18 @@ TRIGGER_CASES = [
          415, "unsupported_media_type"),
     Case("unsigned trigger of a signed webhook", lambda w: _trigger(w.signed_token)(w),
          403, "forbidden"),
+    Case("signed", lambda w: _trigger(w.signed_token, headers={
+        **JSON, HEADER: sign(SECRET, b'{"text":"hi"}', int(time.time()))})(w), 202),
+    Case("wrong signature", lambda w: _trigger(w.signed_token, headers={
+        **JSON, HEADER: sign(SECRET, b"{}", int(time.time()))})(w), 403, "forbidden"),
     Case("declared over 1 MB", _trigger(content=b" " * (MB + 1)), 413, "payload_too_large"),
     Case("chunked over 1 MB", _trigger(chunked=MB + 1), 413, "payload_too_large"),
     Case("bad JSON", _trigger(content=b"{nope"), 400, "invalid_request"),
     Case("not an object", _trigger(content=b"[1, 2]"), 400, "invalid_request"),
     Case("empty body", _trigger(content=b""), 400, "invalid_request"),
+    Case("NUL in a string", _trigger(content=b'{"a": "\\u0000"}'), 400, "invalid_request"),
+    Case("nested too deep", _trigger(content=b'{"a":' * 70 + b"1" + b"}" * 70),
+         400, "invalid_request"),
     Case("insufficient credits", lambda w: _without_credits(w, _trigger()),
          402, "insufficient_credits"),
     # GET and HEAD of a path that has only a POST route are answered by the web app's
@@ -219,6 +228,10 @@ EXECUTE_CASES = [
     Case("Idempotency-Key replayed", _execute(headers={"Idempotency-Key": "key-1"}), 202),
     Case("Idempotency-Key with another body", _execute(
         {"cache": False}, headers={"Idempotency-Key": "key-1"}), 422, "idempotency_key_reused"),
+    Case("empty Idempotency-Key", _execute(headers={"Idempotency-Key": ""}), 202),
+    Case("lower-case bearer", lambda w: w.client.post(
+        w.execute_url(), headers={"Authorization": f"bearer {w.owner.api_key}"}), 202),
+    Case("NUL in the input", _execute({"input": {"text": "\u0000"}}), 400, "invalid_request"),
     Case("Idempotency-Key over 255 characters", _execute(
         headers={"Idempotency-Key": "k" * 256}), 400, "invalid_request", hot=False),
     Case("no credential", _execute(user=""), 401, "unauthorized"),

@@ -65,12 +65,12 @@ class _LeaveToApp(Exception):
 @dataclass
 class _Call:
     """What one request's plan works with: FastAPI's per-request cache of dependency values
-    and the response whose headers and status an endpoint may set."""
+    and the response whose headers and status an endpoint may set (made when declared)."""
 
     request: Request
     path_params: dict[str, Any]
-    response: Response
     cache: dict[Callable[..., Any], Any]
+    response: Response | None = None
 
 
 # Fills the keyword arguments of one function (an endpoint or a dependency).
@@ -97,16 +97,14 @@ class HotRoute:
 
     async def answer(self, request: Request, path_params: dict[str, Any]) -> Response:
         """What FastAPI's request handler answers, without its validation of the answer."""
-        sub_response = Response()
-        del sub_response.headers["content-length"]
-        sub_response.status_code = None  # type: ignore[assignment]  # "not set", as FastAPI
-        call = _Call(request, path_params, sub_response, {})
+        call = _Call(request, path_params, {})
         content = await self.endpoint(**await self.arguments(call))
         if isinstance(content, Response):
             return content
-        status = sub_response.status_code or self.status_code or 200
+        status = (call.response and call.response.status_code) or self.status_code or 200
         response = self.response_class(content, status_code=status)
-        response.headers.raw.extend(sub_response.headers.raw)
+        if call.response is not None:
+            response.headers.raw.extend(call.response.headers.raw)
         return response
 
 
@@ -201,6 +199,10 @@ async def _the_request(call: _Call) -> Request:
 
 
 async def _the_response(call: _Call) -> Response:
+    if call.response is None:
+        call.response = Response()
+        del call.response.headers["content-length"]
+        call.response.status_code = None  # type: ignore[assignment]  # "not set", as FastAPI
     return call.response
 
 
@@ -237,6 +239,14 @@ def _parameter(field: Any, source: str) -> _Getter:
             return call.path_params.get(name)
         values = call.request.query_params if source == "query" else call.request.headers
         return values.get(name)
+
+    info = field.field_info
+    if source == "path" and info.annotation is str and not info.metadata:
+        # The path's converter made it a string already: nothing left to check.
+        async def get_path(call: _Call) -> Any:
+            return call.path_params[name]
+
+        return get_path
 
     async def get(call: _Call) -> Any:
         raw = read(call)

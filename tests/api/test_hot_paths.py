@@ -494,6 +494,7 @@ class TestDerivation:
             assert route.path_regex is declared[endpoint].path_regex
             assert route.status_code == declared[endpoint].status_code
             assert route.methods == declared[endpoint].methods
+            assert route.shadows == ()  # no route before it takes any of its paths
 
     async def test_a_moved_route_moves_the_hot_path(self) -> None:
         router = _router(trigger=("/hooks/{token}/fire", 201))
@@ -501,6 +502,16 @@ class TestDerivation:
         assert route.status_code == 201
         assert route.match({"path": "/hooks/abc/fire"}) == {"token": "abc"}
         assert route.match({"path": "/api/v1/webhooks/abc"}) is None
+
+    async def test_an_earlier_route_keeps_its_paths(self) -> None:
+        router = APIRouter()
+        router.add_api_route("/x/{workflow_id}/runs/latest", runs.list_runs, methods=["GET"])
+        router.add_api_route("/x/{workflow_id}/runs/{run_id}", runs.get_run, methods=["GET"])
+        router.routes.extend(_router(get_run=None).routes)
+        (route,) = [r for r in hot.derive(router.routes) if r.endpoint is runs.get_run]
+        assert route.match({"path": "/x/w/runs/latest"}) is None  # the router's first match
+        assert route.match({"path": "/x/w/runs/r1"}) == {"workflow_id": "w", "run_id": "r1"}
+        assert [r.shadows for r in hot.derive(_router().routes)] == [(), (), ()]
 
     async def test_a_missing_hot_route_stops_the_app(self) -> None:
         with pytest.raises(hot.HotRouteError, match=r"routes\.runs\.get_run"):

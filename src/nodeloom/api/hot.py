@@ -43,7 +43,7 @@ from fastapi.routing import iter_route_contexts
 from starlette.convertors import Convertor
 from starlette.requests import Request
 from starlette.responses import Response
-from starlette.routing import BaseRoute
+from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nodeloom.api import problems
@@ -88,10 +88,14 @@ class HotRoute:
     arguments: Filler
     status_code: int | None
     response_class: type[Response]
+    # Routes before this one that can match some of its paths: the router tries them first,
+    # so a path one of them matches is left to the app (none today).
+    shadows: tuple[re.Pattern[str], ...]
 
     def match(self, scope: Scope) -> dict[str, Any] | None:
-        found = self.path_regex.match(scope["path"])
-        if found is None:
+        path = scope["path"]
+        found = self.path_regex.match(path)
+        if found is None or any(shadow.match(path) for shadow in self.shadows):
             return None
         return {k: self.convertors[k].convert(v) for k, v in found.groupdict().items()}
 
@@ -112,10 +116,12 @@ def derive(routes: Sequence[BaseRoute]) -> list[HotRoute]:
     """The hot routes as the app declares them, in ``HOT_ENDPOINTS`` order; the first route
     of an endpoint wins, as in the router."""
     found: dict[Callable[..., Any], HotRoute] = {}
+    earlier: list[Any] = []
     for context in iter_route_contexts(routes):
         endpoint = context.endpoint
         if endpoint in HOT_ENDPOINTS and endpoint not in found:
-            found[endpoint] = _compile(context)
+            found[endpoint] = _compile(context, _shadows(context, earlier))
+        earlier.append(context)
     missing = [_qualname(e) for e in HOT_ENDPOINTS if e not in found]
     if missing:
         raise HotRouteError(
@@ -129,7 +135,33 @@ def _qualname(fn: Callable[..., Any]) -> str:
     return f"{fn.__module__}.{fn.__qualname__}"
 
 
-def _compile(context: Any) -> HotRoute:
+_PARAMETER = re.compile(r"{[^}]*}")
+
+
+def _shadows(context: Any, earlier: list[Any]) -> tuple[re.Pattern[str], ...]:
+    """The path patterns of ``earlier`` routes that share a method with ``context`` and
+    match an instance of its path template, or whose own template it matches ("1" for each
+    parameter: a string, an int and a float converter all take it). Over-inclusive at
+    worst, which only leaves more requests to the app."""
+
+    def instance(template: str) -> str:
+        return _PARAMETER.sub("1", template)
+
+    shadows = []
+    for other in earlier:
+        regex = getattr(other, "path_regex", None)
+        path = getattr(other, "path", None)
+        methods = getattr(other, "methods", None)  # None: every method (a mount)
+        if regex is None or path is None or isinstance(other.original_route, WebSocketRoute):
+            continue
+        if methods is not None and not set(methods) & set(context.methods):
+            continue
+        if regex.match(instance(context.path)) or context.path_regex.match(instance(path)):
+            shadows.append(regex)
+    return tuple(shadows)
+
+
+def _compile(context: Any, shadows: tuple[re.Pattern[str], ...]) -> HotRoute:
     where = f"{_qualname(context.endpoint)} ({context.path})"
     dependant: Dependant = context.dependant
     if context.body_field is not None:
@@ -146,6 +178,7 @@ def _compile(context: Any) -> HotRoute:
         arguments=_filler(dependant, where),
         status_code=context.status_code,
         response_class=response_class,
+        shadows=shadows,
     )
 
 

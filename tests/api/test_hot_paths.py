@@ -502,6 +502,8 @@ class TestDerivation:
         assert route.status_code == 201
         assert route.match({"path": "/hooks/abc/fire"}) == {"token": "abc"}
         assert route.match({"path": "/api/v1/webhooks/abc"}) is None
+        behind_a_proxy = {"path": "/nodeloom/hooks/abc/fire", "root_path": "/nodeloom"}
+        assert route.match(behind_a_proxy) == {"token": "abc"}
 
     async def test_an_earlier_route_keeps_its_paths(self) -> None:
         router = APIRouter()

@@ -40,6 +40,7 @@ from typing import Any
 from fastapi.datastructures import DefaultPlaceholder
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import iter_route_contexts
+from starlette._utils import get_route_path
 from starlette.convertors import Convertor
 from starlette.requests import Request
 from starlette.responses import Response
@@ -93,7 +94,7 @@ class HotRoute:
     shadows: tuple[re.Pattern[str], ...]
 
     def match(self, scope: Scope) -> dict[str, Any] | None:
-        path = scope["path"]
+        path = get_route_path(scope)  # as the router: without the root path, if any
         found = self.path_regex.match(path)
         if found is None or any(shadow.match(path) for shadow in self.shadows):
             return None

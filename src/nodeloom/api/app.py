@@ -125,9 +125,7 @@ def create_app(
         # Derived from the routes declared above (refuses to start if one is missing), and
         # last in the list, so innermost: every other middleware applies to it too.
         hot_routes = hot.derive(app.routes)
-        app.user_middleware.append(
-            Middleware(hot.HotPaths, hot_routes, settings.base_url, runtime.metrics)
-        )
+        app.user_middleware.append(Middleware(hot.HotPaths, hot_routes, runtime.metrics))
     return app
 
 

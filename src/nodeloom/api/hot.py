@@ -25,13 +25,13 @@ sends the same requests both ways and requires the same answers (ADR 0009).
 
 This middleware is the innermost of the app's own (api/app.py), so draining, the NUL check
 and the RateLimit-* headers apply here as everywhere; errors become problem+json through the
-same handlers (``problems.exception_handlers``), and an unexpected one propagates to the
-server-error middleware, as from a route.
+same handlers (the app's ``exception_handlers``), and an unexpected one propagates, as
+from a route.
 """
 
 from __future__ import annotations
 
-import asyncio
+import inspect
 import re
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -259,7 +259,7 @@ def _dependency(sub: Dependant, where: str) -> _Getter:
 
 
 def _is_coroutine(function: Callable[..., Any]) -> bool:
-    return asyncio.iscoroutinefunction(function) or asyncio.iscoroutinefunction(
+    return inspect.iscoroutinefunction(function) or inspect.iscoroutinefunction(
         getattr(function, "__call__", None)  # noqa: B004 - an instance with an async __call__
     )
 
@@ -297,19 +297,9 @@ def _parameter(field: Any, source: str) -> _Getter:
 
 
 class HotPaths:
-    def __init__(
-        self, app: ASGIApp, routes: list[HotRoute], base_url: str, metrics: Metrics
-    ) -> None:
+    def __init__(self, app: ASGIApp, routes: list[HotRoute], metrics: Metrics) -> None:
         self.app = app
         self.routes = routes
-        # As in the framework: the catch-all (500) handler is the server-error middleware's,
-        # outside every other middleware, so an unexpected error propagates to it from here
-        # too and is answered there, without the RateLimit-* headers of inner middlewares.
-        self.handlers = {
-            cls: handler
-            for cls, handler in problems.exception_handlers(base_url).items()
-            if cls is not Exception
-        }
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -327,7 +317,7 @@ class HotPaths:
                     break
                 except Exception as exc:
                     self._count(route)
-                    response = await problems.respond_to(self.handlers, request, exc)
+                    response = await problems.respond_to(_handlers(scope), request, exc)
                 else:
                     self._count(route)
                 await response(scope, receive, send)
@@ -336,3 +326,14 @@ class HotPaths:
 
     def _count(self, route: HotRoute) -> None:
         self.metrics.inc(HOT_REQUESTS, help_="Requests answered by the hot paths", route=route.name)
+
+
+def _handlers(scope: Scope) -> dict[type[Exception], problems.Handler]:
+    """The app's exception handlers, as its routes' errors meet them: the catch-all (500)
+    is the server-error middleware's, outside every other, so an unexpected error
+    propagates from here as it does from a route."""
+    return {
+        cls: handler
+        for cls, handler in scope["app"].exception_handlers.items()
+        if isinstance(cls, type) and cls is not Exception
+    }

@@ -74,6 +74,11 @@ class Settings(BaseSettings):
         "`nodeloom serve --processes N` sets it. Node and sandbox budgets below are for the "
         "whole server and divided among them.",
     )
+    hot_paths: bool = Field(
+        default=True,
+        description="Answer webhook triggers, executes and run status polls beside the "
+        "framework (api/hot.py); off, FastAPI answers them with the same results, slower.",
+    )
     max_concurrent_accepts: int = Field(
         default=8, ge=1, description="Execute/trigger transactions being prepared at once."
     )

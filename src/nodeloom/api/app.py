@@ -9,10 +9,10 @@ from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
+from starlette.middleware import Middleware
 
 from nodeloom import __version__
-from nodeloom.api import problems, webapp
-from nodeloom.api.hot import HotPaths
+from nodeloom.api import hot, problems, webapp
 from nodeloom.api.middleware import (
     ContainErrors,
     ForwardedHeaders,
@@ -108,7 +108,6 @@ def create_app(
     )
     app.state.ctx = ctx
     problems.install(app, settings.base_url)
-    app.add_middleware(HotPaths, ctx=ctx)  # innermost: the middlewares below apply to it too
     app.add_middleware(ContainErrors)
     app.add_middleware(RateLimitHeaders)
     app.add_middleware(RejectNul, base_url=settings.base_url)
@@ -122,6 +121,11 @@ def create_app(
     app.include_router(problem_types.router, prefix=API_PREFIX)
     _document_manual_bodies(app)
     webapp.install(app, settings.web_dist_dir)
+    if settings.hot_paths:
+        # Derived from the routes declared above (refuses to start if one is missing), and
+        # last in the list, so innermost: every other middleware applies to it too.
+        hot_routes = hot.derive(app.routes)
+        app.user_middleware.append(Middleware(hot.HotPaths, hot_routes, runtime.metrics))
     return app
 
 

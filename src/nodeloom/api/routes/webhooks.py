@@ -253,7 +253,7 @@ def _rate_limited(limit: int, reset_seconds: int, headers: dict[str, str]) -> Ra
         402: {"description": "Insufficient credits (insufficient_credits)"},
         403: {"description": "webhook_inactive, plan_upgrade_required or forbidden (signature)"},
         404: {"description": "Unknown or deleted webhook (not_found)"},
-        413: {"description": "Body over 1,048,576 bytes (payload_too_large)"},
+        413: {"description": f"Body over {MAX_TRIGGER_BODY:,} bytes (payload_too_large)"},
         415: {"description": "Content-Type is not JSON (unsupported_media_type)"},
         429: {"description": "Too many accepted triggers in 60 s (rate_limited)"},
     },

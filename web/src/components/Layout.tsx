@@ -21,7 +21,7 @@ export function Layout() {
         </nav>
         <span className="spacer" />
         {me.data && (
-          <span className="muted small">
+          <span className="muted small who">
             {me.data.email} · {me.data.credits_balance.toLocaleString()} credits
           </span>
         )}

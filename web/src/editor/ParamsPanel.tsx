@@ -55,6 +55,7 @@ export function ParamsPanel({
       <h3>Parameters</h3>
       <SchemaForm
         schema={spec.params_schema as JsonSchema}
+        nodeType={spec.type}
         data={node.data}
         idPrefix={`param-${node.id}`}
         onChange={(name, value) => onParam(node.id, name, value)}

@@ -25,6 +25,12 @@ import {
  * the server's log (then live, while it runs, folded by reduceRun); run it again, with or
  * without the cache. */
 export function RunPage() {
+  const { runId = "" } = useParams();
+  // A new run (after "Run again") starts from an empty state.
+  return <RunDetails key={runId} />;
+}
+
+function RunDetails() {
   const { workflowId = "", runId = "" } = useParams();
   const navigate = useNavigate();
   const client = useQueryClient();

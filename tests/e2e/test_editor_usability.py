@@ -133,7 +133,7 @@ class TestFirstSteps:
         toolbar.get_by_role("button", name="Run again").click()
         expect(node(page, "Text template")).to_have_attribute("data-cached", "true")
         expect(node(page, "Text template")).to_contain_text("Cached: 0 credits")
-        expect(toolbar).to_contain_text("cached, 0 credits each")
+        expect(toolbar).to_contain_text("0 credits · 2 nodes cached")
         shot(page, "21-editor-run-again-cached-1280")
 
         toolbar.get_by_role("button", name="Run without cache").click()
@@ -372,6 +372,9 @@ class TestEditing:
         expect(node(page, "Render text").locator("img")).to_have_count(0)
         node(page, "Render text").get_by_role("button", name="Show output").click()
         expect(node(page, "Render text").locator("img")).to_be_visible()
+        page.emulate_media(color_scheme="dark")
+        shot(page, "29-editor-previews-dark-1280")
+        page.emulate_media(color_scheme="light")
 
     def test_save_warnings_are_shown_on_their_node(self, page: Page, server: ServerProcess) -> None:
         graph = text_and_image_graph()

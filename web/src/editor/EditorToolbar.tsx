@@ -88,7 +88,7 @@ export function EditorToolbar({
               {cachedCount > 0 && (
                 <span className="muted" title={CACHED_NOTE}>
                   {" "}
-                  ({cachedCount} node{cachedCount === 1 ? "" : "s"} cached, 0 credits each)
+                  · {cachedCount} node{cachedCount === 1 ? "" : "s"} cached
                 </span>
               )}
             </span>

@@ -36,7 +36,12 @@ describe("placeProblems", () => {
 describe("placing a save's warnings", () => {
   it("puts a warning about a node's type on that node", () => {
     const placed = placeProblems(
-      [{ pointer: "/graph_json/nodes/1/type", message: "TextToSpeech is unavailable: no provider" }],
+      [
+        {
+          pointer: "/graph_json/nodes/1/type",
+          message: "TextToSpeech is unavailable: no provider",
+        },
+      ],
       sent,
     );
     expect(placed.nodes.get("tts")).toEqual(["TextToSpeech is unavailable: no provider"]);

@@ -653,7 +653,7 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
               onNodeDragStart={() => history.record()}
               defaultViewport={loaded.viewport}
               fitView={opened.fit === true}
-              fitViewOptions={{ padding: 0.2 }}
+              fitViewOptions={{ padding: 0.2, maxZoom: 1 }}
               zoomOnDoubleClick={false}
               elevateNodesOnSelect={false}
               deleteKeyCode={["Backspace", "Delete"]}

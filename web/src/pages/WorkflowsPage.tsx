@@ -149,7 +149,7 @@ export function WorkflowsPage() {
         <p>Loading…</p>
       ) : list.data && list.data.length > 0 ? (
         <div className="table-scroll">
-          <table>
+          <table className="stack-table">
             <TableHead columns={["Name", "Nodes", "Created", "Last run"]} actions />
             <tbody>
               {list.data.map((item) => (
@@ -178,13 +178,13 @@ export function WorkflowsPage() {
                       <Link to={`/workflows/${item.id}`}>{item.name}</Link>
                     )}
                   </td>
-                  <td>{item.node_count}</td>
-                  <td>{formatTime(item.created_at)}</td>
-                  <td>
+                  <td data-label="Nodes">{item.node_count}</td>
+                  <td data-label="Created">{formatTime(item.created_at)}</td>
+                  <td data-label="Last run">
                     <Status status={item.last_run_status} />
                   </td>
-                  <td>
-                    <div className="row" style={{ justifyContent: "flex-end" }}>
+                  <td className="actions">
+                    <div className="row end">
                       <Link to={`/workflows/${item.id}/runs`} className="button">
                         Runs
                       </Link>

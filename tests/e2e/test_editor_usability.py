@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.e2e.conftest import shot
+from tests.e2e.conftest import api as api_client
+from tests.e2e.conftest import node, shot, token, wait_for_run
 from tests.server import ServerProcess
 
 pytest.importorskip("playwright")
@@ -25,20 +25,8 @@ EMAIL = "new-user@example.com"
 PASSWORD = "a long password"
 
 
-def token(page: Page) -> str:
-    return str(page.evaluate("() => JSON.parse(sessionStorage.getItem('nodeloom.session')).token"))
-
-
 def api(server: ServerProcess, page: Page) -> httpx.Client:
-    return httpx.Client(
-        base_url=f"{server.base_url}/api/v1",
-        headers={"Authorization": f"Bearer {token(page)}"},
-        timeout=10,
-    )
-
-
-def node(page: Page, title: str) -> Locator:
-    return page.get_by_role("group", name=title, exact=True)
+    return api_client(server, token(page))
 
 
 def centre(box: dict[str, float] | None) -> tuple[float, float]:
@@ -48,15 +36,6 @@ def centre(box: dict[str, float] | None) -> tuple[float, float]:
 
 def handle(page: Page, title: str, handle_id: str) -> Locator:
     return node(page, title).locator(f'.react-flow__handle[data-handleid="{handle_id}"]')
-
-
-def wait_for_run(client: httpx.Client, workflow: str, run: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    while True:
-        body: dict[str, Any] = client.get(f"/workflows/{workflow}/runs/{run}").json()
-        if body["status"] not in ("pending", "running") or time.monotonic() > deadline:
-            return body
-        time.sleep(0.2)
 
 
 def make_workflow(client: httpx.Client, name: str, graph: dict[str, Any]) -> str:
@@ -395,43 +374,6 @@ class TestEditing:
         expect(picture.get_by_role("note")).to_contain_text("unavailable")
         expect(node(page, "Render text").get_by_role("note")).to_have_count(0)
         shot(page, "27-editor-save-warning-1280")
-
-
-class TestCancelled:
-    def test_a_cancelled_run_is_shown_as_cancelled(self, page: Page, server: ServerProcess) -> None:
-        graph = {
-            "nodes": [
-                {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
-                {
-                    "id": "wait",
-                    "type": "Delay",
-                    "position": {"x": 300, "y": 0},
-                    "data": {"seconds": 60},
-                },
-            ],
-            "edges": [{"id": "e1", "source": "in", "target": "wait"}],
-            "viewport": {"x": 40, "y": 80, "zoom": 1},
-        }
-        with api(server, page) as client:
-            wf = make_workflow(client, "To cancel", graph)
-        page.goto(f"/workflows/{wf}")
-        page.get_by_role("button", name="Run", exact=True).click()
-        page.get_by_role("dialog").get_by_role("button", name="Start run").click()
-        expect(node(page, "Delay")).to_have_attribute("data-status", "running")
-        page.get_by_role("button", name="Cancel run").click()
-        expect(node(page, "Delay")).to_have_attribute("data-status", "cancelled")
-        toolbar = page.get_by_role("toolbar", name="Editor")
-        expect(toolbar).to_contain_text("Run cancelled")
-        expect(toolbar.locator('.status[data-status="cancelled"]')).to_be_visible()
-
-        page.goto(f"/workflows/{wf}/runs")
-        page.get_by_label("Status").select_option("cancelled")
-        expect(page).to_have_url(re.compile(r"status=cancelled"))
-        expect(page.locator("tbody tr")).to_have_count(1)
-        expect(page.locator("tbody .status")).to_have_text("cancelled")
-        shot(page, "28-runs-cancelled-1280")
-        page.get_by_label("Status").select_option("completed")
-        expect(page.get_by_text("No completed runs.")).to_be_visible()
 
 
 class TestPhone:

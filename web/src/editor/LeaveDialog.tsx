@@ -1,4 +1,4 @@
-import { useEffect, useRef } from "react";
+import { useModal } from "../components/useModal";
 
 /** Asked when the user leaves the editor with unsaved changes (an in-app link, back or
  * forward): save and leave, leave without saving, or stay. */
@@ -15,13 +15,7 @@ export function LeaveDialog({
   onLeave: () => void;
   onStay: () => void;
 }) {
-  const ref = useRef<HTMLDialogElement>(null);
-  useEffect(() => {
-    const dialog = ref.current;
-    if (!dialog) return;
-    if (open && !dialog.open) dialog.showModal();
-    if (!open && dialog.open) dialog.close();
-  }, [open]);
+  const ref = useModal(open);
   return (
     <dialog ref={ref} onCancel={onStay} aria-labelledby="leave-title">
       <h2 id="leave-title">Leave without saving?</h2>

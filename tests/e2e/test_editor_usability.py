@@ -403,6 +403,7 @@ class TestPhone:
             expect(palette).to_be_hidden()
             toolbar.get_by_role("button", name="Nodes").click()
             expect(palette).to_be_visible()
+            expect(palette.get_by_role("searchbox")).to_be_focused()
             shot(phone, "31-editor-palette-390")
             palette.get_by_role("searchbox").fill("input")
             palette.get_by_role("button", name="Add Text input").click()

@@ -144,6 +144,12 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
     at: { left: number; top: number };
     from: DraggedFrom | null;
   } | null>(null);
+  // An opened drawer (narrow screens) takes the focus, so the keyboard continues there.
+  useEffect(() => {
+    if (drawer === "palette") document.getElementById("palette-search")?.focus();
+    if (drawer === "details")
+      document.querySelector<HTMLElement>("#editor-details .drawer-close")?.focus();
+  }, [drawer]);
   const openQuickAdd = useCallback((x: number, y: number, from: DraggedFrom | null) => {
     const box = canvas.current?.getBoundingClientRect();
     if (!box) return;

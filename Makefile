@@ -10,7 +10,7 @@ STAMP := $(VENV)/.installed
 WEB_BUNDLE := src/nodeloom/web_dist/index.html
 WEB_SOURCES := $(shell find web/src web/public -type f 2>/dev/null) web/index.html \
 	web/package.json web/package-lock.json web/vite.config.ts web/tsconfig.json \
-	$(wildcard src/nodeloom/schemas/*.py src/nodeloom/api/routes/*.py)
+	$(wildcard src/nodeloom/schemas/*.py src/nodeloom/api/routes/*.py examples/*.json)
 
 install: $(STAMP) $(WEB_BUNDLE) chromium
 

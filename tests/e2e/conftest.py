@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import httpx
 import pytest
 
 from tests.server import ServerProcess
@@ -119,3 +122,34 @@ def page(browser: object, server: ServerProcess) -> Iterator[object]:
 def shot(page: object, name: str) -> None:
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"))  # type: ignore[attr-defined]
+
+
+# Helpers the browser test modules share.
+
+
+def token(page: Any) -> str:
+    """The session's JWT, as the web app keeps it."""
+    value = page.evaluate("() => JSON.parse(sessionStorage.getItem('nodeloom.session')).token")
+    return str(value)
+
+
+def api(server: ServerProcess, credential: str) -> httpx.Client:
+    return httpx.Client(
+        base_url=f"{server.base_url}/api/v1",
+        headers={"Authorization": f"Bearer {credential}"},
+        timeout=10,
+    )
+
+
+def node(page: Any, title: str) -> Any:
+    """A node on the canvas, by its type's title."""
+    return page.get_by_role("group", name=title, exact=True)
+
+
+def wait_for_run(client: httpx.Client, workflow: str, run: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 120
+    while True:
+        body: dict[str, Any] = client.get(f"/workflows/{workflow}/runs/{run}").json()
+        if body["status"] not in ("pending", "running") or time.monotonic() > deadline:
+            return body
+        time.sleep(0.2)

@@ -15,31 +15,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import shot
+from tests.e2e.conftest import api, node, shot, token, wait_for_run
 from tests.server import ServerProcess
 
 pytest.importorskip("playwright")
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Page, expect
 
 EMAIL = "owner@example.com"
 PASSWORD = "a long password"
-
-
-def token(page: Page) -> str:
-    value = page.evaluate("() => JSON.parse(sessionStorage.getItem('nodeloom.session')).token")
-    return str(value)
-
-
-def api(server: ServerProcess, credential: str) -> httpx.Client:
-    return httpx.Client(
-        base_url=f"{server.base_url}/api/v1",
-        headers={"Authorization": f"Bearer {credential}"},
-        timeout=10,
-    )
-
-
-def node(page: Page, title: str) -> Locator:
-    return page.get_by_role("group", name=title, exact=True)
 
 
 def drag_from_palette(page: Page, title: str, x: int, y: int) -> None:
@@ -170,15 +153,6 @@ PLAY_AND_SEEK = """async ({src, tag}) => {
   media.remove();
   return result;
 }"""
-
-
-def wait_for_run(client: httpx.Client, workflow: str, run: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 120
-    while True:
-        body: dict[str, Any] = client.get(f"/workflows/{workflow}/runs/{run}").json()
-        if body["status"] not in ("pending", "running") or time.monotonic() > deadline:
-            return body
-        time.sleep(0.2)
 
 
 class TestNewUser:
@@ -404,6 +378,8 @@ class TestNewUser:
         page.get_by_role("button", name="Undo").click()
         expect(node(page, "Text to speech")).to_have_count(1)
         expect(page.locator(".react-flow__edge")).to_have_count(1)
+        page.keyboard.press("Control+s")  # else leaving the editor asks first
+        expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()
 
     def test_a_graph_made_by_api_saves_back_unchanged(
         self, page: Page, server: ServerProcess
@@ -478,8 +454,20 @@ class TestNewUser:
         expect(node(page, "Delay")).to_have_attribute("data-status", "running")
         page.get_by_role("button", name="Cancel run").click()
         expect(node(page, "Delay")).to_have_attribute("data-status", "cancelled")
-        expect(page.get_by_role("toolbar", name="Editor")).to_contain_text("Run failed")
+        toolbar = page.get_by_role("toolbar", name="Editor")
+        expect(toolbar).to_contain_text("Run cancelled")
+        expect(toolbar.locator('.status[data-status="cancelled"]')).to_be_visible()
         expect(page.get_by_role("button", name="Cancel run")).to_be_hidden()
+
+        # Cancelled is a status of its own in the runs list, with its own filter option.
+        page.goto(f"/workflows/{wf}/runs")
+        page.get_by_label("Status").select_option("cancelled")
+        expect(page).to_have_url(re.compile(r"status=cancelled"))
+        expect(page.locator("tbody tr")).to_have_count(1)
+        expect(page.locator("tbody .status")).to_have_text("cancelled")
+        shot(page, "14-runs-cancelled")
+        page.get_by_label("Status").select_option("completed")
+        expect(page.get_by_text("No completed runs.")).to_be_visible()
 
     def test_a_failed_node_shows_its_error(self, page: Page, server: ServerProcess) -> None:
         # Network nodes refuse loopback addresses: the request fails, its child is skipped.

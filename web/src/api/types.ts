@@ -20,9 +20,21 @@ export type ArtifactMetadata = Schemas["ArtifactMetadata"];
 export type Webhook = Schemas["WebhookOut"];
 export type RunEstimate = Schemas["RunEstimate"];
 export type SetupStatus = Schemas["SetupStatus"];
-export type RunStatus = RunSummary["status"];
+/** A run's status. `cancelled` is added here, the one place, for servers whose document does
+ * not list it yet; once it does, the union is unchanged and this line can stay as it is. */
+export type RunStatus = RunSummary["status"] | "cancelled";
 export type NodeStatus = NodeRun["status"];
 export type Kind = NodeInput["kind"];
+
+/** Something the server accepted but wants said: a JSON pointer into the request body and a
+ * message (an unavailable node type, say). Saves answer with a list of them. */
+export interface Warning {
+  pointer: string;
+  message: string;
+}
+/** A created or updated workflow as the server answers the save: `warnings` is always sent
+ * by servers that know it (older ones leave it out). */
+export type SavedWorkflow = Workflow & { warnings?: Warning[] };
 
 /** graph_json as stored: React Flow's saved shape; nodes and edges keep any extra fields. */
 export interface GraphNode {

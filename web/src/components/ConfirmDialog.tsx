@@ -1,4 +1,4 @@
-import { useEffect, useRef } from "react";
+import { useModal } from "./useModal";
 
 /** A modal question with two answers; Escape or "Keep" cancels. */
 export function ConfirmDialog({
@@ -16,13 +16,7 @@ export function ConfirmDialog({
   onConfirm: () => void;
   onCancel: () => void;
 }) {
-  const ref = useRef<HTMLDialogElement>(null);
-  useEffect(() => {
-    const dialog = ref.current;
-    if (!dialog) return;
-    if (open && !dialog.open) dialog.showModal();
-    if (!open && dialog.open) dialog.close();
-  }, [open]);
+  const ref = useModal(open);
   return (
     <dialog ref={ref} onCancel={onCancel} aria-labelledby="confirm-title">
       <h2 id="confirm-title">{title}</h2>

@@ -9,7 +9,7 @@ export function Layout() {
       <header className="topbar">
         <a className="brand" href="/workflows">
           <img src="/favicon.svg" alt="" width={22} height={22} />
-          Nodeloom
+          <span className="brand-name">Nodeloom</span>
         </a>
         <nav aria-label="Main">
           <NavLink to="/workflows">Workflows</NavLink>
@@ -21,7 +21,7 @@ export function Layout() {
         </nav>
         <span className="spacer" />
         {me.data && (
-          <span className="muted small">
+          <span className="muted small who">
             {me.data.email} · {me.data.credits_balance.toLocaleString()} credits
           </span>
         )}

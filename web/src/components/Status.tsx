@@ -1,3 +1,5 @@
+/** A run's or node's status as a coloured dot and a word; a completed node whose output was
+ * reused from an earlier run says "cached". */
 export function Status({
   status,
   cached,
@@ -9,10 +11,22 @@ export function Status({
   const shown =
     cached && status === "completed" ? "cached" : status === "pending" ? "queued" : status;
   return (
-    <span className="status" data-status={shown}>
+    <span
+      className="status"
+      data-status={shown}
+      title={shown === "cached" ? CACHED_NOTE : undefined}
+    >
       {shown}
     </span>
   );
+}
+
+export const CACHED_NOTE = "Cached: the output of an earlier identical run was reused, at no cost.";
+
+/** What a node cost, saying so when 0 credits means its output came from the cache. */
+export function creditsLabel(credits: number | undefined, cached: boolean | undefined): string {
+  const amount = `${credits ?? 0} credit${credits === 1 ? "" : "s"}`;
+  return cached ? `${amount} (cached: output reused)` : amount;
 }
 
 export function formatTime(value: string | null | undefined): string {

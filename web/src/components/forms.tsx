@@ -62,7 +62,7 @@ export function NameForm({
         onSubmit();
       }}
     >
-      <div style={{ flex: 1 }}>
+      <div className="grow">
         <label htmlFor={id}>{label}</label>
         <input
           id={id}

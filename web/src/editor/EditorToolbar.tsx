@@ -1,9 +1,12 @@
 import { Link } from "react-router";
-import { Status } from "../components/Status";
+import { CACHED_NOTE, Status } from "../components/Status";
 import type { RunView } from "./useRun";
 
-/** Name, save, undo/redo, fit view, the current run and its controls. */
+/** Name, save, undo/redo, fit view, the current run and its controls; on a narrow screen
+ * also the buttons that open the palette and the side panel as drawers. */
 export function EditorToolbar({
+  drawer,
+  onDrawer,
   workflowId,
   name,
   onName,
@@ -15,7 +18,11 @@ export function EditorToolbar({
   run,
   onCancel,
   onRun,
+  onRunAgain,
+  cachedCount,
 }: {
+  drawer: "palette" | "details" | null;
+  onDrawer: (which: "palette" | "details" | null) => void;
   workflowId: string;
   name: string;
   onName: (value: string) => void;
@@ -27,10 +34,31 @@ export function EditorToolbar({
   run: RunView | null;
   onCancel: () => void;
   onRun: () => void;
+  onRunAgain: (cache: boolean) => void;
+  /** How many nodes of the shown run were cached. */
+  cachedCount: number;
 }) {
   const running = run?.status === "running";
   return (
     <div className="toolbar" role="toolbar" aria-label="Editor">
+      <button
+        type="button"
+        className="drawer-toggle"
+        aria-expanded={drawer === "palette"}
+        aria-controls="editor-palette"
+        onClick={() => onDrawer(drawer === "palette" ? null : "palette")}
+      >
+        Nodes
+      </button>
+      <button
+        type="button"
+        className="drawer-toggle"
+        aria-expanded={drawer === "details"}
+        aria-controls="editor-details"
+        onClick={() => onDrawer(drawer === "details" ? null : "details")}
+      >
+        Details
+      </button>
       <input
         className="name"
         aria-label="Workflow name"
@@ -54,7 +82,17 @@ export function EditorToolbar({
       {run && (
         <span className="row small" aria-live="polite">
           Run <Status status={run.status} />
-          {run.creditsUsed !== undefined && <span>{run.creditsUsed} credits</span>}
+          {run.creditsUsed !== undefined && (
+            <span>
+              {run.creditsUsed} credits
+              {cachedCount > 0 && (
+                <span className="muted" title={CACHED_NOTE}>
+                  {" "}
+                  · {cachedCount} node{cachedCount === 1 ? "" : "s"} cached
+                </span>
+              )}
+            </span>
+          )}
           <Link to={`/workflows/${workflowId}/runs/${run.runId}`}>Run page</Link>
         </span>
       )}
@@ -66,6 +104,16 @@ export function EditorToolbar({
       <button type="button" className="primary" onClick={onRun} disabled={running || saving}>
         Run
       </button>
+      {run && !running && (
+        <>
+          <button type="button" onClick={() => onRunAgain(true)} disabled={saving}>
+            Run again
+          </button>
+          <button type="button" onClick={() => onRunAgain(false)} disabled={saving}>
+            Run without cache
+          </button>
+        </>
+      )}
       <Link className="button" to={`/workflows/${workflowId}/runs`}>
         Runs
       </Link>

@@ -1,20 +1,25 @@
-import { memo } from "react";
+import { memo, useState } from "react";
 import { Handle, Position, type NodeProps } from "@xyflow/react";
 import type { FlowNode } from "../graph/convert";
-import { OUTPUT_HANDLE } from "../graph/kinds";
-import { Status } from "../components/Status";
+import { OUTPUT_HANDLE, handleKey } from "../graph/kinds";
+import { CACHED_NOTE, Status } from "../components/Status";
 import { ArtifactPreview } from "./ArtifactPreview";
 import { useEditor } from "./context";
 
 /** One node on the canvas: an element with role "group" named by the node type's title,
- * carrying its live run state in data-status; typed handles, problems and output. */
+ * carrying its live run state in data-status; typed handles (red while a dragged connection
+ * may not end on them), problems, warnings and output (which can be folded away). */
 function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
-  const { catalog, live, problems } = useEditor();
+  const { catalog, live, problems, warnings, refused } = useEditor();
+  const [folded, setFolded] = useState(false);
   const spec = catalog.get(type);
   const state = live[id];
   const status = state?.status ?? "idle";
   const nodeProblems = problems?.nodes.get(id) ?? [];
+  const nodeWarnings = warnings?.nodes.get(id) ?? [];
   const title = spec?.title ?? type;
+  const handleClass = (handle: string) =>
+    refused.has(handleKey(id, handle)) ? "refused" : undefined;
   return (
     <div
       role="group"
@@ -22,7 +27,9 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
       data-status={status}
       data-cached={state?.cached ? "true" : undefined}
       data-node-id={id}
-      className={`nl-node${nodeProblems.length ? " has-problem" : ""}`}
+      className={`nl-node${nodeProblems.length ? " has-problem" : ""}${
+        nodeWarnings.length ? " has-warning" : ""
+      }`}
     >
       <header>
         <span>{title}</span>
@@ -35,6 +42,7 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
               type="target"
               position={Position.Left}
               id={input.name}
+              className={handleClass(input.name)}
               data-kind={input.kind}
               aria-label={`${input.name} input (${input.kind})`}
             />
@@ -51,6 +59,7 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
               type="source"
               position={Position.Right}
               id={OUTPUT_HANDLE}
+              className={handleClass(OUTPUT_HANDLE)}
               data-kind={spec.output.kind}
               aria-label={`output (${spec.output.kind})`}
             />
@@ -67,6 +76,16 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
           {message}
         </div>
       ))}
+      {nodeWarnings.map((message, i) => (
+        <div className="warning" role="note" key={i}>
+          {message}
+        </div>
+      ))}
+      {state?.cached && state.status === "completed" && (
+        <div className="cached-note small" title={CACHED_NOTE}>
+          Cached: 0 credits
+        </div>
+      )}
       {state?.error && (
         <div className="problem" role="alert">
           {state.error}
@@ -75,7 +94,15 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
       {!spec && <div className="problem">Unknown node type {type}</div>}
       {state?.status === "completed" && state.artifactId && (
         <div className="body nodrag nowheel">
-          <ArtifactPreview artifactId={state.artifactId} compact />
+          <button
+            type="button"
+            className="fold"
+            aria-expanded={!folded}
+            onClick={() => setFolded(!folded)}
+          >
+            {folded ? "Show output" : "Hide output"}
+          </button>
+          {!folded && <ArtifactPreview artifactId={state.artifactId} compact />}
         </div>
       )}
     </div>

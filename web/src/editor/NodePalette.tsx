@@ -1,30 +1,38 @@
 import { useMemo, useState } from "react";
 import type { NodeType } from "../api/types";
+import { searchNodeTypes } from "./search";
 
 export const DRAG_TYPE = "application/x-nodeloom-node-type";
 
-/** The node catalog, grouped by category and searchable; drag an item onto the canvas, or
- * press it (Enter) to add it in the middle of the view. */
+/** The node catalog, grouped by category and searchable (aliases included: "tts", "img");
+ * drag an item onto the canvas, or press it (Enter) to add it in the middle of the view. On a
+ * narrow screen it is a drawer, opened from the toolbar. */
 export function NodePalette({
   types,
   onAdd,
+  onClose,
 }: {
   types: NodeType[];
   onAdd: (type: string) => void;
+  onClose: () => void;
 }) {
   const [query, setQuery] = useState("");
   const groups = useMemo(() => {
-    const q = query.trim().toLowerCase();
-    const shown = types.filter(
-      (t) => !q || `${t.title} ${t.type} ${t.description} ${t.category}`.toLowerCase().includes(q),
-    );
+    const shown = searchNodeTypes(types, query);
     const byCategory = new Map<string, NodeType[]>();
     for (const t of shown) byCategory.set(t.category, [...(byCategory.get(t.category) ?? []), t]);
-    return [...byCategory.entries()].sort(([a], [b]) => a.localeCompare(b));
+    // Searching: the category of the best match first; browsing: alphabetical.
+    const entries = [...byCategory.entries()];
+    return query.trim() ? entries : entries.sort(([a], [b]) => a.localeCompare(b));
   }, [types, query]);
   return (
-    <aside className="palette" aria-label="Node palette">
-      <label htmlFor="palette-search">Add a node</label>
+    <aside className="palette" id="editor-palette" aria-label="Node palette">
+      <div className="drawer-head">
+        <label htmlFor="palette-search">Add a node</label>
+        <button type="button" className="drawer-close" onClick={onClose}>
+          Close
+        </button>
+      </div>
       <input
         id="palette-search"
         type="search"

@@ -22,10 +22,11 @@ export function ParamsPanel({
   onConnectInput: (nodeId: string, input: string, sourceId: string | null) => void;
   onDelete: () => void;
 }) {
-  const { catalog, problems } = useEditor();
+  const { catalog, problems, warnings } = useEditor();
   const spec = catalog.get(node.type ?? "");
   if (!spec) return <p>Unknown node type {node.type}.</p>;
   const nodeProblems = problems?.nodes.get(node.id) ?? [];
+  const nodeWarnings = warnings?.nodes.get(node.id) ?? [];
   return (
     <div>
       <h2>{spec.title}</h2>
@@ -36,6 +37,13 @@ export function ParamsPanel({
         <div className="banner error" role="alert">
           {nodeProblems.map((p, i) => (
             <div key={i}>{p}</div>
+          ))}
+        </div>
+      )}
+      {nodeWarnings.length > 0 && (
+        <div className="banner warn" role="note">
+          {nodeWarnings.map((w, i) => (
+            <div key={i}>{w}</div>
           ))}
         </div>
       )}
@@ -55,6 +63,7 @@ export function ParamsPanel({
       <h3>Parameters</h3>
       <SchemaForm
         schema={spec.params_schema as JsonSchema}
+        nodeType={spec.type}
         data={node.data}
         idPrefix={`param-${node.id}`}
         onChange={(name, value) => onParam(node.id, name, value)}

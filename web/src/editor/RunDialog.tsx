@@ -15,7 +15,7 @@ export function RunDialog({
   nodes: FlowNode[];
   estimate: RunEstimate | null;
   error: string | null;
-  onStart: (input: Record<string, string> | null) => void;
+  onStart: (input: Record<string, string> | null, cache: boolean) => void;
   onClose: () => void;
 }) {
   const ref = useRef<HTMLDialogElement>(null);
@@ -36,7 +36,9 @@ export function RunDialog({
       <form
         onSubmit={(e) => {
           e.preventDefault();
-          onStart(fields.length ? values : null);
+          // The submitter says which: "Start run" uses the cache, the other does not.
+          const submitter = (e.nativeEvent as SubmitEvent).submitter;
+          onStart(fields.length ? values : null, submitter?.dataset.cache !== "false");
         }}
       >
         <h2 id="run-title">Run this workflow</h2>
@@ -62,7 +64,8 @@ export function RunDialog({
             <>
               Estimated cost: <b data-testid="estimated-credits">{estimate.estimated_credits}</b>{" "}
               credits (balance {estimate.credits_balance}). Nodes are charged as they complete; what
-              is not used is given back.
+              is not used is given back. A node whose output is cached from an earlier identical run
+              costs 0 credits; “Start without cache” computes and charges every node again.
             </>
           )}
         </p>
@@ -75,6 +78,9 @@ export function RunDialog({
         <div className="row" style={{ justifyContent: "flex-end" }}>
           <button type="button" onClick={onClose}>
             Close
+          </button>
+          <button type="submit" data-cache="false" disabled={estimate === null || short}>
+            Start without cache
           </button>
           <button type="submit" className="primary" disabled={estimate === null || short}>
             Start run

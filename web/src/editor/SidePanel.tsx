@@ -12,6 +12,7 @@ export function SidePanel({
   onParam,
   onConnectInput,
   onDelete,
+  onClose,
 }: {
   title: string;
   nodes: FlowNode[];
@@ -20,6 +21,8 @@ export function SidePanel({
   onParam: (nodeId: string, name: string, value: unknown) => void;
   onConnectInput: (nodeId: string, input: string, sourceId: string | null) => void;
   onDelete: (selection: { nodes?: FlowNode[]; edges?: FlowEdge[] }) => void;
+  /** Closes the panel where it is a drawer (narrow screens). */
+  onClose: () => void;
 }) {
   const { problems } = useEditor();
   const selectedNodes = nodes.filter((n) => n.selected);
@@ -89,7 +92,10 @@ export function SidePanel({
     );
   }
   return (
-    <aside className="sidepanel" aria-label="Details">
+    <aside className="sidepanel" id="editor-details" aria-label="Details">
+      <button type="button" className="drawer-close" onClick={onClose}>
+        Close
+      </button>
       {content}
     </aside>
   );

@@ -1,26 +1,27 @@
 import { createContext, useContext } from "react";
 import type { NodeType } from "../api/types";
 import type { Placed } from "../graph/problems";
+import type { NodeLive } from "../events/runEvents";
 
-/** What a node shows while a run goes on: its state, progress, output and error. */
-export interface NodeLive {
-  status: "queued" | "running" | "completed" | "failed" | "skipped" | "cancelled";
-  progress?: number;
-  cached?: boolean;
-  artifactId?: string | null;
-  error?: string | null;
-}
+export type { NodeLive };
 
 export interface EditorState {
   catalog: Map<string, NodeType>;
   live: Record<string, NodeLive>;
+  /** Problems of the last refused save or run, placed on their nodes and edges. */
   problems: Placed | null;
+  /** Warnings of the last accepted save, placed the same way (shown amber, not blocking). */
+  warnings: Placed | null;
+  /** While a connection is dragged: the handles it may not end on, as `${nodeId}:${handleId}`. */
+  refused: ReadonlySet<string>;
 }
 
 export const EditorContext = createContext<EditorState>({
   catalog: new Map(),
   live: {},
   problems: null,
+  warnings: null,
+  refused: new Set(),
 });
 
 export function useEditor(): EditorState {

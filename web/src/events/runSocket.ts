@@ -1,19 +1,11 @@
 // The one WebSocket client: subscribes to a run on /api/v1/ws and hands each event to the
-// caller. The server replays a run's earlier events on subscribe, so nothing is missed
-// between execute and subscribe; on a dropped connection it resubscribes after the last seq.
+// caller (which folds it with reduceRun from runEvents.ts). The server replays a run's earlier
+// events on subscribe, so nothing is missed between execute and subscribe; on a dropped
+// connection it resubscribes after the last seq.
 import { getToken } from "../api/session";
+import { isTerminal, type RunEvent } from "./runEvents";
 
-export interface RunEvent {
-  type: string;
-  seq: number;
-  ts: string;
-  run_id: string;
-  workflow_id: string;
-  node_id?: string;
-  data: Record<string, unknown>;
-}
-
-const FINAL = new Set(["run.completed", "run.failed"]);
+export type { RunEvent };
 
 export function watchRun(runId: string, onEvent: (event: RunEvent) => void): () => void {
   let socket: WebSocket | null = null;
@@ -41,7 +33,7 @@ export function watchRun(runId: string, onEvent: (event: RunEvent) => void): () 
       if (typeof event.seq !== "number" || event.run_id !== runId || event.seq <= lastSeq) return;
       lastSeq = event.seq;
       onEvent(event);
-      if (FINAL.has(event.type)) {
+      if (isTerminal(event.type)) {
         stopped = true;
         socket?.close(1000);
       }

@@ -13,16 +13,19 @@ export const REMOVE = Symbol("remove");
 /** A node's params as a form generated from its JSON Schema. */
 export function SchemaForm({
   schema,
+  nodeType,
   data,
   idPrefix,
   onChange,
 }: {
   schema: JsonSchema;
+  /** The node type, for its field order (FIELD_ORDER). */
+  nodeType?: string;
   data: Record<string, unknown>;
   idPrefix: string;
   onChange: (name: string, value: unknown) => void;
 }) {
-  const fields = formFields(schema);
+  const fields = formFields(schema, nodeType);
   if (fields.length === 0) return <p className="muted small">This node has no parameters.</p>;
   return (
     <>

@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { boundsProblem, displayValue, formFields, parseInput, type JsonSchema } from "./schema";
+import {
+  boundsProblem,
+  displayValue,
+  formFields,
+  orderFields,
+  parseInput,
+  type JsonSchema,
+} from "./schema";
 
 // Shapes exactly as the server's catalog publishes them (Pydantic's JSON Schema).
 const tts: JsonSchema = {
@@ -84,5 +91,22 @@ describe("values", () => {
     expect(boundsProblem(speed!, 3)).toBe("At most 2.");
     expect(boundsProblem(speed!, 0.1)).toBe("At least 0.5.");
     expect(boundsProblem(speed!, 1)).toBeNull();
+  });
+});
+
+describe("field order", () => {
+  it("puts TextInput's text before its key, as the schema does not", () => {
+    expect(formFields(textInput).map((f) => f.name)).toEqual(["key", "text"]);
+    expect(formFields(textInput, "TextInput").map((f) => f.name)).toEqual(["text", "key"]);
+  });
+
+  it("keeps the schema's order for types without an entry", () => {
+    expect(formFields(tts, "TextToSpeech").map((f) => f.name)).toEqual([
+      "voice",
+      "speed",
+      "engine",
+    ]);
+    const fields = formFields(tts);
+    expect(orderFields(fields, "Unknown")).toEqual(fields);
   });
 });

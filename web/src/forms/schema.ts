@@ -59,7 +59,29 @@ function resolve(schema: JsonSchema, root: JsonSchema): JsonSchema {
   return current;
 }
 
-export function formFields(schema: JsonSchema): FormField[] {
+/** Per node type, the fields that come first, in this order; the rest follow in the schema's
+ * order. The server's schema orders params as its models declare them, which is not always
+ * the order a person fills them in (TextInput declares `key` before `text`). */
+export const FIELD_ORDER: Readonly<Record<string, readonly string[]>> = {
+  TextInput: ["text", "key"],
+};
+
+/** The fields of `type`'s form, its main fields first. */
+export function orderFields(fields: FormField[], type: string | undefined): FormField[] {
+  const first = FIELD_ORDER[type ?? ""] ?? [];
+  const rank = (f: FormField) => {
+    const i = first.indexOf(f.name);
+    return i === -1 ? first.length : i;
+  };
+  // Array.prototype.sort is stable: fields not in the table keep the schema's order.
+  return [...fields].sort((a, b) => rank(a) - rank(b));
+}
+
+export function formFields(schema: JsonSchema, type?: string): FormField[] {
+  return orderFields(schemaFields(schema), type);
+}
+
+function schemaFields(schema: JsonSchema): FormField[] {
   const required = new Set(schema.required ?? []);
   return Object.entries(schema.properties ?? {}).map(([name, raw]) => {
     let prop = resolve(raw, schema);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { refusal, targetInput } from "./kinds";
+import { edgeToNew, handleKey, refusal, refusedHandles, targetInput } from "./kinds";
 import type { NodeType } from "../api/types";
 import type { FlowEdge, FlowNode } from "./convert";
 
@@ -99,5 +99,63 @@ describe("refusal", () => {
   it("resolves an omitted handle to the only input", () => {
     expect(targetInput(catalog.get("RenderText") as NodeType, null)).toBe("text");
     expect(targetInput(catalog.get("ImageAudioToVideo") as NodeType, null)).toBeNull();
+  });
+});
+
+describe("refusedHandles", () => {
+  it("marks every input a dragged output may not enter", () => {
+    const refused = refusedHandles(
+      { nodeId: "in", handleId: "output", type: "source" },
+      nodes,
+      [],
+      catalog,
+    );
+    expect([...refused].sort()).toEqual(["vid:audio", "vid:image"]);
+  });
+
+  it("marks a taken single input and the dragging node's own inputs", () => {
+    const edges: FlowEdge[] = [{ id: "e", source: "in", target: "img", targetHandle: "text" }];
+    const refused = refusedHandles(
+      { nodeId: "cat", handleId: "output", type: "source" },
+      nodes,
+      edges,
+      catalog,
+    );
+    expect(refused).toContain(handleKey("img", "text"));
+    expect(refused).toContain(handleKey("cat", "texts"));
+    expect(refused).not.toContain(handleKey("vid", "text"));
+  });
+
+  it("marks outputs of the wrong kind when dragged from an input", () => {
+    const refused = refusedHandles(
+      { nodeId: "vid", handleId: "image", type: "target" },
+      nodes,
+      [],
+      catalog,
+    );
+    expect([...refused].sort()).toEqual(["cat:output", "in:output", "vid:output"]);
+  });
+});
+
+describe("edgeToNew", () => {
+  it("connects a dragged output to the first input of the new node that takes its kind", () => {
+    const from = { nodeId: "img", handleId: "output", type: "source" } as const;
+    expect(edgeToNew(from, "new", "ImageAudioToVideo", nodes, [], catalog)).toEqual({
+      source: "img",
+      target: "new",
+      sourceHandle: "output",
+      targetHandle: "image",
+    });
+    expect(edgeToNew(from, "new", "RenderText", nodes, [], catalog)).toBeNull();
+  });
+
+  it("connects the new node's output to a dragged input of its kind", () => {
+    const from = { nodeId: "img", handleId: "text", type: "target" } as const;
+    expect(edgeToNew(from, "new", "TextInput", nodes, [], catalog)).toMatchObject({
+      source: "new",
+      target: "img",
+      targetHandle: "text",
+    });
+    expect(edgeToNew(from, "new", "RenderText", nodes, [], catalog)).toBeNull();
   });
 });

@@ -60,3 +60,71 @@ function reaches(from: string, to: string, edges: FlowEdge[]): boolean {
   }
   return false;
 }
+
+/** The handle a connection is being dragged from. */
+export interface DraggedFrom {
+  nodeId: string;
+  handleId: string | null;
+  type: "source" | "target";
+}
+
+export function handleKey(nodeId: string, handleId: string | null | undefined): string {
+  return `${nodeId}:${handleId ?? ""}`;
+}
+
+/** While a connection is dragged from `from`: every handle it may not end on (by
+ * `handleKey`), so the canvas paints them red before the user lets go. */
+export function refusedHandles(
+  from: DraggedFrom,
+  nodes: FlowNode[],
+  edges: FlowEdge[],
+  catalog: Map<string, NodeType>,
+): Set<string> {
+  const refused = new Set<string>();
+  for (const n of nodes) {
+    const spec = catalog.get(n.type ?? "");
+    if (!spec) continue;
+    if (from.type === "source") {
+      for (const input of spec.inputs) {
+        const attempt = { source: from.nodeId, target: n.id, targetHandle: input.name };
+        if (refusal(attempt, nodes, edges, catalog)) refused.add(handleKey(n.id, input.name));
+      }
+    } else {
+      const attempt = { source: n.id, target: from.nodeId, targetHandle: from.handleId };
+      if (refusal(attempt, nodes, edges, catalog)) refused.add(handleKey(n.id, OUTPUT_HANDLE));
+    }
+  }
+  return refused;
+}
+
+/** The edge that joins a new node `newId` of type `newType` to the handle a connection was
+ * dragged from (its first input that fits, or its output), or null when none fits. */
+export function edgeToNew(
+  from: DraggedFrom,
+  newId: string,
+  newType: string,
+  nodes: FlowNode[],
+  edges: FlowEdge[],
+  catalog: Map<string, NodeType>,
+): Required<Attempt> | null {
+  const spec = catalog.get(newType);
+  if (!spec) return null;
+  const withNew = [...nodes, { id: newId, type: newType, position: { x: 0, y: 0 }, data: {} }];
+  const attempts: Required<Attempt>[] =
+    from.type === "source"
+      ? spec.inputs.map((input) => ({
+          source: from.nodeId,
+          target: newId,
+          sourceHandle: OUTPUT_HANDLE,
+          targetHandle: input.name,
+        }))
+      : [
+          {
+            source: newId,
+            target: from.nodeId,
+            sourceHandle: OUTPUT_HANDLE,
+            targetHandle: from.handleId,
+          },
+        ];
+  return attempts.find((a) => refusal(a, withNew, edges, catalog) === null) ?? null;
+}

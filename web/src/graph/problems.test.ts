@@ -32,3 +32,20 @@ describe("placeProblems", () => {
     expect(placed.general).toEqual(["must be a number", "out of range"]);
   });
 });
+
+describe("placing a save's warnings", () => {
+  it("puts a warning about a node's type on that node", () => {
+    const placed = placeProblems(
+      [
+        {
+          pointer: "/graph_json/nodes/1/type",
+          message: "TextToSpeech is unavailable: no provider",
+        },
+      ],
+      sent,
+    );
+    expect(placed.nodes.get("tts")).toEqual(["TextToSpeech is unavailable: no provider"]);
+    expect(placed.nodes.has("in")).toBe(false);
+    expect(placed.general).toEqual([]);
+  });
+});

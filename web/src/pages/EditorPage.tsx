@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
-import { Link, useParams } from "react-router";
+import { Link, useBlocker, useLocation, useParams } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import {
   Background,
@@ -9,6 +9,7 @@ import {
   ReactFlowProvider,
   useEdgesState,
   useNodesState,
+  useConnection,
   useReactFlow,
   type Connection,
   type EdgeChange,
@@ -18,10 +19,24 @@ import {
 } from "@xyflow/react";
 import { ApiError, api, unwrap } from "../api/client";
 import { catalogMap, keys, useNodeTypes } from "../api/queries";
-import type { GraphJson, NodeType, RunEstimate, Workflow } from "../api/types";
+import type {
+  GraphJson,
+  NodeType,
+  RunEstimate,
+  SavedWorkflow,
+  Warning,
+  Workflow,
+} from "../api/types";
 import { fromGraph, newNodeId, toGraph, type FlowEdge, type FlowNode } from "../graph/convert";
 import { copySelection, newEdgeId, paste, type Copied } from "../graph/clipboard";
-import { OUTPUT_HANDLE, refusal, targetInput } from "../graph/kinds";
+import {
+  OUTPUT_HANDLE,
+  edgeToNew,
+  refusal,
+  refusedHandles,
+  targetInput,
+  type DraggedFrom,
+} from "../graph/kinds";
 import { placeProblems, type Placed } from "../graph/problems";
 import { REMOVE } from "../forms/SchemaForm";
 import { EditorContext } from "../editor/context";
@@ -32,6 +47,21 @@ import { EditorToolbar } from "../editor/EditorToolbar";
 import { RunDialog } from "../editor/RunDialog";
 import { useHistory } from "../editor/useHistory";
 import { useRun } from "../editor/useRun";
+import { QuickAdd } from "../editor/QuickAdd";
+import { LeaveDialog } from "../editor/LeaveDialog";
+
+/** What the workflows page passes when it opens a workflow it just made (import, template):
+ * fit the graph into view, and show the warnings the create answered with. */
+export interface OpenState {
+  fit?: boolean;
+  warnings?: Warning[];
+}
+
+function warningText(count: number, general: string[]): string {
+  return `Saved with ${count} warning${count === 1 ? "" : "s"}, shown on the nodes they concern. ${
+    general.length ? general.join(" ") + " " : ""
+  }Running is refused until they are resolved.`;
+}
 
 export function EditorPage() {
   const { workflowId = "" } = useParams();
@@ -79,6 +109,8 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
     [types],
   );
   const [loaded] = useState(() => fromGraph(workflow.graph_json as unknown as GraphJson));
+  const location = useLocation();
+  const [opened] = useState(() => (location.state ?? {}) as OpenState);
   const [nodes, setNodes, onNodesChange] = useNodesState<FlowNode>(loaded.nodes);
   const [edges, setEdges, onEdgesChange] = useEdgesState<FlowEdge>(loaded.edges);
   const original = useRef<GraphJson>(loaded.original);
@@ -91,7 +123,41 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
   const [name, setName] = useState(workflow.name);
   const [dirty, setDirty] = useState(false);
   const [problems, setProblems] = useState<Placed | null>(null);
-  const [banner, setBanner] = useState<{ kind: "ok" | "error"; text: string } | null>(null);
+  const [warnings, setWarnings] = useState<Placed | null>(() =>
+    opened.warnings?.length ? placeProblems(opened.warnings, loaded.original) : null,
+  );
+  const [banner, setBanner] = useState<{ kind: "ok" | "error" | "warn"; text: string } | null>(
+    () =>
+      opened.warnings?.length
+        ? {
+            kind: "warn",
+            text: warningText(
+              opened.warnings.length,
+              placeProblems(opened.warnings, loaded.original).general,
+            ),
+          }
+        : null,
+  );
+  const [drawer, setDrawer] = useState<"palette" | "details" | null>(null);
+  const [quickAdd, setQuickAdd] = useState<{
+    screen: { x: number; y: number };
+    at: { left: number; top: number };
+    from: DraggedFrom | null;
+  } | null>(null);
+  // An opened drawer (narrow screens) takes the focus, so the keyboard continues there.
+  useEffect(() => {
+    if (drawer === "palette") document.getElementById("palette-search")?.focus();
+    if (drawer === "details")
+      document.querySelector<HTMLElement>("#editor-details .drawer-close")?.focus();
+  }, [drawer]);
+  const openQuickAdd = useCallback((x: number, y: number, from: DraggedFrom | null) => {
+    const box = canvas.current?.getBoundingClientRect();
+    if (!box) return;
+    // Kept inside the canvas: the menu is about 260 x 320 pixels.
+    const left = Math.max(4, Math.min(x - box.left, box.width - 264));
+    const top = Math.max(4, Math.min(y - box.top, box.height - 324));
+    setQuickAdd({ screen: { x, y }, at: { left, top }, from });
+  }, []);
   const [toast, setToast] = useState<string | null>(null);
   const [saving, setSaving] = useState(false);
   const [runOpen, setRunOpen] = useState(false);
@@ -145,7 +211,7 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
   );
 
   const addNode = useCallback(
-    (type: string, position?: { x: number; y: number }) => {
+    (type: string, position?: { x: number; y: number }): string => {
       let at = position;
       if (!at) {
         // Pressed in the palette: the middle of the view, moved aside from nodes already there.
@@ -171,13 +237,39 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
         type,
         nodesRef.current.map((n) => n.id),
       );
-      setNodes((ns) => [
-        ...ns.map((n) => (n.selected ? { ...n, selected: false } : n)),
-        { id, type, position: at, data: {}, selected: true },
-      ]);
+      const added: FlowNode = { id, type, position: at, data: {}, selected: true };
+      nodesRef.current = [
+        ...nodesRef.current.map((n) => (n.selected ? { ...n, selected: false } : n)),
+        added,
+      ];
+      setNodes((ns) => [...ns.map((n) => (n.selected ? { ...n, selected: false } : n)), added]);
       setDirty(true);
+      return id;
     },
     [history, rf, setNodes],
+  );
+
+  /** The quick-add menu's choice: a node where it was opened, joined to the handle the
+   * connection was dragged from when it was opened that way. */
+  const quickAddNode = useCallback(
+    (type: string) => {
+      if (!quickAdd) return;
+      const { screen, from } = quickAdd;
+      setQuickAdd(null);
+      const at = rf.screenToFlowPosition(screen);
+      // A node feeding the dragged input goes to the left of where the connection was let go.
+      const position = from?.type === "target" ? { x: at.x - 220, y: at.y - 20 } : at;
+      const before = nodesRef.current;
+      const id = addNode(type, position);
+      const edge = from ? edgeToNew(from, id, type, before, edgesRef.current, catalog) : null;
+      if (edge) {
+        setEdges((es) => [
+          ...es,
+          { id: newEdgeId(edge.source, edge.target, edge.targetHandle, es), ...edge },
+        ]);
+      }
+    },
+    [addNode, catalog, quickAdd, rf, setEdges],
   );
 
   const isValidConnection = useCallback(
@@ -209,9 +301,22 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
   );
 
   const onConnectEnd = useCallback(
-    (_event: MouseEvent | TouchEvent, state: FinalConnectionState) => {
-      if (state.isValid || !state.toHandle || !state.fromNode || !state.toNode || !state.fromHandle)
+    (event: MouseEvent | TouchEvent, state: FinalConnectionState) => {
+      if (state.isValid || !state.fromNode || !state.fromHandle) return;
+      if (!state.toHandle) {
+        // Let go on the empty canvas: offer the quick-add menu, connected to this handle.
+        const point = "changedTouches" in event ? event.changedTouches[0] : event;
+        if (!point) return;
+        const under = document.elementFromPoint(point.clientX, point.clientY);
+        if (!under?.classList.contains("react-flow__pane")) return;
+        openQuickAdd(point.clientX, point.clientY, {
+          nodeId: state.fromNode.id,
+          handleId: state.fromHandle.id ?? null,
+          type: state.fromHandle.type,
+        });
         return;
+      }
+      if (!state.toNode) return;
       const forward = state.fromHandle.type === "source";
       const source = forward ? state.fromNode : state.toNode;
       const target = forward ? state.toNode : state.fromNode;
@@ -224,7 +329,7 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
       );
       if (why) setToast(`Not connected: ${why}`);
     },
-    [catalog],
+    [catalog, openQuickAdd],
   );
 
   const connectInput = useCallback(
@@ -275,7 +380,7 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
     setSaving(true);
     setBanner(null);
     try {
-      const saved = unwrap(
+      const saved: SavedWorkflow = unwrap(
         await api.PATCH("/api/v1/workflows/{workflow_id}", {
           params: { path: { workflow_id: workflow.id } },
           body: { name: name.trim() || workflow.name, graph_json: graph } as never,
@@ -284,7 +389,16 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
       original.current = saved.graph_json as unknown as GraphJson;
       setProblems(null);
       setDirty(false);
-      setBanner({ kind: "ok", text: "Saved." });
+      // Accepted, with things to say (a node type this server cannot run): shown on their
+      // nodes, amber, without blocking the save. The pointers name the graph just sent.
+      const found = saved.warnings ?? [];
+      const placedWarnings = found.length ? placeProblems(found, graph) : null;
+      setWarnings(placedWarnings);
+      setBanner(
+        placedWarnings
+          ? { kind: "warn", text: warningText(found.length, placedWarnings.general) }
+          : { kind: "ok", text: "Saved." },
+      );
       void client.invalidateQueries({ queryKey: keys.workflows });
       return true;
     } catch (exc) {
@@ -326,18 +440,36 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
   }, [dirty, save, workflow.id]);
 
   const startRun = useCallback(
-    async (input: Record<string, string> | null) => {
+    async (input: Record<string, unknown> | null, cache: boolean): Promise<string | null> => {
       try {
         await runner.start(
           nodesRef.current.map((n) => n.id),
           input,
+          cache,
         );
         setRunOpen(false);
+        return null;
       } catch (exc) {
-        setRunError(exc instanceof Error ? exc.message : String(exc));
+        if (exc instanceof ApiError && exc.problem.errors?.length) {
+          setProblems(placeProblems(exc.problem.errors, original.current));
+        }
+        const why = exc instanceof Error ? exc.message : String(exc);
+        setRunError(why);
+        return why;
       }
     },
     [runner],
+  );
+
+  /** "Run again" / "Run without cache": the input of the run shown, no dialog. */
+  const runAgain = useCallback(
+    async (cache: boolean) => {
+      if (dirty && !(await save())) return;
+      setRunError(null);
+      const why = await startRun(runner.run?.input ?? null, cache);
+      if (why) setToast(`Not started: ${why}`);
+    },
+    [dirty, runner.run, save, startRun],
   );
 
   const copy = useCallback(() => {
@@ -380,6 +512,55 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
     return () => window.removeEventListener("keydown", onKey);
   }, [copy, history, pasteCopy, runOpen, save]);
 
+  // Unsaved changes are never lost silently: leaving by an in-app link, back or forward asks
+  // first (LeaveDialog); closing or reloading the tab gets the browser's own question.
+  const blocker = useBlocker(
+    ({ currentLocation, nextLocation }) =>
+      dirty && currentLocation.pathname !== nextLocation.pathname,
+  );
+  useEffect(() => {
+    if (!dirty) return;
+    const onBeforeUnload = (event: BeforeUnloadEvent) => {
+      event.preventDefault();
+      event.returnValue = "";
+    };
+    window.addEventListener("beforeunload", onBeforeUnload);
+    return () => window.removeEventListener("beforeunload", onBeforeUnload);
+  }, [dirty]);
+
+  // While a connection is dragged, every handle it may not end on is painted red.
+  const dragging = useConnection((c) =>
+    c.inProgress && c.fromHandle
+      ? `${c.fromHandle.type}\u0000${c.fromNode.id}\u0000${c.fromHandle.id ?? ""}`
+      : null,
+  );
+  const refused = useMemo(() => {
+    if (!dragging) return new Set<string>();
+    const [type, nodeId = "", handleId = ""] = dragging.split("\u0000");
+    return refusedHandles(
+      { nodeId, handleId: handleId || null, type: type === "target" ? "target" : "source" },
+      nodes,
+      edges,
+      catalog,
+    );
+  }, [dragging, nodes, edges, catalog]);
+
+  // Nodes lower on the canvas are drawn above those higher up: a node's output preview grows
+  // downwards, so it passes under the nodes below it and never hides their handles.
+  const displayNodes = useMemo(() => {
+    const order = [...nodes].sort((a, b) => a.position.y - b.position.y).map((n) => n.id);
+    const rank = new Map(order.map((id, i) => [id, i + 1]));
+    return nodes.map((n) => ({ ...n, zIndex: rank.get(n.id) ?? 0 }));
+  }, [nodes]);
+
+  const quickAddTypes = useMemo(() => {
+    const from = quickAdd?.from;
+    if (!from) return types;
+    return types.filter(
+      (t) => edgeToNew(from, "\u0000new", t.type, nodes, edges, catalog) !== null,
+    );
+  }, [quickAdd, types, nodes, edges, catalog]);
+
   const displayEdges = useMemo(
     () =>
       edges.map((e) => {
@@ -389,16 +570,35 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
     [edges, problems],
   );
   const context = useMemo(
-    () => ({ catalog, live: runner.live, problems }),
-    [catalog, runner.live, problems],
+    () => ({ catalog, live: runner.live, problems, warnings, refused }),
+    [catalog, runner.live, problems, warnings, refused],
   );
+  const cachedCount = Object.values(runner.live).filter(
+    (n) => n.status === "completed" && n.cached,
+  ).length;
 
   return (
     <EditorContext.Provider value={context}>
-      <div className="editor" style={{ flex: 1, minHeight: 0 }}>
-        <NodePalette types={types} onAdd={(type) => addNode(type)} />
+      <div
+        className="editor"
+        data-drawer={drawer ?? undefined}
+        style={{ flex: 1, minHeight: 0 }}
+        onKeyDown={(e) => {
+          if (e.key === "Escape" && drawer) setDrawer(null);
+        }}
+      >
+        <NodePalette
+          types={types}
+          onAdd={(type) => {
+            addNode(type);
+            setDrawer(null);
+          }}
+          onClose={() => setDrawer(null)}
+        />
         <div className="editor-main">
           <EditorToolbar
+            drawer={drawer}
+            onDrawer={setDrawer}
             workflowId={workflow.id}
             name={name}
             onName={(value) => {
@@ -413,11 +613,14 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
             run={runner.run}
             onCancel={() => void runner.cancel().catch((e: Error) => setToast(e.message))}
             onRun={() => void openRun()}
+            onRunAgain={(cache) => void runAgain(cache)}
+            cachedCount={cachedCount}
           />
           {banner && (
             <div
               className={`banner ${banner.kind}`}
               role={banner.kind === "error" ? "alert" : "status"}
+              data-testid="editor-banner"
               style={{ margin: 8 }}
             >
               {banner.text}
@@ -432,6 +635,11 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
                 e.dataTransfer.dropEffect = "move";
               }
             }}
+            onDoubleClick={(e) => {
+              if ((e.target as Element).classList.contains("react-flow__pane")) {
+                openQuickAdd(e.clientX, e.clientY, null);
+              }
+            }}
             onDrop={(e) => {
               const type = e.dataTransfer.getData(DRAG_TYPE);
               if (!type) return;
@@ -440,7 +648,7 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
             }}
           >
             <ReactFlow
-              nodes={nodes}
+              nodes={displayNodes}
               edges={displayEdges}
               nodeTypes={nodeTypes}
               onNodesChange={handleNodesChange}
@@ -450,6 +658,10 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
               isValidConnection={isValidConnection}
               onNodeDragStart={() => history.record()}
               defaultViewport={loaded.viewport}
+              fitView={opened.fit === true}
+              fitViewOptions={{ padding: 0.2, maxZoom: 1 }}
+              zoomOnDoubleClick={false}
+              elevateNodesOnSelect={false}
               deleteKeyCode={["Backspace", "Delete"]}
               multiSelectionKeyCode={["Meta", "Control"]}
               minZoom={0.1}
@@ -459,6 +671,15 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
               <Controls />
               <MiniMap pannable zoomable ariaLabel="Overview" />
             </ReactFlow>
+            {quickAdd && (
+              <QuickAdd
+                types={quickAddTypes}
+                at={quickAdd.at}
+                connecting={quickAdd.from !== null}
+                onPick={quickAddNode}
+                onClose={() => setQuickAdd(null)}
+              />
+            )}
             {toast && (
               <div className="toast" role="status">
                 {toast}
@@ -474,6 +695,7 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
           onParam={setParam}
           onConnectInput={connectInput}
           onDelete={(selection) => void rf.deleteElements(selection)}
+          onClose={() => setDrawer(null)}
         />
       </div>
       <RunDialog
@@ -481,8 +703,17 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
         nodes={nodes}
         estimate={estimate}
         error={runError}
-        onStart={(input) => void startRun(input)}
+        onStart={(input, cache) => void startRun(input, cache)}
         onClose={() => setRunOpen(false)}
+      />
+      <LeaveDialog
+        open={blocker.state === "blocked"}
+        saving={saving}
+        onStay={() => blocker.reset?.()}
+        onLeave={() => blocker.proceed?.()}
+        onSaveAndLeave={() =>
+          void save().then((ok) => (ok ? blocker.proceed?.() : blocker.reset?.()))
+        }
       />
     </EditorContext.Provider>
   );

@@ -1,17 +1,42 @@
-import { useEffect, useState } from "react";
-import { Link, useParams } from "react-router";
-import { useQuery } from "@tanstack/react-query";
+import { useEffect, useReducer, useState } from "react";
+import { Link, useNavigate, useParams } from "react-router";
+import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
 import { keys } from "../api/queries";
-import { watchRun, type RunEvent } from "../events/runSocket";
+import { watchRun } from "../events/runSocket";
+import {
+  EMPTY_RUN,
+  isTerminal,
+  reduceRun,
+  shownRunStatus,
+  type RunEvent,
+} from "../events/runEvents";
 import { ArtifactPreview } from "../editor/ArtifactPreview";
-import { Status, TRIGGER_LABEL, formatDuration, formatTime } from "../components/Status";
+import { useAction, ErrorBanner } from "../components/forms";
+import {
+  Status,
+  TRIGGER_LABEL,
+  creditsLabel,
+  formatDuration,
+  formatTime,
+} from "../components/Status";
 
 /** One run: its nodes, every artifact with a download link, and its events replayed from
- * the server's log (then live, while it runs). */
+ * the server's log (then live, while it runs, folded by reduceRun); run it again, with or
+ * without the cache. */
 export function RunPage() {
+  const { runId = "" } = useParams();
+  // A new run (after "Run again") starts from an empty state.
+  return <RunDetails key={runId} />;
+}
+
+function RunDetails() {
   const { workflowId = "", runId = "" } = useParams();
+  const navigate = useNavigate();
+  const client = useQueryClient();
   const [events, setEvents] = useState<RunEvent[]>([]);
+  const [live, dispatch] = useReducer(reduceRun, EMPTY_RUN);
+  const { error: actionError, act } = useAction();
   const run = useQuery({
     queryKey: keys.run(workflowId, runId),
     refetchInterval: (query) => (query.state.data?.status === "running" ? 1000 : false),
@@ -24,8 +49,26 @@ export function RunPage() {
   });
   useEffect(() => {
     setEvents([]);
-    return watchRun(runId, (event) => setEvents((list) => [...list, event]));
-  }, [runId]);
+    return watchRun(runId, (event) => {
+      setEvents((list) => [...list, event]);
+      dispatch(event);
+      if (isTerminal(event.type)) {
+        void client.invalidateQueries({ queryKey: keys.run(workflowId, runId) });
+      }
+    });
+  }, [client, runId, workflowId]);
+
+  const again = (cache: boolean) =>
+    act(async () => {
+      const accepted = unwrap(
+        await api.POST("/api/v1/workflows/{workflow_id}/execute", {
+          params: { path: { workflow_id: workflowId } },
+          body: { input: run.data?.input ?? null, cache, trigger: "editor" } as never,
+        }),
+      );
+      void client.invalidateQueries({ queryKey: keys.runs(workflowId) });
+      navigate(`/workflows/${workflowId}/runs/${accepted.run_id}`);
+    });
 
   if (run.error)
     return (
@@ -35,11 +78,15 @@ export function RunPage() {
     );
   if (!run.data) return <p className="page">Loading…</p>;
   const r = run.data;
+  // The events are newer than the last fetch while the run goes on.
+  const status =
+    live.run?.runId === r.id && r.status === "running" ? live.run.status : shownRunStatus(r);
+  const running = status === "running";
   return (
     <main className="page narrow">
       <h1>Run {r.id.slice(0, 8)}</h1>
       <p className="row">
-        <Status status={r.status} /> <span>{TRIGGER_LABEL[r.trigger] ?? r.trigger}</span>
+        <Status status={status} /> <span>{TRIGGER_LABEL[r.trigger] ?? r.trigger}</span>
         <span>started {formatTime(r.created_at)}</span>
         <span>{formatDuration(r.duration_ms)}</span>
         <span>
@@ -48,8 +95,25 @@ export function RunPage() {
         <Link to={`/workflows/${workflowId}`}>Workflow</Link>
         <Link to={`/workflows/${workflowId}/runs`}>All runs of it</Link>
       </p>
+      <div className="row" role="group" aria-label="Run actions">
+        <button
+          type="button"
+          className="primary"
+          disabled={running}
+          onClick={() => void again(true)}
+        >
+          Run again
+        </button>
+        <button type="button" disabled={running} onClick={() => void again(false)}>
+          Run without cache
+        </button>
+        <span className="muted small">
+          Same input. Without cache, every node is computed and charged again.
+        </span>
+      </div>
+      <ErrorBanner error={actionError} />
       {r.error && (
-        <div className="banner error">
+        <div className={`banner ${status === "cancelled" ? "warn" : "error"}`}>
           {r.error.code}: {r.error.message}
           {r.error.node_id ? ` (node ${r.error.node_id})` : ""}
         </div>
@@ -62,23 +126,29 @@ export function RunPage() {
       )}
       <h2>Nodes and artifacts</h2>
       <ul className="artifact-list">
-        {r.node_runs.map((node) => (
-          <li key={node.node_id} className="card">
-            <div className="row">
-              <b>{node.node_id}</b> <span className="muted">{node.type}</span>
-              <Status status={node.status} cached={node.cached} />
-              <span className="muted small">
-                {formatDuration(node.duration_ms)} · {node.credits_used} credits
-              </span>
-            </div>
-            {node.error && (
-              <div className="error-text">
-                {String((node.error as { message?: string }).message ?? "")}
+        {r.node_runs.map((node) => {
+          const now = live.nodes[node.node_id];
+          const nodeStatus = r.status === "running" && now ? now.status : node.status;
+          const cached = now?.cached ?? node.cached;
+          return (
+            <li key={node.node_id} className="card" data-node-id={node.node_id}>
+              <div className="row">
+                <b>{node.node_id}</b> <span className="muted">{node.type}</span>
+                <Status status={nodeStatus} cached={cached} />
+                <span className="muted small">
+                  {formatDuration(node.duration_ms)} ·{" "}
+                  {creditsLabel(now?.creditsUsed ?? node.credits_used, cached)}
+                </span>
               </div>
-            )}
-            {node.artifact_id && <ArtifactPreview artifactId={node.artifact_id} />}
-          </li>
-        ))}
+              {node.error && (
+                <div className="error-text">
+                  {String((node.error as { message?: string }).message ?? "")}
+                </div>
+              )}
+              {node.artifact_id && <ArtifactPreview artifactId={node.artifact_id} />}
+            </li>
+          );
+        })}
       </ul>
       <h2>Events</h2>
       <ol className="small mono" aria-label="Run events">

@@ -2,8 +2,10 @@ import { useRef, useState } from "react";
 import { Link, useNavigate } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
-import { keys } from "../api/queries";
-import type { GraphJson, WorkflowSummary } from "../api/types";
+import { catalogMap, keys, useNodeTypes } from "../api/queries";
+import type { GraphJson, SavedWorkflow, WorkflowSummary } from "../api/types";
+import { TEMPLATES, unavailableTypes } from "../graph/templates";
+import type { OpenState } from "./EditorPage";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ErrorBanner, NameForm, TableHead, useAction } from "../components/forms";
 import { Status, formatTime } from "../components/Status";
@@ -16,7 +18,7 @@ async function fetchWorkflow(id: string) {
   );
 }
 
-async function createWorkflow(name: string, graph: unknown) {
+async function createWorkflow(name: string, graph: unknown): Promise<SavedWorkflow> {
   return unwrap(
     await api.POST("/api/v1/workflows", { body: { name, graph_json: graph } as never }),
   );
@@ -41,6 +43,8 @@ export function WorkflowsPage() {
   const [deleting, setDeleting] = useState<WorkflowSummary | null>(null);
   const fileInput = useRef<HTMLInputElement>(null);
   const { error, setError, act } = useAction();
+  const types = useNodeTypes();
+  const catalog = catalogMap(types.data);
 
   const list = useQuery({
     queryKey: keys.workflows,
@@ -53,11 +57,14 @@ export function WorkflowsPage() {
   });
   const refresh = () => client.invalidateQueries({ queryKey: keys.workflows });
 
-  const create = (workflowName: string, graph: unknown) =>
+  /** Creates and opens a workflow. A graph made elsewhere (imported, a template) is fitted
+   * into view on opening, and the warnings the create answered with are shown there. */
+  const create = (workflowName: string, graph: unknown, fit = false) =>
     act(async () => {
       const made = await createWorkflow(workflowName, graph);
       await refresh();
-      navigate(`/workflows/${made.id}`);
+      const state: OpenState = { fit, warnings: made.warnings ?? [] };
+      navigate(`/workflows/${made.id}`, { state });
     });
 
   const rename = (id: string, newName: string) =>
@@ -102,7 +109,7 @@ export function WorkflowsPage() {
     const graph = parsed.graph_json ?? parsed;
     const imported =
       typeof parsed.name === "string" ? parsed.name : file.name.replace(/\.json$/i, "");
-    await create(imported, graph);
+    await create(imported, graph, true);
   }
 
   return (
@@ -141,78 +148,111 @@ export function WorkflowsPage() {
       {list.isPending ? (
         <p>Loading…</p>
       ) : list.data && list.data.length > 0 ? (
-        <table>
-          <TableHead columns={["Name", "Nodes", "Created", "Last run"]} actions />
-          <tbody>
-            {list.data.map((item) => (
-              <tr key={item.id}>
-                <td>
-                  {renaming?.id === item.id ? (
-                    <form
-                      className="row"
-                      onSubmit={(e) => {
-                        e.preventDefault();
-                        void rename(item.id, renaming.name);
-                      }}
-                    >
-                      <input
-                        aria-label="New name"
-                        value={renaming.name}
-                        autoFocus
-                        onChange={(e) => setRenaming({ id: item.id, name: e.target.value })}
-                      />
-                      <button type="submit">OK</button>
-                      <button type="button" onClick={() => setRenaming(null)}>
-                        Cancel
+        <div className="table-scroll">
+          <table className="stack-table">
+            <TableHead columns={["Name", "Nodes", "Created", "Last run"]} actions />
+            <tbody>
+              {list.data.map((item) => (
+                <tr key={item.id}>
+                  <td>
+                    {renaming?.id === item.id ? (
+                      <form
+                        className="row"
+                        onSubmit={(e) => {
+                          e.preventDefault();
+                          void rename(item.id, renaming.name);
+                        }}
+                      >
+                        <input
+                          aria-label="New name"
+                          value={renaming.name}
+                          autoFocus
+                          onChange={(e) => setRenaming({ id: item.id, name: e.target.value })}
+                        />
+                        <button type="submit">OK</button>
+                        <button type="button" onClick={() => setRenaming(null)}>
+                          Cancel
+                        </button>
+                      </form>
+                    ) : (
+                      <Link to={`/workflows/${item.id}`}>{item.name}</Link>
+                    )}
+                  </td>
+                  <td data-label="Nodes">{item.node_count}</td>
+                  <td data-label="Created">{formatTime(item.created_at)}</td>
+                  <td data-label="Last run">
+                    <Status status={item.last_run_status} />
+                  </td>
+                  <td className="actions">
+                    <div className="row end">
+                      <Link to={`/workflows/${item.id}/runs`} className="button">
+                        Runs
+                      </Link>
+                      <button
+                        type="button"
+                        onClick={() => setRenaming({ id: item.id, name: item.name })}
+                      >
+                        Rename
                       </button>
-                    </form>
-                  ) : (
-                    <Link to={`/workflows/${item.id}`}>{item.name}</Link>
-                  )}
-                </td>
-                <td>{item.node_count}</td>
-                <td>{formatTime(item.created_at)}</td>
-                <td>
-                  <Status status={item.last_run_status} />
-                </td>
-                <td>
-                  <div className="row" style={{ justifyContent: "flex-end" }}>
-                    <Link to={`/workflows/${item.id}/runs`} className="button">
-                      Runs
-                    </Link>
-                    <button
-                      type="button"
-                      onClick={() => setRenaming({ id: item.id, name: item.name })}
-                    >
-                      Rename
-                    </button>
-                    <button type="button" onClick={() => void duplicate(item)}>
-                      Duplicate
-                    </button>
-                    <button
-                      type="button"
-                      onClick={() =>
-                        void act(async () =>
-                          download(item.name, (await fetchWorkflow(item.id)).graph_json),
-                        )
-                      }
-                    >
-                      Export
-                    </button>
-                    <button type="button" className="danger" onClick={() => setDeleting(item)}>
-                      Delete
-                    </button>
-                  </div>
-                </td>
-              </tr>
-            ))}
-          </tbody>
-        </table>
+                      <button type="button" onClick={() => void duplicate(item)}>
+                        Duplicate
+                      </button>
+                      <button
+                        type="button"
+                        onClick={() =>
+                          void act(async () =>
+                            download(item.name, (await fetchWorkflow(item.id)).graph_json),
+                          )
+                        }
+                      >
+                        Export
+                      </button>
+                      <button type="button" className="danger" onClick={() => setDeleting(item)}>
+                        Delete
+                      </button>
+                    </div>
+                  </td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
       ) : (
         <p className="muted">
-          No workflows yet. Name one above and press “Create workflow”, or import a JSON file.
+          No workflows yet. Name one above and press “Create workflow”, import a JSON file, or start
+          from a template below.
         </p>
       )}
+      <section aria-labelledby="templates-title">
+        <h2 id="templates-title">Start from a template</h2>
+        <ul className="template-grid">
+          {TEMPLATES.map((t) => {
+            const missing = types.data ? unavailableTypes(t, catalog) : [];
+            return (
+              <li key={t.id} className="card template">
+                <h3>{t.name}</h3>
+                <p className="small muted">{t.description}</p>
+                <p className="small muted">
+                  {t.graph.nodes.length} nodes
+                  {missing.length > 0 && (
+                    <span className="warn-text">
+                      {" "}
+                      · needs {missing.join(", ")}, unavailable here
+                    </span>
+                  )}
+                </p>
+                <button
+                  type="button"
+                  aria-label={`Use template ${t.name}`}
+                  onClick={() => void create(t.name, t.graph, true)}
+                >
+                  Use template
+                </button>
+              </li>
+            );
+          })}
+        </ul>
+      </section>
       <ConfirmDialog
         open={deleting !== null}
         title={`Delete “${deleting?.name ?? ""}”?`}

@@ -1,4 +1,5 @@
-"""Every node type the service ships. Add a module's types here to publish them."""
+"""Every node type the service ships (add a module's types here to publish them). Installed
+node packages add theirs at start: see nodes/packages.py."""
 
 from __future__ import annotations
 

@@ -1,0 +1,45 @@
+"""Node packages installed into this interpreter's environment with pip, as an operator would.
+
+The watermark example is installed once per session; ``install`` is for the packages a test
+module builds itself. Each is uninstalled afterwards so the rest of the suite sees the
+built-in catalog. pip's build isolation fetches setuptools from the configured index: the one
+in the project's environment is too old to build an editable wheel on its own."""
+
+from __future__ import annotations
+
+import site
+import subprocess
+import sys
+import sysconfig
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+WATERMARK = ROOT / "examples" / "node-packages" / "nodeloom-watermark"
+
+
+def install(path: Path) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", str(path)],
+        check=True,
+        timeout=300,
+    )
+    # An editable install takes effect through a .pth file, read at interpreter start.
+    site.addsitedir(sysconfig.get_paths()["purelib"])
+
+
+def uninstall(name: str) -> None:
+    subprocess.run(
+        [sys.executable, "-m", "pip", "uninstall", "-q", "-y", name], check=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="session")
+def watermark_installed() -> Iterator[Path]:
+    install(WATERMARK)
+    try:
+        yield WATERMARK
+    finally:
+        uninstall("nodeloom-watermark")

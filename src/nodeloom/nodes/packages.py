@@ -176,8 +176,8 @@ def _probe(targets: list[str], timeout: float) -> dict[str, str | None]:
         )
     deadline = time.monotonic() + timeout
     problems: dict[str, str | None] = {}
-    for target, (proc, err) in procs.items():
-        with err:
+    for target, (proc, output) in procs.items():
+        with output:
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
@@ -188,8 +188,8 @@ def _probe(targets: list[str], timeout: float) -> dict[str, str | None]:
             if proc.returncode == 0:
                 problems[target] = None
                 continue
-            err.seek(0)
-            lines = err.read()[-4000:].decode("utf-8", "replace").strip().splitlines()
+            output.seek(0)
+            lines = output.read()[-4000:].decode("utf-8", "replace").strip().splitlines()
             problems[target] = f"importing it failed: {(lines or ['no output'])[-1][:300]}"
     return problems
 

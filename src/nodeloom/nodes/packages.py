@@ -249,7 +249,10 @@ class Discovery:
 
 
 _cache: dict[tuple[Any, ...], Discovery] = {}
-_sandbox_packages: list[dict[str, str]] = []
+# The packages loaded by any registry of this process, which its sandbox processes import. A
+# server has one; tests build registries with different settings side by side, and a server
+# never sends a sandbox a type its own registry does not have.
+_sandbox_packages: dict[str, dict[str, str]] = {}
 
 
 def discover(settings: Settings) -> Discovery:
@@ -267,11 +270,14 @@ def discover(settings: Settings) -> Discovery:
     if key not in _cache:
         _cache[key] = _discover(installed, settings)
     found = _cache[key]
-    _sandbox_packages[:] = [
-        {"name": p.name, "version": p.version, "namespace": p.namespace, "target": p.target}
-        for p in found.packages
-        if p.status == "loaded"
-    ]
+    for p in found.packages:
+        if p.status == "loaded":
+            _sandbox_packages[p.target] = {
+                "name": p.name,
+                "version": p.version,
+                "namespace": p.namespace,
+                "target": p.target,
+            }
     return found
 
 
@@ -326,8 +332,9 @@ def _discover(installed: list[tuple[EntryPoint, str, str]], settings: Settings) 
 
 
 def sandbox_packages() -> str:
-    """The loaded packages, for the sandbox fork server's environment (JSON)."""
-    return json.dumps(_sandbox_packages, sort_keys=True)
+    """The loaded packages, for the sandbox fork server's environment (JSON); when it
+    changes, the fork server is replaced (``Zygote.shared``)."""
+    return json.dumps([_sandbox_packages[t] for t in sorted(_sandbox_packages)], sort_keys=True)
 
 
 def sandbox_nodes(raw: str | None = None) -> list[PackagedNode]:

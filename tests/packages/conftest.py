@@ -17,12 +17,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-WATERMARK = ROOT / "examples" / "node-packages" / "nodeloom-watermark"
+EXAMPLES = ROOT / "examples" / "node-packages"
+WATERMARK = EXAMPLES / "nodeloom-watermark"
+QRCODE = EXAMPLES / "nodeloom-qrcode"
 
 
-def install(path: Path) -> None:
+def install(path: Path, *, deps: bool = False) -> None:
+    """``pip install -e path``; with ``deps``, its dependencies from the index too."""
+    no_deps = [] if deps else ["--no-deps"]
     subprocess.run(
-        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "-e", str(path)],
+        [sys.executable, "-m", "pip", "install", "-q", *no_deps, "-e", str(path)],
         check=True,
         timeout=300,
     )
@@ -43,3 +47,13 @@ def watermark_installed() -> Iterator[Path]:
         yield WATERMARK
     finally:
         uninstall("nodeloom-watermark")
+
+
+@pytest.fixture(scope="session")
+def qrcode_installed() -> Iterator[Path]:
+    """The example that wraps a library from PyPI (qrcode), installed with it."""
+    install(QRCODE, deps=True)
+    try:
+        yield QRCODE
+    finally:
+        uninstall("nodeloom-qrcode")

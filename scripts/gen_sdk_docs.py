@@ -1,6 +1,6 @@
 """Generate the SDK reference in docs/node-packages.md from the docstrings of
-``nodeloom.sdk`` and ``nodeloom.sdk.testing``: the part of the page between the two
-``sdk-reference`` markers. Run after changing the SDK:
+``nodeloom.sdk``, ``nodeloom.sdk.images`` and ``nodeloom.sdk.testing``: the part of the
+page between the two ``sdk-reference`` markers. Run after changing the SDK:
 
     .venv/bin/python scripts/gen_sdk_docs.py
 
@@ -17,6 +17,7 @@ from pathlib import Path
 from types import ModuleType
 
 import nodeloom.sdk
+import nodeloom.sdk.images
 import nodeloom.sdk.testing
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "node-packages.md"
@@ -90,7 +91,7 @@ def _section(module: ModuleType) -> list[str]:
 
 def render_reference() -> str:
     lines = [START, ""]
-    for module in (nodeloom.sdk, nodeloom.sdk.testing):
+    for module in (nodeloom.sdk, nodeloom.sdk.images, nodeloom.sdk.testing):
         lines += _section(module)
     lines.append(END)
     return "\n".join(lines)

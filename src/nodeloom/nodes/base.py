@@ -225,6 +225,17 @@ class NodeContext(Protocol):
 InputValue = ArtifactRef | list[ArtifactRef] | None
 
 
+def input_text(inputs: Mapping[str, InputValue], name: str = "text") -> str | None:
+    """The text of input ``name``: None when it is not connected, the texts joined in edge
+    order when it takes several (``Input(multiple=True)``)."""
+    value = inputs.get(name)
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return "".join(v.read_text() for v in value)
+    return value.read_text()
+
+
 class NeedsSandbox(Exception):
     """Raised by a node run inline (``runs_inline``) that found it must run in a sandbox."""
 

@@ -3,7 +3,17 @@ node packages add theirs at start: see nodes/packages.py."""
 
 from __future__ import annotations
 
-from nodeloom.nodes import audio, http, image, providers, speech, text, text_extra, video
+from nodeloom.nodes import (
+    audio,
+    http,
+    image,
+    image_filters,
+    providers,
+    speech,
+    text,
+    text_extra,
+    video,
+)
 from nodeloom.nodes.base import NodeType
 
 
@@ -12,6 +22,7 @@ def all_nodes() -> list[NodeType]:
         *text.NODES,
         *text_extra.NODES,
         *image.NODES,
+        *image_filters.NODES,
         *audio.NODES,
         *speech.NODES,
         *video.NODES,

@@ -45,6 +45,7 @@ from typing import IO, Any, Literal, TypeVar
 from nodeloom.nodes.base import InputValue, NodeContext, NodeFailure, NodeSpec, NodeType, Produced
 from nodeloom.sdk import NodePackage
 from nodeloom.sdk._version import SDK_VERSION, sdk_range_problem
+from nodeloom.sdk.images import MediaLimits
 from nodeloom.settings import Settings
 
 log = logging.getLogger("nodeloom.nodes.packages")
@@ -84,6 +85,13 @@ class _PackageContext:
         self._ctx = ctx
         self.run_id = ctx.run_id
         self.node_id = ctx.node_id
+        settings = ctx.settings
+        # The media limits only (nodeloom.sdk.images.limits reads them), not the settings.
+        self.limits = MediaLimits(
+            max_image_pixels=settings.max_image_pixels,
+            max_media_seconds=settings.max_media_seconds,
+            max_artifact_bytes=settings.max_artifact_bytes,
+        )
 
     @property
     def scratch_dir(self) -> Path:

@@ -32,6 +32,8 @@ from nodeloom.nodes.base import (
     Output,
     Params,
     Produced,
+    input_text,
+    spec_family,
 )
 from nodeloom.sdk._version import SDK_VERSION, sdk_range_problem
 
@@ -50,7 +52,9 @@ __all__ = [
     "Output",
     "Params",
     "Produced",
+    "input_text",
     "sdk_range_problem",
+    "spec_family",
 ]
 
 T = TypeVar("T")

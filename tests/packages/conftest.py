@@ -1,8 +1,8 @@
 """Node packages installed into this interpreter's environment with pip, as an operator would.
 
-The watermark example is installed once per session; ``install`` is for the packages a test
-module builds itself. Each is uninstalled afterwards so the rest of the suite sees the
-built-in catalog. pip's build isolation fetches setuptools from the configured index: the one
+The examples are installed once for this test package (a fixture of ``package`` scope, so
+they are uninstalled as soon as its last test is done and the rest of the suite sees the
+built-in catalog); ``install`` is also for the packages a test module builds itself. pip's build isolation fetches setuptools from the configured index: the one
 in the project's environment is too old to build an editable wheel on its own."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def uninstall(name: str) -> None:
     )
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def watermark_installed() -> Iterator[Path]:
     install(WATERMARK)
     try:
@@ -49,7 +49,7 @@ def watermark_installed() -> Iterator[Path]:
         uninstall("nodeloom-watermark")
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def qrcode_installed() -> Iterator[Path]:
     """The example that wraps a library from PyPI (qrcode), installed with it."""
     install(QRCODE, deps=True)

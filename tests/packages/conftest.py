@@ -2,8 +2,9 @@
 
 The examples are installed once for this test package (a fixture of ``package`` scope, so
 they are uninstalled as soon as its last test is done and the rest of the suite sees the
-built-in catalog); ``install`` is also for the packages a test module builds itself. pip's build isolation fetches setuptools from the configured index: the one
-in the project's environment is too old to build an editable wheel on its own."""
+built-in catalog); ``install`` is also for the packages a test module builds itself. pip's
+build isolation fetches setuptools from the configured index: the one in the project's
+environment is too old to build an editable wheel on its own."""
 
 from __future__ import annotations
 

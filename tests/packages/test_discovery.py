@@ -15,6 +15,7 @@ from nodeloom.nodes.registry import build_registry
 from nodeloom.settings import Settings
 from tests.conftest import User
 from tests.packages.conftest import install, uninstall
+from tests.runs_helpers import create_workflow, e, execute, g, n, wait_for_run
 
 BROKEN = "zz-nodeloom-test-broken"
 
@@ -36,6 +37,25 @@ _MODULES = {
 
             async def run(self, ctx, params, inputs):
                 return Produced(data=inputs["text"].read_bytes())
+    """,
+    "spy.py": """
+        import json
+        import os
+
+        from nodeloom.sdk import NodePackage, Produced
+        from zz_broken.common import Echo
+
+        class Spy(Echo):
+            spec = Echo.spec.__class__(**{**Echo.spec.__dict__, "type": "Spy"})
+
+            async def run(self, ctx, params, inputs):
+                seen = {
+                    "context": sorted(n for n in dir(ctx) if not n.startswith("_")),
+                    "environment": sorted(k for k in os.environ if k.startswith("NODELOOM_")),
+                }
+                return Produced(data=json.dumps(seen).encode())
+
+        package = NodePackage(sdk=">=1.0,<2", nodes=[Spy()])
     """,
     "oldsdk.py": """
         from nodeloom.sdk import NodePackage
@@ -65,6 +85,7 @@ hangs = "zz_broken.hangs:package"
 raises = "zz_broken.raises:package"
 nothing = "zz_broken.nothing:package"
 oldsdk = "zz_broken.oldsdk:package"
+spy = "zz_broken.spy:package"
 watermark = "zz_broken.dup:package"
 Bad-Name = "zz_broken.dup:package"
 
@@ -178,3 +199,26 @@ class TestOperatorChoice:
     def test_the_built_in_catalog_alone_has_no_packages(self, watermark_installed: Path) -> None:
         registry = build_registry()
         assert registry.packages == [] and "watermark.Watermark" not in registry
+
+
+async def test_a_package_node_sees_only_its_own_context(
+    broken_installed: None, client: httpx.AsyncClient, owner: User
+) -> None:
+    graph = g([n("in", "TextInput"), n("spy", "spy.Spy")], [e("in", "spy")])
+    wf = await create_workflow(client, owner, graph)
+    r = await execute(client, owner, wf, {"input": {"text": "x"}})
+    assert r.status_code == 202, r.text
+    run = await wait_for_run(client, owner, wf, r.json()["run_id"], timeout=60)
+    assert run["status"] == "completed", run
+    art = {nr["node_id"]: nr["artifact_id"] for nr in run["node_runs"]}["spy"]
+    seen = (await client.get(f"/api/v1/artifacts/{art}", headers=owner.headers)).json()
+    assert seen["context"] == [
+        "limits",
+        "node_id",
+        "progress",
+        "run_id",
+        "scratch_dir",
+        "to_thread",
+    ]
+    # The sandbox's environment names the packages to import, and nothing else of ours.
+    assert seen["environment"] == ["NODELOOM_SANDBOX_NODE_PACKAGES"]

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 
 from nodeloom import commands, logs
+from nodeloom.commands.nodes import app as nodes_app
 from nodeloom.db.migrate import upgrade
 from nodeloom.errors import ConfigurationError
 from nodeloom.nodes.provider_cli import provider_app
@@ -20,6 +21,7 @@ app = typer.Typer(help="Nodeloom: workflow automation for generative media.", no
 db_app = typer.Typer(help="Database schema.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(provider_app, name="provider")
+app.add_typer(nodes_app, name="nodes")
 commands.register(app)
 console = Console()
 

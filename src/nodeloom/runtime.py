@@ -96,7 +96,7 @@ class Runtime:
     ) -> Runtime:
         """``executes``: this process runs nodes (not for an API-only replica)."""
         db = Database(settings)
-        registry = registry or build_registry()
+        registry = registry or build_registry(settings=settings)
         store = build_store(settings, db)
         identity = ProcessIdentity(settings.data_dir)
         bus = build_bus(settings, db, identity.token)

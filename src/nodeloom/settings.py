@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
 from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from nodeloom.errors import ConfigurationError
 from nodeloom.sandbox.budget import BudgetLimits
@@ -96,6 +96,22 @@ class Settings(BaseSettings):
         ge=1,
         description="PostgreSQL: node jobs one worker process runs at once (nodeloom worker "
         "--concurrency sets it too); their sandbox processes are bounded as usual.",
+    )
+    node_packages: Annotated[list[str] | None, NoDecode] = Field(
+        default=None,
+        description="Node packages (distribution names, comma-separated) whose node types "
+        "are loaded; unset loads every installed one. See docs/node-packages.md.",
+    )
+    disabled_node_packages: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Node packages (distribution names, comma-separated) never loaded, even "
+        "when installed and allowed.",
+    )
+    node_package_import_timeout: float = Field(
+        default=20.0,
+        gt=0,
+        description="Seconds a node package's import may take (tried first in a child "
+        "process) before the package is refused.",
     )
     max_concurrent_nodes_per_run: int = Field(
         default=4, description="Nodes of one run executing at once."
@@ -229,6 +245,13 @@ class Settings(BaseSettings):
         description="S3: local copies of artifacts kept for nodes to read (least recently "
         "used go first).",
     )
+
+    @field_validator("node_packages", "disabled_node_packages", mode="before")
+    @classmethod
+    def _split_names(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [name.strip() for name in value.split(",") if name.strip()]
+        return value
 
     @field_validator("base_url")
     @classmethod

@@ -177,12 +177,27 @@ def unavailable_nodes(graph_json: Any, registry: Registry, settings: Settings) -
     for index, raw in enumerate(graph_json["nodes"]):
         type_name = raw.get("type") if isinstance(raw, dict) else None
         node = registry.get(type_name) if isinstance(type_name, str) else None
+        if node is None and isinstance(type_name, str) and "." in type_name:
+            found.append(FieldError(f"{ROOT}/nodes/{index}/type", _unknown_type(type_name)))
+            continue
         reason = node.unavailable_reason(settings) if node is not None else None
         if reason:
             found.append(
                 FieldError(f"{ROOT}/nodes/{index}/type", f"{type_name} is unavailable: {reason}")
             )
     return found
+
+
+def _unknown_type(type_name: object) -> str:
+    """A type of a node package (``acme.Watermark``) that is not loaded is not a mistake of
+    the graph: the package may come back, and the node's params are kept as they are."""
+    if isinstance(type_name, str) and "." in type_name:
+        namespace = type_name.partition(".")[0]
+        return (
+            f"unknown node type {type_name!r}: the node package of namespace {namespace!r} is "
+            "not installed or not loaded (see `nodeloom nodes list`)"
+        )
+    return f"unknown node type {type_name!r}; see GET /api/v1/node-types"
 
 
 def _check_viewport(graph_json: dict[str, Any], problems: _Problems) -> None:
@@ -236,7 +251,7 @@ def _check_node_type(
     type_name = raw.get("type")
     node = registry.get(type_name) if isinstance(type_name, str) else None
     if node is None:
-        problems.add(f"{at}/type", f"unknown node type {type_name!r}; see GET /api/v1/node-types")
+        problems.add(f"{at}/type", _unknown_type(type_name))
         return None
     data = raw.get("data", {})
     if data is None:

@@ -23,6 +23,8 @@ from nodeloom.settings import Settings
 
 
 class Kind(StrEnum):
+    """What an artifact is: each kind has one content type (``CONTENT_TYPES``)."""
+
     TEXT = "text"
     IMAGE = "image"
     AUDIO = "audio"
@@ -39,6 +41,9 @@ CONTENT_TYPES: dict[Kind, str] = {
 
 @dataclass(frozen=True)
 class Input:
+    """A named input of a node. ``multiple``: several edges may feed it; the node then gets
+    a list of artifacts, in edge order. An input that is not ``required`` may be None."""
+
     name: str
     kind: Kind
     required: bool = True
@@ -47,6 +52,8 @@ class Input:
 
 @dataclass(frozen=True)
 class Output:
+    """The one artifact a node produces, of this kind."""
+
     kind: Kind
 
     @property
@@ -56,6 +63,10 @@ class Output:
 
 @dataclass(frozen=True)
 class Cost:
+    """The price of one execution in credits, held before it runs and charged when it
+    completes; ``per_second`` adds credits per started second of an audio or video output
+    (estimated from the ``max_seconds`` param)."""
+
     credits: int
     per_second: int = 0  # for media with a length: per started second of output
 
@@ -69,6 +80,11 @@ class Params(BaseModel):
 
 @dataclass(frozen=True)
 class NodeSpec:
+    """The declaration of a node type, plain data: what the catalog, the editor, the graph
+    checks and the price come from. ``version`` is part of the output cache key: raise it
+    when the same params and inputs would give another output. A package's node keeps
+    ``sandboxed`` true and sets none of the provider or run-input flags."""
+
     type: str
     version: int
     category: str
@@ -209,11 +225,26 @@ class NodeContext(Protocol):
 InputValue = ArtifactRef | list[ArtifactRef] | None
 
 
+def input_text(inputs: Mapping[str, InputValue], name: str = "text") -> str | None:
+    """The text of input ``name``: None when it is not connected, the texts joined in edge
+    order when it takes several (``Input(multiple=True)``)."""
+    value = inputs.get(name)
+    if value is None:
+        return None
+    if isinstance(value, list):
+        return "".join(v.read_text() for v in value)
+    return value.read_text()
+
+
 class NeedsSandbox(Exception):
     """Raised by a node run inline (``runs_inline``) that found it must run in a sandbox."""
 
 
 class NodeType(ABC):
+    """A node type: a ``spec`` class attribute and an async ``run``. The other methods have
+    defaults that fit most nodes; the server answers them from the spec alone for a
+    package's node, whose code runs only in the sandbox."""
+
     spec: ClassVar[NodeSpec]
 
     @abstractmethod

@@ -1,8 +1,19 @@
-"""Every node type the service ships. Add a module's types here to publish them."""
+"""Every node type the service ships (add a module's types here to publish them). Installed
+node packages add theirs at start: see nodes/packages.py."""
 
 from __future__ import annotations
 
-from nodeloom.nodes import audio, http, image, providers, speech, text, text_extra, video
+from nodeloom.nodes import (
+    audio,
+    http,
+    image,
+    image_filters,
+    providers,
+    speech,
+    text,
+    text_extra,
+    video,
+)
 from nodeloom.nodes.base import NodeType
 
 
@@ -11,6 +22,7 @@ def all_nodes() -> list[NodeType]:
         *text.NODES,
         *text_extra.NODES,
         *image.NODES,
+        *image_filters.NODES,
         *audio.NODES,
         *speech.NODES,
         *video.NODES,

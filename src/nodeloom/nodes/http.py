@@ -39,8 +39,8 @@ from nodeloom.nodes.base import (
     Output,
     Params,
     Produced,
+    input_text,
 )
-from nodeloom.nodes.text import input_text
 from nodeloom.settings import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address

@@ -1,4 +1,5 @@
-"""Image nodes: render text, resize, crop, rotate, filter, caption, grid, backgrounds.
+"""Image nodes: render text, resize, caption, grid, backgrounds (crop, rotate and filters,
+written on the public SDK, are in ``image_filters.py``).
 
 Every output is PNG. Sizes a node is asked to create are checked against
 ``settings.max_image_pixels`` before any pixel is allocated; inputs are checked in
@@ -8,13 +9,12 @@ Every output is PNG. Sizes a node is asked to create are checked against
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import numpy as np
-from PIL import Image, ImageDraw, ImageFilter, ImageOps
+from PIL import Image, ImageDraw
 from pydantic import AfterValidator, Field
 
 from nodeloom.nodes import media
@@ -30,8 +30,8 @@ from nodeloom.nodes.base import (
     Output,
     Params,
     Produced,
+    input_text,
 )
-from nodeloom.nodes.text import input_text
 from nodeloom.settings import Settings
 
 Color = Annotated[str, AfterValidator(media.color_validator)]
@@ -309,142 +309,6 @@ class ImageThumbnail(NodeType):
         return await ctx.to_thread(work)
 
 
-class ImageCropParams(Params):
-    left: Annotated[int, Field(ge=0)] = Field(default=0, description="Left edge, pixels.")
-    top: Annotated[int, Field(ge=0)] = Field(default=0, description="Top edge, pixels.")
-    width: Side = Field(default=256, description="Crop width; clipped to the image.")
-    height: Side = Field(default=256, description="Crop height; clipped to the image.")
-
-
-class ImageCrop(NodeType):
-    spec = _image_spec(
-        "ImageCrop",
-        "Crop image",
-        "Cut out a rectangle (left, top, width, height); clipped at the image's edges.",
-        ImageCropParams,
-        Input("image", Kind.IMAGE),
-    )
-
-    async def run(
-        self, ctx: NodeContext, params: ImageCropParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        ref = media.one(inputs, "image")
-
-        def work() -> Produced:
-            image = media.load_image(ref, ctx.settings)
-            if params.left >= image.width or params.top >= image.height:
-                raise NodeFailure(
-                    f"crop origin ({params.left}, {params.top}) is outside the "
-                    f"{image.width}x{image.height} image"
-                )
-            right = min(image.width, params.left + params.width)
-            bottom = min(image.height, params.top + params.height)
-            out = image.crop((params.left, params.top, right, bottom))
-            return media.png_bytes(out, ctx.settings)
-
-        return await ctx.to_thread(work)
-
-
-class ImageRotateParams(Params):
-    degrees: Annotated[float, Field(ge=-360, le=360)] = Field(
-        default=90, description="Counter-clockwise angle."
-    )
-    expand: bool = Field(default=True, description="Grow the canvas so no corner is cut.")
-    background: Color = Field(default="#00000000", description="Fill of uncovered corners.")
-
-
-class ImageRotate(NodeType):
-    spec = _image_spec(
-        "ImageRotate",
-        "Rotate image",
-        "Rotate counter-clockwise by any angle; uncovered corners take the background colour.",
-        ImageRotateParams,
-        Input("image", Kind.IMAGE),
-    )
-
-    async def run(
-        self, ctx: NodeContext, params: ImageRotateParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        ref = media.one(inputs, "image")
-
-        def work() -> Produced:
-            image = media.load_image(ref, ctx.settings).convert("RGBA")
-            if params.expand:  # the rotated bounding box holds more pixels than the input
-                angle = math.radians(params.degrees)
-                cos, sin = abs(math.cos(angle)), abs(math.sin(angle))
-                width = math.ceil(image.width * cos + image.height * sin)
-                height = math.ceil(image.width * sin + image.height * cos)
-                media.check_pixels(ctx.settings, width, height, "rotated image")
-            out = image.rotate(
-                params.degrees,
-                resample=Image.Resampling.BICUBIC,
-                expand=params.expand,
-                fillcolor=media.parse_color(params.background),
-            )
-            return media.png_bytes(out, ctx.settings)
-
-        return await ctx.to_thread(work)
-
-
-FilterName = Literal["blur", "sharpen", "grayscale", "sepia", "invert", "edges", "contour"]
-
-
-class ImageFilterParams(Params):
-    filter: FilterName = Field(default="grayscale", description="Which effect to apply.")
-    radius: Annotated[float, Field(ge=0, le=100)] = Field(
-        default=4, description="Blur radius in pixels (blur only)."
-    )
-
-
-def apply_filter(image: Image.Image, name: str, radius: float) -> Image.Image:
-    alpha = image.getchannel("A") if image.mode == "RGBA" else None
-    rgb = image.convert("RGB")
-    if name == "blur":
-        out = rgb.filter(ImageFilter.GaussianBlur(radius))
-    elif name == "sharpen":
-        out = rgb.filter(ImageFilter.UnsharpMask(radius=2, percent=150, threshold=3))
-    elif name == "grayscale":
-        out = ImageOps.grayscale(rgb).convert("RGB")
-    elif name == "sepia":
-        # The classic sepia matrix, applied with numpy (one pass, no per-pixel Python).
-        matrix = np.array(
-            [[0.393, 0.769, 0.189], [0.349, 0.686, 0.168], [0.272, 0.534, 0.131]], np.float32
-        )
-        pixels = np.asarray(rgb, dtype=np.float32) @ matrix.T
-        out = Image.fromarray(np.clip(pixels, 0, 255).astype(np.uint8), "RGB")
-    elif name == "invert":
-        out = ImageOps.invert(rgb)
-    elif name == "edges":
-        out = rgb.filter(ImageFilter.FIND_EDGES)
-    else:
-        out = rgb.filter(ImageFilter.CONTOUR)
-    if alpha is not None:
-        out.putalpha(alpha)
-    return out
-
-
-class ImageFilterNode(NodeType):
-    spec = _image_spec(
-        "ImageFilter",
-        "Image filter",
-        "Blur, sharpen, grayscale, sepia, invert, edges or contour.",
-        ImageFilterParams,
-        Input("image", Kind.IMAGE),
-    )
-
-    async def run(
-        self, ctx: NodeContext, params: ImageFilterParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        ref = media.one(inputs, "image")
-
-        def work() -> Produced:
-            image = media.load_image(ref, ctx.settings)
-            out = apply_filter(image, params.filter, params.radius)
-            return media.png_bytes(out, ctx.settings)
-
-        return await ctx.to_thread(work)
-
-
 class ImageCaptionParams(Params):
     position: Literal["top", "center", "bottom"] = Field(default="bottom", description="Where.")
     color: Color = Field(default="#ffffff", description="Text colour.")
@@ -593,9 +457,6 @@ NODES: list[NodeType] = [
     RenderText(),
     ImageResize(),
     ImageThumbnail(),
-    ImageCrop(),
-    ImageRotate(),
-    ImageFilterNode(),
     ImageCaption(),
     ImageGrid(),
     GradientBackground(),

@@ -16,7 +16,6 @@ import asyncio
 import contextlib
 import functools
 import hashlib
-import io
 import math
 import queue
 import threading
@@ -32,10 +31,32 @@ import av
 import numpy as np
 import numpy.typing as npt
 from av.video.frame import PictureType
-from PIL import Image, ImageColor, ImageFont, UnidentifiedImageError
+from PIL import Image, ImageFont
 
 from nodeloom.nodes.base import ArtifactRef, InputValue, NodeContext, NodeFailure, Produced
+from nodeloom.sdk.images import (
+    IMAGE_FORMATS,
+    check_bytes,
+    check_pixels,
+    color_validator,
+    load_image,
+    one,
+    parse_color,
+)
+from nodeloom.sdk.images import png as png_bytes
 from nodeloom.settings import Settings
+
+# The image helpers are the SDK's (nodeloom.sdk.images); these names stay for our modules.
+__all__ = [
+    "IMAGE_FORMATS",
+    "check_bytes",
+    "check_pixels",
+    "color_validator",
+    "load_image",
+    "one",
+    "parse_color",
+    "png_bytes",
+]
 
 T = TypeVar("T")
 FloatArray = npt.NDArray[np.float32]
@@ -57,22 +78,10 @@ MP3_OPTIONS = {"compression_level": "7"}
 MP3_BIT_RATE = 128_000
 # Decoders we accept for image inputs: what our own nodes and providers produce. A short list
 # keeps Pillow's rarely used (and historically buggy) plugins out of reach of user data.
-IMAGE_FORMATS = ("PNG", "JPEG", "WEBP", "GIF")
 FONT_FILE = "SourceSansPro-Regular.ttf"  # Latin (incl. extended), Greek and Cyrillic
 
 
 # ----------------------------------------------------------------------------- limits
-
-
-def check_pixels(settings: Settings, width: int, height: int, what: str = "image") -> None:
-    if width < 1 or height < 1:
-        raise NodeFailure(f"{what} size {width}x{height} is empty")
-    if width * height > settings.max_image_pixels:
-        raise NodeFailure(
-            f"{what} of {width}x{height} = {width * height:,} pixels exceeds the limit of "
-            f"{settings.max_image_pixels:,} pixels",
-            code="limit_exceeded",
-        )
 
 
 def check_seconds(settings: Settings, seconds: float, what: str = "media") -> None:
@@ -83,31 +92,12 @@ def check_seconds(settings: Settings, seconds: float, what: str = "media") -> No
         )
 
 
-def check_bytes(settings: Settings, size: int, what: str = "output") -> None:
-    if size > settings.max_artifact_bytes:
-        raise NodeFailure(
-            f"{what} of {size:,} bytes exceeds the limit of {settings.max_artifact_bytes:,} bytes",
-            code="limit_exceeded",
-        )
-
-
 def even(value: int) -> int:
     """H.264 in yuv420p needs even dimensions; round down, never below 2."""
     return max(2, value - value % 2)
 
 
 # ----------------------------------------------------------------------------- inputs
-
-
-def one(inputs: Mapping[str, InputValue], name: str) -> ArtifactRef:
-    value = inputs.get(name)
-    if isinstance(value, list):
-        if len(value) != 1:
-            raise NodeFailure(f"input {name!r} needs exactly one artifact")
-        return value[0]
-    if value is None:
-        raise NodeFailure(f"input {name!r} is not connected")
-    return value
 
 
 def optional(inputs: Mapping[str, InputValue], name: str) -> ArtifactRef | None:
@@ -125,50 +115,6 @@ def many(inputs: Mapping[str, InputValue], name: str) -> list[ArtifactRef]:
 
 
 # ----------------------------------------------------------------------------- images
-
-
-def parse_color(value: str) -> tuple[int, int, int, int]:
-    """A CSS-like colour (``#rrggbb``, ``#rrggbbaa``, ``red``, ``rgb(1,2,3)``) as RGBA."""
-    rgb = ImageColor.getcolor(value, "RGBA")
-    assert isinstance(rgb, tuple)
-    return (rgb[0], rgb[1], rgb[2], rgb[3])
-
-
-def color_validator(value: str) -> str:
-    """Pydantic validator: refuse unknown colours at graph validation, not mid-run."""
-    try:
-        parse_color(value)
-    except ValueError as exc:
-        raise ValueError(f"not a colour: {value!r}") from exc
-    return value
-
-
-def load_image(ref: ArtifactRef, settings: Settings) -> Image.Image:
-    """Decode an image input, checking its declared size *before* pixels are decoded."""
-    try:
-        image = Image.open(ref.path, formats=IMAGE_FORMATS)
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError) as exc:
-        raise NodeFailure(f"input is not a readable image: {exc}") from exc
-    with image:
-        check_pixels(settings, *image.size, what="input image")
-        try:
-            image.load()
-        except (OSError, ValueError) as exc:
-            raise NodeFailure(f"input image is damaged: {exc}") from exc
-        wanted = (
-            "RGBA" if image.mode in ("RGBA", "LA", "PA") or "transparency" in image.info else "RGB"
-        )
-        return image.convert(wanted)
-
-
-def png_bytes(image: Image.Image, settings: Settings) -> Produced:
-    """Encode as PNG. Level 1 is ~5x faster than the default and only slightly larger for the
-    flat, synthetic images most nodes make."""
-    buffer = io.BytesIO()
-    image.save(buffer, format="PNG", compress_level=1)
-    data = buffer.getvalue()
-    check_bytes(settings, len(data), "image")
-    return Produced(data=data, width=image.width, height=image.height)
 
 
 @functools.lru_cache(maxsize=1)

@@ -43,8 +43,8 @@ from nodeloom.nodes.base import (
     Output,
     Params,
     Produced,
+    input_text,
 )
-from nodeloom.nodes.text import input_text
 from nodeloom.settings import Settings
 
 KEY_FILE_NAME = "provider_key.enc"

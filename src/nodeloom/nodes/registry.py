@@ -4,21 +4,30 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
 from nodeloom.nodes.base import NodeType, Params
 
+if TYPE_CHECKING:
+    from nodeloom.nodes.packages import PackageInfo
+    from nodeloom.settings import Settings
+
 _TYPE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]{1,63}$")
+# A package's type: its namespace (the entry point's name), a dot, then a built-in-like name.
+_PACKAGED_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}\.[A-Z][A-Za-z0-9]{1,63}$")
 
 
 class Registry:
     def __init__(self) -> None:
         self._types: dict[str, NodeType] = {}
+        # Every installed node package and what became of it (nodeloom.nodes.packages).
+        self.packages: list[PackageInfo] = []
 
     def register(self, node: NodeType) -> None:
         spec = node.spec
-        if not _TYPE_NAME.match(spec.type):
+        if not (_TYPE_NAME.match(spec.type) or _PACKAGED_TYPE_NAME.match(spec.type)):
             raise ValueError(f"bad node type name {spec.type!r}")
         if spec.type in self._types:
             raise ValueError(f"node type {spec.type} registered twice")
@@ -48,8 +57,11 @@ def params_schema(model: type[BaseModel]) -> dict[str, object]:
     return model.model_json_schema()
 
 
-def build_registry(nodes: Iterable[NodeType] | None = None) -> Registry:
-    """The default catalog, or a registry of exactly ``nodes`` (tests)."""
+def build_registry(
+    nodes: Iterable[NodeType] | None = None, settings: Settings | None = None
+) -> Registry:
+    """The built-in catalog, or a registry of exactly ``nodes`` (tests); with ``settings``,
+    plus the installed node packages they admit (see nodes/packages.py)."""
     registry = Registry()
     if nodes is None:
         from nodeloom.nodes import catalog
@@ -57,4 +69,18 @@ def build_registry(nodes: Iterable[NodeType] | None = None) -> Registry:
         nodes = catalog.all_nodes()
     for node in nodes:
         registry.register(node)
+    if settings is not None:
+        from nodeloom.nodes import packages
+
+        found = packages.discover(settings)
+        registry.packages = found.packages
+        for packaged in found.nodes:
+            registry.register(packaged)  # checked once already by discover
     return registry
+
+
+def package_of(node: NodeType) -> PackageInfo | None:
+    """The node package a type comes from; None for a built-in type."""
+    from nodeloom.nodes.packages import PackagedNode
+
+    return node.package if isinstance(node, PackagedNode) else None

@@ -34,8 +34,8 @@ from nodeloom.nodes.base import (
     Output,
     Params,
     Produced,
+    input_text,
 )
-from nodeloom.nodes.text import input_text
 from nodeloom.settings import Settings
 
 # espeak_ng.h constants

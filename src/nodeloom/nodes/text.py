@@ -27,6 +27,7 @@ from nodeloom.nodes.base import (
     Output,
     Params,
     Produced,
+    input_text,
 )
 
 MAX_TEMPLATE_OUTPUT = 1_000_000  # characters
@@ -34,15 +35,6 @@ MAX_TEMPLATE_SECONDS = 10.0  # checked between output chunks; the sandbox budget
 MAX_TEMPLATE_VALUE = 1_000_000  # items or characters of any string or list a template builds
 MAX_TEMPLATE_LOOP_ITEMS = 1_000_000  # items produced by range() over one rendering
 MAX_POWER_BITS = 4096
-
-
-def input_text(inputs: Mapping[str, InputValue], name: str = "text") -> str | None:
-    value = inputs.get(name)
-    if value is None:
-        return None
-    if isinstance(value, list):
-        return "".join(v.read_text() for v in value)
-    return value.read_text()
 
 
 def _as_text(value: Any) -> str:

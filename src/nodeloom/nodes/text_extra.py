@@ -1,5 +1,8 @@
 """More text nodes: transform, join, split-and-pick, JSON extract (JMESPath), counting.
 
+Written against the public SDK only (``nodeloom.sdk``), as a node package would be; they stay
+built in. A test checks they import nothing else of ``nodeloom``.
+
 User-supplied regular expressions run on the ``regex`` module with a timeout, because a
 pathological pattern (catastrophic backtracking) would otherwise pin a worker thread forever;
 the standard ``re`` module cannot be interrupted.
@@ -16,7 +19,7 @@ import regex  # type: ignore[import-untyped]
 from jmespath.exceptions import JMESPathError
 from pydantic import Field
 
-from nodeloom.nodes.base import (
+from nodeloom.sdk import (
     Cost,
     Input,
     InputValue,
@@ -26,9 +29,9 @@ from nodeloom.nodes.base import (
     NodeType,
     Params,
     Produced,
+    input_text,
     spec_family,
 )
-from nodeloom.nodes.text import input_text
 
 REGEX_TIMEOUT = 1.0  # seconds
 MAX_OUTPUT_CHARS = 10_000_000

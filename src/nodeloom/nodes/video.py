@@ -33,10 +33,10 @@ from nodeloom.nodes.base import (
     NodeType,
     Params,
     Produced,
+    input_text,
     spec_family,
 )
 from nodeloom.nodes.image import Color, Side, caption_overlay
-from nodeloom.nodes.text import input_text
 from nodeloom.settings import Settings
 
 Fps = Annotated[int, Field(ge=1, le=60)]

@@ -57,7 +57,11 @@ _registry: Registry | None = None
 def preload() -> None:
     """Import every node module (in the fork server, before any fork)."""
     global _registry
-    _registry = build_registry()
+    from nodeloom.nodes import catalog, packages
+
+    # The built-in types and the packages the server loaded (it names them in our
+    # environment; the fork server imports them once, before any fork).
+    _registry = build_registry([*catalog.all_nodes(), *packages.sandbox_nodes()])
 
 
 def registry() -> Registry:

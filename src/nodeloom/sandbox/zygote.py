@@ -39,6 +39,7 @@ from typing import Any, ClassVar
 
 import orjson
 
+from nodeloom.nodes import packages
 from nodeloom.sandbox.wire import exit_code_of
 
 log = logging.getLogger("nodeloom.sandbox")
@@ -97,16 +98,24 @@ class Zygote:
     @classmethod
     def shared(cls) -> Zygote:
         with cls._shared_lock:
+            # The node packages the sandbox must import are the ones the last registry built
+            # in this process loaded; another set needs another fork server.
+            wanted = packages.sandbox_packages()
+            if cls._shared is not None and cls._shared.alive and cls._shared.packages != wanted:
+                cls._shared.close()
             if cls._shared is None or not cls._shared.alive:
-                cls._shared = cls()
+                cls._shared = cls(wanted)
             return cls._shared
 
-    def __init__(self) -> None:
+    def __init__(self, node_packages: str = "[]") -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.packages = node_packages
+        env = sandbox_environment()
+        env[packages.SANDBOX_ENV] = node_packages
         self.proc = subprocess.Popen(  # noqa: S603 - our own interpreter and module
             [sys.executable, "-m", "nodeloom.sandbox.zygote", str(theirs.fileno())],
             pass_fds=(theirs.fileno(),),
-            env=sandbox_environment(),
+            env=env,
             stdin=subprocess.DEVNULL,
             # Ctrl-C at a terminal goes to the server, which then closes the control socket.
             start_new_session=True,

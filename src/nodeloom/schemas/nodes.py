@@ -26,6 +26,14 @@ class NodeCostOut(BaseModel):
     per_second: int
 
 
+class NodePackageOut(BaseModel):
+    """The installed node package a type comes from (absent for built-in types)."""
+
+    name: str
+    version: str
+    namespace: str
+
+
 class NodeTypeOut(BaseModel):
     type: str
     version: int
@@ -37,4 +45,6 @@ class NodeTypeOut(BaseModel):
     params_schema: dict[str, Any]
     cost: NodeCostOut
     available: bool
+    status: Literal["available", "unavailable"]
     unavailable_reason: str | None
+    package: NodePackageOut | None = None

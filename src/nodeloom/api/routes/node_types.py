@@ -6,7 +6,14 @@ from fastapi import APIRouter
 
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.routing import GuardedRoute
-from nodeloom.schemas.nodes import NodeCostOut, NodeInputOut, NodeOutputOut, NodeTypeOut
+from nodeloom.nodes.registry import package_of
+from nodeloom.schemas.nodes import (
+    NodeCostOut,
+    NodeInputOut,
+    NodeOutputOut,
+    NodePackageOut,
+    NodeTypeOut,
+)
 
 router = APIRouter(route_class=GuardedRoute, tags=["nodes"])
 
@@ -19,6 +26,7 @@ async def list_node_types(principal: PrincipalDep, ctx: CtxDep) -> list[NodeType
     for node in ctx.registry:
         spec = node.spec
         reason = node.unavailable_reason(ctx.settings)
+        package = package_of(node)
         result.append(
             NodeTypeOut(
                 type=spec.type,
@@ -34,7 +42,13 @@ async def list_node_types(principal: PrincipalDep, ctx: CtxDep) -> list[NodeType
                 params_schema=spec.params.model_json_schema(),
                 cost=NodeCostOut(credits=spec.cost.credits, per_second=spec.cost.per_second),
                 available=reason is None,
+                status="available" if reason is None else "unavailable",
                 unavailable_reason=reason,
+                package=None
+                if package is None
+                else NodePackageOut(
+                    name=package.name, version=package.version, namespace=package.namespace
+                ),
             )
         )
     ctx.node_types = result

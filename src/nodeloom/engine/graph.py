@@ -178,11 +178,25 @@ def unavailable_nodes(graph_json: Any, registry: Registry, settings: Settings) -
         type_name = raw.get("type") if isinstance(raw, dict) else None
         node = registry.get(type_name) if isinstance(type_name, str) else None
         reason = node.unavailable_reason(settings) if node is not None else None
+        if reason and node is not None and _own_provider(node, raw):
+            reason = None
         if reason:
             found.append(
                 FieldError(f"{ROOT}/nodes/{index}/type", f"{type_name} is unavailable: {reason}")
             )
     return found
+
+
+def _own_provider(node: NodeType, raw: dict[str, Any]) -> bool:
+    """Whether the node names an account's credential (its own provider endpoint), so the
+    operator's provider is not needed (the credential itself is checked where the database
+    is at hand)."""
+    data = raw.get("data")
+    return (
+        isinstance(data, dict)
+        and bool(data.get("credential"))
+        and "credential" in node.spec.params.model_fields
+    )
 
 
 def _check_viewport(graph_json: dict[str, Any], problems: _Problems) -> None:

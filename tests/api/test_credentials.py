@@ -19,6 +19,7 @@ import pytest
 from tests.api.test_auth import assert_problem
 from tests.conftest import User
 from tests.fakes import FakeServer, Recorded, serve
+from tests.nodes.conftest import provider as provider  # the fixture
 from tests.runs_helpers import create_workflow, e, g, n, wait_for_run
 
 SECRET = "sk-nodeloomcred-9f8e7d6c5b4a3210"
@@ -374,6 +375,28 @@ class TestCredentialRuns:
         assert moved["status"] == "completed", moved
         assert not llm(moved)["cached"]
         assert len(openai.requests) == 3
+
+    async def test_image_and_speech_nodes_use_it_too(
+        self, client: httpx.AsyncClient, owner: User, provider: FakeServer
+    ) -> None:
+        cred = await create(client, owner, {"base_url": provider.url + "/v1", "api_key": SECRET})
+        graph = g(
+            [
+                n("in", "TextInput", text="a red fox"),
+                n("img", "TextToImage", size="40x30", credential=cred["id"]),
+                n("tts", "TextToSpeech", credential=cred["id"]),
+                n("local", "TextToSpeech"),  # no credential, no operator provider: eSpeak
+            ],
+            [e("in", "img"), e("in", "tts"), e("in", "local")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        done = await run(client, owner, wf)
+        assert done["status"] == "completed", done
+        assert sorted(q.path for q in provider.requests) == [
+            "/v1/audio/speech",
+            "/v1/images/generations",
+        ]
+        assert auths(provider) == [f"Bearer {SECRET}"] * 2
 
     async def test_each_account_pays_for_its_own_answer(
         self, client: httpx.AsyncClient, owner: User, other: User, openai: FakeServer

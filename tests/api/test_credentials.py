@@ -20,7 +20,7 @@ from tests.api.test_auth import assert_problem
 from tests.conftest import User
 from tests.fakes import FakeServer, Recorded, serve
 from tests.nodes.conftest import provider as provider  # the fixture
-from tests.runs_helpers import create_workflow, e, g, n, wait_for_run
+from tests.runs_helpers import create_workflow, e, execute, g, n, wait_for_run
 
 SECRET = "sk-nodeloomcred-9f8e7d6c5b4a3210"
 ROTATED = "sk-rotatedcred-0a1b2c3d4e5f6789"
@@ -106,9 +106,7 @@ def llm_graph(credential: str, text: str = "hello") -> dict[str, Any]:
 async def run(
     client: httpx.AsyncClient, user: User, workflow_id: str, cache: bool = True
 ) -> dict[str, Any]:
-    r = await client.post(
-        f"/api/v1/workflows/{workflow_id}/execute", json={"cache": cache}, headers=user.headers
-    )
+    r = await execute(client, user, workflow_id, {"cache": cache})
     assert r.status_code == 202, r.text
     return await wait_for_run(client, user, workflow_id, r.json()["run_id"])
 

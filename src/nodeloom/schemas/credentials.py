@@ -69,9 +69,13 @@ class ReplicateFields(KindFields):
     api_token: str = Secret
 
 
-class FalFields(KindFields):
+class _ApiKey(KindFields):
     SECRET = frozenset({"api_key"})
     api_key: str = Secret
+
+
+class FalFields(_ApiKey):
+    """fal.ai."""
 
 
 class ComfyUIFields(_BaseUrl):
@@ -89,9 +93,8 @@ class ComfyUIFields(_BaseUrl):
         return self
 
 
-class ElevenLabsFields(KindFields):
-    SECRET = frozenset({"api_key"})
-    api_key: str = Secret
+class ElevenLabsFields(_ApiKey):
+    """ElevenLabs."""
 
 
 class HttpBearerFields(KindFields):

@@ -117,18 +117,9 @@ def create_app(
     if settings.forwarded_allow_ips.strip():  # outermost: the URLs built inside see its host
         app.add_middleware(ForwardedHeaders, trusted=settings.forwarded_allow_ips)
     app.include_router(health.router)
-    for module in (
-        auth,
-        keys,
-        workflows,
-        runs,
-        artifacts,
-        webhooks,
-        events,
-        node_types,
-        credentials,
-    ):
+    for module in (auth, keys, workflows, runs, artifacts, webhooks, events, node_types):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(credentials.router, prefix=API_PREFIX)
     app.include_router(problem_types.router, prefix=API_PREFIX)
     _document_manual_bodies(app)
     webapp.install(app, settings.web_dist_dir)

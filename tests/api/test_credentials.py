@@ -15,7 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from nodeloom.schemas.credentials import HINT_MIN_LENGTH, hint
 from tests.api.test_auth import assert_problem
 from tests.conftest import User
 from tests.fakes import FakeServer, Recorded, serve
@@ -114,6 +117,17 @@ async def run(
 def llm(run_body: dict[str, Any]) -> dict[str, Any]:
     node: dict[str, Any] = next(x for x in run_body["node_runs"] if x["node_id"] == "llm")
     return node
+
+
+@given(st.text(max_size=64))
+def test_a_hint_shows_at_most_a_prefix_and_four_characters(secret: str) -> None:
+    shown = hint({"api_key": secret})
+    if len(secret) < HINT_MIN_LENGTH:
+        assert shown == "…"
+        return
+    prefix, tail = shown.split("…")
+    assert tail == secret[-4:]
+    assert prefix == "" or (secret.startswith(prefix) and prefix.endswith("-") and len(prefix) <= 5)
 
 
 OUT_KEYS = {"id", "name", "kind", "hint", "fields", "created_at", "updated_at", "last_used_at"}

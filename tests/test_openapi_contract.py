@@ -195,6 +195,11 @@ async def real_ids(client: httpx.AsyncClient, owner: User) -> dict[str, str]:
     artifact = next(n["artifact_id"] for n in done["node_runs"] if n["artifact_id"])
     webhook = await post(f"/workflows/{workflow['id']}/webhooks", {"name": "hook"}, owner.headers)
     spare_key = await post("/api-keys", {"name": "spare"}, owner.jwt_headers)
+    # Loopback and not allow-listed: its connection test is refused before any traffic.
+    fields = {"base_url": "http://127.0.0.1:9/v1", "api_key": "sk-contract-000000"}
+    credential = await post(
+        "/credentials", {"name": "c", "kind": "openai", "fields": fields}, owner.headers
+    )
     return {
         "workflow_id": workflow["id"],
         "victim_workflow_id": victim["id"],
@@ -203,6 +208,7 @@ async def real_ids(client: httpx.AsyncClient, owner: User) -> dict[str, str]:
         "webhook_id": webhook["id"],
         "token": webhook["token"],
         "key_id": spare_key["id"],
+        "credential_id": credential["id"],
         "code": "insufficient_credits",  # a problem code (/api/v1/problems/{code})
     }
 

@@ -24,6 +24,7 @@ from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes import (
     artifacts,
     auth,
+    credentials,
     events,
     health,
     keys,
@@ -118,6 +119,7 @@ def create_app(
     app.include_router(health.router)
     for module in (auth, keys, workflows, runs, artifacts, webhooks, events, node_types):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(credentials.router, prefix=API_PREFIX)
     app.include_router(problem_types.router, prefix=API_PREFIX)
     _document_manual_bodies(app)
     webapp.install(app, settings.web_dist_dir)

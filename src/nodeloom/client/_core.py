@@ -18,6 +18,7 @@ from nodeloom import __version__
 from nodeloom.client import _config
 from nodeloom.client._resources import (
     AsyncArtifacts,
+    AsyncCredentials,
     AsyncKeys,
     AsyncRuns,
     AsyncWebhooks,
@@ -111,6 +112,7 @@ class AsyncClient:
         self.artifacts = AsyncArtifacts(self)
         self.webhooks = AsyncWebhooks(self)
         self.keys = AsyncKeys(self)
+        self.credentials = AsyncCredentials(self)
 
     @classmethod
     async def login(

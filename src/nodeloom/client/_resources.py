@@ -1,4 +1,5 @@
-"""The API's resources as methods: workflows, runs, artifacts, webhooks, API keys.
+"""The API's resources as methods: workflows, runs, artifacts, webhooks, API keys,
+credentials.
 
 Every answer is parsed into the server's own response models (``nodeloom.schemas``), so the
 client and the server cannot drift apart. Lists are async iterators that fetch the next page
@@ -23,6 +24,7 @@ import anyio
 from nodeloom.client._runs import AsyncRun, RunEvent, extension_for
 from nodeloom.client.errors import AmbiguousWorkflow, NotFound
 from nodeloom.schemas.accounts import ApiKeyCreated, ApiKeyOut
+from nodeloom.schemas.credentials import CredentialOut, CredentialTestResult
 from nodeloom.schemas.runs import ArtifactMetadata, RunStatusName, RunSummary
 from nodeloom.schemas.webhooks import WebhookOut
 from nodeloom.schemas.workflows import WorkflowOut, WorkflowSummary
@@ -279,3 +281,50 @@ class AsyncKeys(_Resource):
     async def revoke(self, key_id: str) -> None:
         """Revoke at once: the very next request with the key gets 401."""
         await self._client.request("DELETE", f"/api-keys/{_seg(key_id)}")
+
+
+class AsyncCredentials(_Resource):
+    """Provider credentials of the account (docs/providers.md). Answers never carry the
+    secret: ``hint`` is its masked form, ``fields`` the non-secret fields."""
+
+    async def create(self, name: str, kind: str, fields: Mapping[str, Any]) -> CredentialOut:
+        response = await self._client.request(
+            "POST", "/credentials", json={"name": name, "kind": kind, "fields": dict(fields)}
+        )
+        return CredentialOut.model_validate(response.json())
+
+    def list(self, *, page_size: int = 50) -> AsyncIterator[CredentialOut]:
+        """Every credential of the account, newest first (pages fetched as needed)."""
+        return self._client.paginate("/credentials", CredentialOut, {"limit": page_size})
+
+    async def get(self, credential_id: str) -> CredentialOut:
+        response = await self._client.request("GET", f"/credentials/{_seg(credential_id)}")
+        return CredentialOut.model_validate(response.json())
+
+    async def update(
+        self,
+        credential_id: str,
+        *,
+        name: str | None = None,
+        fields: Mapping[str, Any] | None = None,
+    ) -> CredentialOut:
+        """Rename, or change fields: a secret field given replaces the stored secret (the
+        next run uses it); non-secret fields given replace theirs, the others are kept."""
+        body: dict[str, Any] = {}
+        if name is not None:
+            body["name"] = name
+        if fields is not None:
+            body["fields"] = dict(fields)
+        response = await self._client.request(
+            "PATCH", f"/credentials/{_seg(credential_id)}", json=body
+        )
+        return CredentialOut.model_validate(response.json())
+
+    async def delete(self, credential_id: str) -> None:
+        """Delete at once; workflows naming it are refused at execute until changed."""
+        await self._client.request("DELETE", f"/credentials/{_seg(credential_id)}")
+
+    async def test(self, credential_id: str) -> CredentialTestResult:
+        """Whether the provider accepts it (openai: ``GET {base_url}/models``)."""
+        response = await self._client.request("POST", f"/credentials/{_seg(credential_id)}/test")
+        return CredentialTestResult.model_validate(response.json())

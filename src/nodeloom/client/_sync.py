@@ -25,6 +25,7 @@ from pydantic import PrivateAttr
 from nodeloom.client._core import AsyncClient, ClientOptions
 from nodeloom.client._resources import (
     AsyncArtifacts,
+    AsyncCredentials,
     AsyncKeys,
     AsyncRuns,
     AsyncWebhooks,
@@ -240,6 +241,16 @@ class Keys:
         self.revoke = loop.blocking(inner.revoke)
 
 
+class Credentials:
+    def __init__(self, inner: AsyncCredentials, loop: _Loop) -> None:
+        self.create = loop.blocking(inner.create)
+        self.list = loop.iterating(inner.list)
+        self.get = loop.blocking(inner.get)
+        self.update = loop.blocking(inner.update)
+        self.delete = loop.blocking(inner.delete)
+        self.test = loop.blocking(inner.test)
+
+
 class Client:
     """A blocking Nodeloom client: the same methods as ``AsyncClient``, without ``await``.
 
@@ -264,6 +275,7 @@ class Client:
         self.artifacts = Artifacts(inner.artifacts, loop)
         self.webhooks = Webhooks(inner.webhooks, loop)
         self.keys = Keys(inner.keys, loop)
+        self.credentials = Credentials(inner.credentials, loop)
         self.me = loop.blocking(inner.me)
         self.node_types = loop.blocking(inner.node_types)
         self.request = loop.blocking(inner.request)  # any other call: /api/v1 + path

@@ -7,6 +7,7 @@
     runs list|show|cancel|events          a workflow's runs
     webhooks create|list|enable|disable|delete
     keys create|list|revoke               API keys (with a log-in token)
+    credentials create|list|show|update|delete|test   provider credentials
     accounts create|set|list              server-side administration, on the database
 
 Every client command takes --url and --api-key (else NODELOOM_URL / NODELOOM_API_KEY, else
@@ -21,7 +22,7 @@ from typing import Annotated
 import typer
 
 from nodeloom import __version__
-from nodeloom.commands import accounts, keys, runs, webhooks, workflows
+from nodeloom.commands import accounts, credentials, keys, runs, webhooks, workflows
 from nodeloom.commands.login import login_command, logout_command
 
 
@@ -49,4 +50,5 @@ def register(app: typer.Typer) -> None:
     app.add_typer(runs.app, name="runs")
     app.add_typer(webhooks.app, name="webhooks")
     app.add_typer(keys.app, name="keys")
+    app.add_typer(credentials.app, name="credentials")
     app.add_typer(accounts.app, name="accounts")

@@ -98,6 +98,27 @@ class ApiKey(Base):
     __table_args__ = (sa.Index("ix_api_keys_account", "account_id", "created_at"),)
 
 
+class Credential(Base):
+    """A provider credential of one account: the non-secret fields (``base_url``...) in
+    ``fields``, the secret ones only as ``secret_encrypted`` (a JSON object encrypted with the
+    server secret), and ``hint`` (the masked secret shown in answers)."""
+
+    __tablename__ = "credentials"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(sa.String(200))
+    kind: Mapped[str] = mapped_column(sa.String(32))
+    fields: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    secret_encrypted: Mapped[str] = mapped_column(sa.Text)
+    hint: Mapped[str] = mapped_column(sa.String(32))
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    last_used_at: Mapped[datetime | None]
+
+    __table_args__ = (sa.Index("ix_credentials_account", "account_id", "created_at"),)
+
+
 class Workflow(Base):
     __tablename__ = "workflows"
 

@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from nodeloom.artifacts.store import ArtifactStore, StoredBlob
+from nodeloom.auth.tokens import decrypt
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
 from nodeloom.engine.cache import cache_key
@@ -30,6 +33,7 @@ from nodeloom.events.bus import EventBus
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
+from nodeloom.nodes.providers import CREDENTIAL_KIND
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
 from nodeloom.sandbox import budget
@@ -37,7 +41,9 @@ from nodeloom.sandbox.fair import FairSlots
 from nodeloom.sandbox.pool import NodeJob, SandboxPool
 from nodeloom.sandbox.zygote import SandboxUnavailable
 from nodeloom.settings import Settings
+from nodeloom.store import Record
 from nodeloom.store import artifacts as artifact_store
+from nodeloom.store import credentials as credential_store
 
 log = logging.getLogger("nodeloom.engine")
 
@@ -153,16 +159,55 @@ class NodeExecutor:
     def __init__(self, env: ExecutorEnv) -> None:
         self.env = env
 
-    def key_of(self, task: NodeTask) -> str | None:
-        """The node's output-cache key (None: never reused)."""
+    def key_of(self, task: NodeTask, credential: Record | None = None) -> str | None:
+        """The node's output-cache key (None: never reused). With a ``credential``, its
+        endpoint takes the operator provider's place in the fingerprint (its id is among the
+        params); its secret never enters the key, so rotating it keeps the cached answers."""
         node = task.node
         hashes = {
             name: [v.sha256 for v in (value if isinstance(value, list) else [value])]
             for name, value in task.inputs.items()
             if value is not None
         }
-        fingerprint = node.node.fingerprint(node.params, self.env.settings)
+        settings = self.env.settings
+        if credential is not None:
+            settings = settings.model_copy(
+                update={"provider_base_url": credential.fields["base_url"]}
+            )
+        fingerprint = node.node.fingerprint(node.params, settings)
         return cache_key(node.node.spec, fingerprint, hashes, task.run_input)
+
+    async def credential_of(self, task: NodeTask) -> Record | None:
+        """The credential the node names (a row of ``credentials``), or None when it names
+        none; NodeFailure when its account has no such openai credential (deleted since)."""
+        credential_id = getattr(task.node.params, "credential", None)
+        if not credential_id:
+            return None
+        account_id = task.account_id
+        row = await self.env.db.read(lambda c: credential_store.get(c, account_id, credential_id))
+        if row is None or row.kind != CREDENTIAL_KIND:
+            raise NodeFailure(
+                f"no {CREDENTIAL_KIND} credential {credential_id} in this account",
+                "invalid_credential",
+            )
+        return row
+
+    async def _hand_over(self, credential: Record | None) -> dict[str, str] | None:
+        """The credential as the sandbox job carries it, decrypted here, just before; its
+        ``last_used_at`` is set (a run uses it now)."""
+        if credential is None:
+            return None
+        plain = decrypt(self.env.settings.secret, credential.secret_encrypted)
+        if plain is None:
+            raise NodeFailure(
+                f"credential {credential.id} does not decrypt with this server's secret; "
+                "set its secret again",
+                "invalid_credential",
+            )
+        credential_id = credential.id
+        await self.env.db.write(lambda c: credential_store.mark_used(c, credential_id))
+        secret: dict[str, str] = orjson.loads(plain)
+        return {"base_url": credential.fields["base_url"], **secret}
 
     async def reuse(self, task: NodeTask, key: str | None) -> Outcome | None:
         """The node completed with a stored output of the same key (the run allowing it), if
@@ -178,7 +223,11 @@ class NodeExecutor:
     async def execute(self, task: NodeTask, progress: Progress) -> Outcome:
         env = self.env
         node = task.node
-        key = self.key_of(task)
+        try:
+            credential = await self.credential_of(task)
+        except NodeFailure as exc:
+            return failed(node.id, exc.code, exc.message, utcnow())
+        key = self.key_of(task, credential)
         reused = await self.reuse(task, key)
         if reused is not None:
             return reused
@@ -186,7 +235,8 @@ class NodeExecutor:
         try:
             async with env.slots.hold(task.account_id):
                 produced = await asyncio.wait_for(
-                    self._produce(task, scratch, progress), env.settings.node_timeout_seconds
+                    self._produce(task, scratch, progress, credential),
+                    env.settings.node_timeout_seconds,
                 )
             return await self._keep(node, produced, key)
         except NodeFailure as exc:
@@ -283,9 +333,12 @@ class NodeExecutor:
                 values[name] = await ref(value)
         return values
 
-    async def _produce(self, task: NodeTask, scratch: Any, progress: Progress) -> Produced:
+    async def _produce(
+        self, task: NodeTask, scratch: Any, progress: Progress, credential: Record | None = None
+    ) -> Produced:
         """Run the node: in a sandbox process under its budget, or — for the few types that
-        compute nothing — right here."""
+        compute nothing — right here. A node with a ``credential`` calls a provider, which
+        it does only in a sandbox process: the secret goes to that job alone."""
         env = self.env
         node = task.node
         spec = node.node.spec
@@ -308,7 +361,10 @@ class NodeExecutor:
             node_id=node.id,
             account_id=task.account_id,
             scratch=scratch,
-            provider_key=provider_key(env.settings) if spec.calls_provider else None,
+            provider_key=provider_key(env.settings)
+            if spec.calls_provider and credential is None
+            else None,
+            credential=await self._hand_over(credential),
         )
         settings = env.settings
         limits = budget.resolve(

@@ -181,6 +181,8 @@ def unavailable_nodes(graph_json: Any, registry: Registry, settings: Settings) -
             found.append(FieldError(f"{ROOT}/nodes/{index}/type", _unknown_type(type_name)))
             continue
         reason = node.unavailable_reason(settings) if node is not None else None
+        if reason and node is not None and _own_provider(node, raw):
+            reason = None
         if reason:
             found.append(
                 FieldError(f"{ROOT}/nodes/{index}/type", f"{type_name} is unavailable: {reason}")
@@ -198,6 +200,18 @@ def _unknown_type(type_name: object) -> str:
             "not installed or not loaded (see `nodeloom nodes list`)"
         )
     return f"unknown node type {type_name!r}; see GET /api/v1/node-types"
+
+
+def _own_provider(node: NodeType, raw: dict[str, Any]) -> bool:
+    """Whether the node names an account's credential (its own provider endpoint), so the
+    operator's provider is not needed (the credential itself is checked where the database
+    is at hand)."""
+    data = raw.get("data")
+    return (
+        isinstance(data, dict)
+        and bool(data.get("credential"))
+        and "credential" in node.spec.params.model_fields
+    )
 
 
 def _check_viewport(graph_json: dict[str, Any], problems: _Problems) -> None:

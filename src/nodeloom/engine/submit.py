@@ -52,9 +52,11 @@ from nodeloom.events.model import Event, EventType
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import NeedsSandbox
+from nodeloom.nodes.providers import CREDENTIAL_KIND
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 from nodeloom.store import artifacts as artifact_store
+from nodeloom.store import credentials as credential_store
 
 
 class GraphCache:
@@ -325,6 +327,7 @@ class Acceptor:
         async with self.admission:
             for _ in range(ATTEMPTS):
                 workflow = await self._workflow(request)
+                await self._check_credentials(request, workflow)
                 state, batch = await self._prepare(request, workflow)
                 answer = {
                     "run_id": batch.run_id,
@@ -353,6 +356,22 @@ class Acceptor:
         if batch.run_end is None:
             await self.dispatcher.submit(batch.run_id, state)
         return Accepted(answer, replayed=False)
+
+    async def _check_credentials(self, request: RunRequest, workflow: WorkflowVersion) -> None:
+        """The credentials the graph names must be the account's now (one may have been
+        deleted since the workflow was saved): checked on every execute, never cached."""
+        refs = credential_store.refs_in_graph(workflow.graph.nodes.values())
+        if not refs:
+            return
+        problems = await self.db.read(
+            lambda c: credential_store.problems(c, request.account_id, refs, CREDENTIAL_KIND)
+        )
+        if problems:
+            raise InvalidGraph(
+                "The workflow names credentials it cannot use: "
+                + "; ".join(p.message for p in problems),
+                errors=problems,
+            )
 
     async def _earlier(self, request: RunRequest) -> dict[str, Any] | None:
         if request.idempotency_key is None:

@@ -9,7 +9,13 @@ the provider's own message. The key never appears in errors or logs.
 
 The provider address is chosen by the operator, not by workflow authors, so it is trusted and
 may be private (a GPU box on the LAN, Ollama on localhost); the SSRF guard of ``HttpRequest``
-protects against user-supplied URLs and is not applied here.
+protects against user-supplied URLs and is not applied to it.
+
+A node may instead name one of its account's credentials (param ``credential``, kind
+``openai``): the executor then hands the sandbox job that credential's ``base_url`` and key,
+which replace the operator's in that job's settings. That address is a tenant's choice, so
+every request to it passes the SSRF guard (``guarded=True``): private, loopback and link-local
+addresses are refused unless ``NODELOOM_HTTP_ALLOWLIST`` names them. See docs/providers.md.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import base64
 import binascii
 import email.utils
 import io
+import json
 import random
 import time
 from collections.abc import Mapping
@@ -45,6 +52,7 @@ from nodeloom.nodes.base import (
     Produced,
     input_text,
 )
+from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
 from nodeloom.settings import Settings
 
 KEY_FILE_NAME = "provider_key.enc"
@@ -112,8 +120,53 @@ def _error_message(response: httpx.Response) -> str:
     return response.text[:300]
 
 
-async def call(settings: Settings, path: str, payload: Mapping[str, Any]) -> httpx.Response:
-    """POST ``payload`` to ``{base_url}{path}`` with retries; the successful response."""
+CREDENTIAL_KIND = "openai"  # the kind of credential the provider nodes take
+TEST_TIMEOUT = 10.0  # seconds, for a credential's connection test
+
+
+def credential_param() -> Any:
+    return Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="An openai credential of this account (its id): the node calls that "
+        "endpoint with that key instead of the configured provider.",
+    )
+
+
+async def send(
+    client: httpx.AsyncClient,
+    method: str,
+    url: str,
+    headers: Mapping[str, str],
+    payload: Mapping[str, Any] | None,
+    guard: Allowlist | None,
+) -> httpx.Response:
+    """One request; with a ``guard``, through the SSRF check of ``HttpRequest``: every
+    address of the host checked, and the connection made to a checked address."""
+    if guard is None:
+        return await client.request(
+            method, url, json=dict(payload) if payload is not None else None, headers=headers
+        )
+    target = httpx.URL(url)
+    addresses = await checked_addresses(target, guard)
+    body = json.dumps(dict(payload)) if payload is not None else None
+    sent = {**headers, "Content-Type": "application/json"} if body is not None else dict(headers)
+    for index, ip in enumerate(addresses):
+        request = _pinned_request(client, method, target, ip, sent, body)
+        try:
+            return await client.send(request)
+        except httpx.ConnectError:
+            if index == len(addresses) - 1:
+                raise
+    raise NodeFailure(f"host {target.host!r} has no address", code="provider_error")
+
+
+async def call(
+    settings: Settings, path: str, payload: Mapping[str, Any], *, guarded: bool = False
+) -> httpx.Response:
+    """POST ``payload`` to ``{base_url}{path}`` with retries; the successful response.
+    ``guarded``: the address is a tenant's (a credential's), checked as HttpRequest does."""
     reason = unavailable_reason(settings)
     if reason:
         raise NodeFailure(reason, code="provider_unavailable")
@@ -125,11 +178,12 @@ async def call(settings: Settings, path: str, payload: Mapping[str, Any]) -> htt
         headers["Authorization"] = f"Bearer {key}"
     timeout = httpx.Timeout(settings.provider_timeout_seconds)
     attempts = settings.provider_max_retries + 1
+    guard = Allowlist.from_settings(settings) if guarded else None
     async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = await client.post(url, json=dict(payload), headers=headers)
+                response = await send(client, "POST", url, headers, payload, guard)
             except (httpx.TimeoutException, httpx.NetworkError) as exc:
                 if last:
                     raise NodeFailure(
@@ -147,9 +201,11 @@ async def call(settings: Settings, path: str, payload: Mapping[str, Any]) -> htt
                     min(RETRY_AFTER_MAX, wait) if wait is not None else _backoff(attempt)
                 )
                 continue
+            message = _error_message(response)
+            if key:  # some providers quote the key they refuse
+                message = message.replace(key, "***")
             raise NodeFailure(
-                f"the AI provider refused the request (HTTP {response.status_code}): "
-                f"{_error_message(response)}",
+                f"the AI provider refused the request (HTTP {response.status_code}): {message}",
                 code="provider_error",
             )
     raise AssertionError("unreachable")  # pragma: no cover
@@ -175,7 +231,40 @@ def _json(response: httpx.Response) -> dict[str, Any]:
     return body
 
 
-async def speech(settings: Settings, text: str, voice: str, speed: float) -> bytes:
+async def check_openai(settings: Settings, base_url: str, key: str) -> tuple[bool, int | None, str]:
+    """A credential's connection test: ``GET {base_url}/models`` (the cheapest authenticated
+    call of an OpenAI-compatible API) through the SSRF guard, within ``TEST_TIMEOUT``.
+    (ok, HTTP status, message); the provider's own error is quoted, the key never."""
+    guard = Allowlist.from_settings(settings)
+    headers = {"Accept": "application/json", "Authorization": f"Bearer {key}"}
+    timeout = httpx.Timeout(min(TEST_TIMEOUT, settings.http_timeout_seconds))
+    try:
+        async with (
+            asyncio.timeout(TEST_TIMEOUT),
+            httpx.AsyncClient(timeout=timeout, trust_env=False) as client,
+        ):
+            response = await send(
+                client, "GET", base_url.rstrip("/") + "/models", headers, None, guard
+            )
+    except NodeFailure as exc:
+        return False, None, exc.message.replace(key, "***")
+    except (TimeoutError, httpx.TimeoutException):
+        return False, None, f"the provider did not answer within {TEST_TIMEOUT:g} s"
+    except httpx.HTTPError as exc:
+        return False, None, f"cannot reach the provider ({type(exc).__name__})"
+    if response.status_code < 400:
+        return True, response.status_code, "the provider accepted the credential"
+    message = _error_message(response).replace(key, "***")
+    return (
+        False,
+        response.status_code,
+        f"the provider refused (HTTP {response.status_code}): {message}",
+    )
+
+
+async def speech(
+    settings: Settings, text: str, voice: str, speed: float, *, guarded: bool = False
+) -> bytes:
     """MP3 bytes from ``/audio/speech`` (the TextToSpeech provider engine)."""
     payload = {
         "model": settings.provider_tts_model,
@@ -184,7 +273,7 @@ async def speech(settings: Settings, text: str, voice: str, speed: float) -> byt
         "speed": speed,
         "response_format": "mp3",
     }
-    response = await call(settings, "/audio/speech", payload)
+    response = await call(settings, "/audio/speech", payload, guarded=guarded)
     if len(response.content) > settings.max_artifact_bytes:
         raise NodeFailure("the provider's audio exceeds the artifact size limit", "limit_exceeded")
     return response.content
@@ -202,6 +291,7 @@ class LLMTextParams(Params):
     max_tokens: Annotated[int, Field(ge=1, le=32_000)] = Field(
         default=1024, description="Longest answer, in tokens."
     )
+    credential: str | None = credential_param()
 
 
 class LLMText(NodeType):
@@ -240,7 +330,8 @@ class LLMText(NodeType):
             "temperature": params.temperature,
             "max_tokens": params.max_tokens,
         }
-        body = _json(await call(ctx.settings, "/chat/completions", payload))
+        guarded = params.credential is not None
+        body = _json(await call(ctx.settings, "/chat/completions", payload, guarded=guarded))
         try:
             content = body["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
@@ -258,6 +349,7 @@ class TextToImageParams(Params):
     )
     model: str = Field(default="", max_length=200, description="Model; empty: the configured one.")
     quality: str = Field(default="", max_length=20, description="Provider quality; empty: default.")
+    credential: str | None = credential_param()
 
 
 def decode_provider_image(data: bytes, settings: Settings) -> Produced:
@@ -310,7 +402,8 @@ class TextToImage(NodeType):
             payload["response_format"] = "b64_json"  # gpt-image-* always answer b64 and refuse it
         if params.quality:
             payload["quality"] = params.quality
-        body = _json(await call(ctx.settings, "/images/generations", payload))
+        guarded = params.credential is not None
+        body = _json(await call(ctx.settings, "/images/generations", payload, guarded=guarded))
         try:
             encoded = body["data"][0]["b64_json"]
             data = base64.b64decode(encoded, validate=True)

@@ -229,6 +229,7 @@ class TextToSpeechParams(Params):
         default=120,
         description="Longest speech allowed; the price is estimated (and capped) from it.",
     )
+    credential: str | None = providers.credential_param()
 
 
 def _use_provider(settings: Settings, engine: str) -> bool:
@@ -276,7 +277,8 @@ class TextToSpeech(NodeType):
         path = media.scratch_file(ctx, ".mp3")
         if _use_provider(ctx.settings, params.engine):
             voice = params.voice if params.voice in PROVIDER_VOICES else "alloy"
-            data = await providers.speech(ctx.settings, text, voice, params.speed)
+            guarded = params.credential is not None
+            data = await providers.speech(ctx.settings, text, voice, params.speed, guarded=guarded)
             path.write_bytes(data)
             return await ctx.to_thread(_check_provider_audio, path, ctx.settings, max_seconds)
         voice = "en" if params.voice in PROVIDER_VOICES else params.voice

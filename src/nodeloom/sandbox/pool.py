@@ -30,7 +30,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -76,7 +76,9 @@ class NodeJob:
     node_id: str
     account_id: str
     scratch: Path
-    provider_key: str | None = None
+    provider_key: str | None = field(default=None, repr=False)
+    # An account's credential the node names: its base_url and secret fields.
+    credential: dict[str, str] | None = field(default=None, repr=False)
 
     def message(self, budget: Budget) -> dict[str, Any]:
         return {
@@ -90,6 +92,7 @@ class NodeJob:
             "account_id": self.account_id,
             "scratch": str(self.scratch),
             "provider_key": self.provider_key,
+            "credential": self.credential,
             "budget": budget.as_dict(),
         }
 

@@ -225,6 +225,16 @@ async def _node_job(
     if key:
         settings = settings.model_copy(update={"provider_api_key": SecretStr(str(key))})
     params = node.spec.params.model_validate(message["params"])
+    credential = message.get("credential")
+    if credential:  # the account's own endpoint and key replace the operator's, for this job
+        settings = settings.model_copy(
+            update={
+                "provider_base_url": str(credential["base_url"]),
+                "provider_api_key": SecretStr(str(credential["api_key"])),
+            }
+        )
+    elif getattr(params, "credential", None):
+        return _failure("internal_error", "the node's credential was not handed over"), b""
     ctx = _Context(message, settings, executor, sock)
     produced = await node.run(ctx, params, _inputs(message.get("inputs") or {}))
     return _result(produced, ctx)

@@ -16,6 +16,7 @@ from nodeloom.api.state import AppContext
 from nodeloom.engine.graph import deep_checks, unavailable_nodes, validate_graph
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
 from nodeloom.nodes.base import NodeFailure
+from nodeloom.nodes.providers import CREDENTIAL_KIND
 from nodeloom.sandbox.budget import Budget
 from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.workflows import (
@@ -26,6 +27,7 @@ from nodeloom.schemas.workflows import (
     WorkflowUpdate,
 )
 from nodeloom.store import Record, workflows
+from nodeloom.store import credentials as credential_store
 from nodeloom.store import runs as run_store
 from nodeloom.store.paging import encode_cursor
 
@@ -81,6 +83,21 @@ async def _deep_problems(ctx: AppContext, graph: Any, account_id: str) -> list[F
     ]
 
 
+async def _credential_problems(ctx: AppContext, graph: Any, account_id: str) -> list[FieldError]:
+    """Credentials the graph names that the account does not have (or of the wrong kind)."""
+
+    def takes_credential(type_name: str) -> bool:
+        node = ctx.registry.get(type_name)
+        return node is not None and "credential" in node.spec.params.model_fields
+
+    refs = credential_store.refs_in_json(graph, takes_credential)
+    if not refs:
+        return []
+    return await ctx.db.read(
+        lambda c: credential_store.problems(c, account_id, refs, CREDENTIAL_KIND)
+    )
+
+
 async def _check_body(
     ctx: AppContext, body: Any, account_id: str, *, partial: bool
 ) -> tuple[str | None, dict[str, Any] | None]:
@@ -101,6 +118,7 @@ async def _check_body(
         if isinstance(checked, list):
             problems.extend(checked)
         problems.extend(await _deep_problems(ctx, graph, account_id))
+        problems.extend(await _credential_problems(ctx, graph, account_id))
     if problems:
         raise InvalidGraph(_invalid_detail(problems), errors=problems)
     return name, graph
@@ -158,13 +176,16 @@ async def create_workflow(request: Request, principal: PrincipalDep, ctx: CtxDep
     row = await ctx.db.write(
         lambda c: workflows.create(c, account_id=principal.account_id, name=name, graph_json=graph)
     )
-    return _out(ctx, row)
+    return await _out(ctx, row)
 
 
-def _out(ctx: AppContext, row: Record) -> WorkflowOut:
-    """The full workflow, with what keeps it from running here now as warnings."""
+async def _out(ctx: AppContext, row: Record) -> WorkflowOut:
+    """The full workflow, with what keeps it from running here now as warnings (a node
+    unavailable on this server, a credential deleted since the workflow was saved)."""
     out = WorkflowOut.model_validate(row)
-    for problem in unavailable_nodes(row.graph_json, ctx.registry, ctx.settings):
+    problems = unavailable_nodes(row.graph_json, ctx.registry, ctx.settings)
+    problems += await _credential_problems(ctx, row.graph_json, row.account_id)
+    for problem in problems:
         out.warnings.append(GraphWarning(pointer=problem.pointer, message=problem.message))
     return out
 
@@ -178,7 +199,7 @@ async def _get_or_404(ctx: AppContext, account_id: str, workflow_id: str) -> Rec
 
 @router.get("/workflows/{workflow_id}", response_model=WorkflowOut)
 async def get_workflow(workflow_id: str, principal: PrincipalDep, ctx: CtxDep) -> WorkflowOut:
-    return _out(ctx, await _get_or_404(ctx, principal.account_id, workflow_id))
+    return await _out(ctx, await _get_or_404(ctx, principal.account_id, workflow_id))
 
 
 @router.patch(
@@ -199,7 +220,7 @@ async def update_workflow(
     )
     if row is None:
         raise NotFound("No such workflow.")
-    return _out(ctx, row)
+    return await _out(ctx, row)
 
 
 @router.delete(

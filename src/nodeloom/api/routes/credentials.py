@@ -1,0 +1,180 @@
+"""Provider credentials of the account: create, list, get, update (rotate), delete, test.
+
+No answer ever carries a secret: the secret fields are encrypted with the server secret as
+they arrive, and only ``hint`` (the masked secret) and the non-secret fields are shown.
+Another account's credential is 404, like a missing one. See docs/providers.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from fastapi import APIRouter, Request, Response, status
+from sqlalchemy.engine import Connection
+
+from nodeloom.api.deps import CtxDep, PrincipalDep
+from nodeloom.api.paging import link_next
+from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
+from nodeloom.api.routing import GuardedRoute
+from nodeloom.api.state import AppContext
+from nodeloom.auth.tokens import decrypt, encrypt
+from nodeloom.errors import NotFound
+from nodeloom.nodes import providers
+from nodeloom.schemas.credentials import (
+    CredentialCreate,
+    CredentialOut,
+    CredentialTestResult,
+    CredentialUpdate,
+    changed_fields,
+    hint,
+    out,
+    parse_fields,
+)
+from nodeloom.store import Record
+from nodeloom.store import credentials as credential_store
+from nodeloom.store.paging import encode_cursor
+
+router = APIRouter(route_class=GuardedRoute, tags=["credentials"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    404: {"description": "No such credential in this account (not_found)"},
+}
+NO_TEST = "no connection test for this kind yet"
+
+
+def _sealed(ctx: AppContext, secret: dict[str, str]) -> str:
+    return encrypt(ctx.settings.secret, orjson.dumps(secret).decode())
+
+
+async def _get_or_404(ctx: AppContext, account_id: str, credential_id: str) -> Record:
+    row = await ctx.db.read(lambda c: credential_store.get(c, account_id, credential_id))
+    if row is None:
+        raise NotFound("No such credential.")
+    return row
+
+
+@router.post(
+    "/credentials",
+    status_code=status.HTTP_201_CREATED,
+    response_model=CredentialOut,
+    responses={400: {"description": "Unknown kind or invalid fields (invalid_request)"}},
+)
+async def create_credential(
+    body: CredentialCreate, principal: PrincipalDep, ctx: CtxDep
+) -> CredentialOut:
+    """Store a credential. Its secret fields are encrypted at once and never returned."""
+    fields = parse_fields(body.kind, body.fields)
+    secret = fields.secret()
+    row = await ctx.db.write(
+        lambda c: credential_store.create(
+            c,
+            account_id=principal.account_id,
+            name=body.name,
+            kind=body.kind,
+            fields=fields.public(),
+            secret_encrypted=_sealed(ctx, secret),
+            hint=hint(secret),
+        )
+    )
+    return out(row)
+
+
+@router.get("/credentials", response_model=list[CredentialOut])
+async def list_credentials(
+    request: Request,
+    response: Response,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> list[CredentialOut]:
+    """Newest first; the next page is in the ``Link: <...>; rel="next"`` header."""
+    rows = await ctx.db.read(
+        lambda c: credential_store.page(c, principal.account_id, limit, cursor)
+    )
+    if len(rows) > limit:
+        rows = rows[:limit]
+        response.headers["Link"] = link_next(
+            request, encode_cursor(rows[-1].created_at, rows[-1].id)
+        )
+    return [out(row) for row in rows]
+
+
+@router.get("/credentials/{credential_id}", response_model=CredentialOut, responses=_ERRORS)
+async def get_credential(credential_id: str, principal: PrincipalDep, ctx: CtxDep) -> CredentialOut:
+    return out(await _get_or_404(ctx, principal.account_id, credential_id))
+
+
+@router.patch("/credentials/{credential_id}", response_model=CredentialOut, responses=_ERRORS)
+async def update_credential(
+    credential_id: str, body: CredentialUpdate, principal: PrincipalDep, ctx: CtxDep
+) -> CredentialOut:
+    """Rename, or change fields: a secret field sent replaces the stored secret (rotation:
+    the next run uses it); non-secret fields sent replace theirs, the others are kept."""
+    account_id = principal.account_id
+    fields: dict[str, Any] | None = None
+    sealed: str | None = None
+    masked: str | None = None
+    if body.fields is not None:
+        row = await _get_or_404(ctx, account_id, credential_id)
+        fields, secret = changed_fields(row.kind, dict(row.fields), body.fields)
+        if secret is not None:
+            sealed, masked = _sealed(ctx, secret), hint(secret)
+        else:
+            sealed, masked = row.secret_encrypted, row.hint
+
+    def update(conn: Connection) -> Record:
+        row = credential_store.update(
+            conn,
+            account_id,
+            credential_id,
+            name=body.name,
+            fields=fields,
+            secret_encrypted=sealed,
+            hint=masked,
+        )
+        if row is None:
+            raise NotFound("No such credential.")
+        return row
+
+    return out(await ctx.db.write(update))
+
+
+@router.delete(
+    "/credentials/{credential_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=_ERRORS,
+)
+async def delete_credential(credential_id: str, principal: PrincipalDep, ctx: CtxDep) -> Response:
+    """Delete at once. Workflows that name it then show a warning, and are refused at
+    execute (400 invalid_graph) until they name another."""
+    account_id = principal.account_id
+    if not await ctx.db.write(lambda c: credential_store.delete(c, account_id, credential_id)):
+        raise NotFound("No such credential.")
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post(
+    "/credentials/{credential_id}/test",
+    response_model=CredentialTestResult,
+    responses=_ERRORS,
+)
+async def test_credential(
+    credential_id: str, principal: PrincipalDep, ctx: CtxDep
+) -> CredentialTestResult:
+    """Try the credential on the provider's cheapest authenticated call (openai: ``GET
+    {base_url}/models``), through the same address check as HttpRequest, with a short
+    timeout. ``ok`` says whether the provider accepted it; its error is quoted."""
+    row = await _get_or_404(ctx, principal.account_id, credential_id)
+    if row.kind != providers.CREDENTIAL_KIND:
+        return CredentialTestResult(ok=False, message=NO_TEST)
+    plain = decrypt(ctx.settings.secret, row.secret_encrypted)
+    if plain is None:
+        return CredentialTestResult(
+            ok=False, message="the secret does not decrypt with this server's secret"
+        )
+    key = str(orjson.loads(plain)["api_key"])
+    ok, answered, message = await providers.check_openai(ctx.settings, row.fields["base_url"], key)
+    return CredentialTestResult(ok=ok, status=answered, message=message)

@@ -1,0 +1,232 @@
+"""Provider credentials: the kinds and their fields, the request bodies, the shape shown.
+
+Each kind is a Pydantic model of its fields; ``SECRET`` names the fields that are secret.
+Those are stored only encrypted and never shown: an answer carries the non-secret fields and
+``hint``, a masked form of the secret. Adding a kind is one model here and one row in
+``KINDS``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+import httpx
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from nodeloom.errors import FieldError, InvalidRequest
+from nodeloom.schemas.common import Timestamp
+
+SECRET_MAX = 4096
+HINT_MIN_LENGTH = 12  # a shorter secret shows no characters at all
+HINT_TAIL = 4
+
+
+def _url(value: str) -> str:
+    try:
+        url = httpx.URL(value)
+    except httpx.InvalidURL as exc:
+        raise ValueError("base_url is not a URL") from exc
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError("base_url must be an http or https URL with a host")
+    if url.userinfo:
+        raise ValueError("base_url must not carry a user name or password")
+    return value.rstrip("/")
+
+
+Secret = Field(min_length=1, max_length=SECRET_MAX, repr=False)
+
+
+class KindFields(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    SECRET: ClassVar[frozenset[str]] = frozenset()
+
+    def public(self) -> dict[str, Any]:
+        return self.model_dump(exclude=set(self.SECRET), exclude_none=True)
+
+    def secret(self) -> dict[str, str]:
+        return {k: v for k, v in self.model_dump(include=set(self.SECRET)).items() if v}
+
+
+class _BaseUrl(KindFields):
+    base_url: str = Field(max_length=2000, description="http(s) URL of the API")
+
+    @field_validator("base_url")
+    @classmethod
+    def _check_url(cls, value: str) -> str:
+        return _url(value)
+
+
+class OpenAIFields(_BaseUrl):
+    """Any OpenAI-compatible API: OpenAI itself, Ollama, vLLM, LocalAI..."""
+
+    SECRET = frozenset({"api_key"})
+    api_key: str = Secret
+
+
+class ReplicateFields(KindFields):
+    SECRET = frozenset({"api_token"})
+    api_token: str = Secret
+
+
+class _ApiKey(KindFields):
+    SECRET = frozenset({"api_key"})
+    api_key: str = Secret
+
+
+class FalFields(_ApiKey):
+    """fal.ai."""
+
+
+class ComfyUIFields(_BaseUrl):
+    SECRET = frozenset({"bearer_token", "password"})
+    bearer_token: str | None = Field(default=None, min_length=1, max_length=SECRET_MAX, repr=False)
+    username: str | None = Field(default=None, min_length=1, max_length=200)
+    password: str | None = Field(default=None, min_length=1, max_length=SECRET_MAX, repr=False)
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> ComfyUIFields:
+        if (self.username is None) != (self.password is None):
+            raise ValueError("username and password go together")
+        if self.bearer_token is not None and self.username is not None:
+            raise ValueError("either bearer_token or username and password, not both")
+        return self
+
+
+class ElevenLabsFields(_ApiKey):
+    """ElevenLabs."""
+
+
+class HttpBearerFields(KindFields):
+    SECRET = frozenset({"token"})
+    token: str = Secret
+
+
+class HttpHeaderFields(KindFields):
+    SECRET = frozenset({"header_value"})
+    header_name: str = Field(min_length=1, max_length=200, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
+    header_value: str = Secret
+
+
+KINDS: dict[str, type[KindFields]] = {
+    "openai": OpenAIFields,
+    "replicate": ReplicateFields,
+    "fal": FalFields,
+    "comfyui": ComfyUIFields,
+    "elevenlabs": ElevenLabsFields,
+    "http_bearer": HttpBearerFields,
+    "http_header": HttpHeaderFields,
+}
+
+
+def hint(secret: dict[str, str]) -> str:
+    """The secret masked: the last 4 characters (after the key's own prefix when it has
+    one of 2-4 lowercase letters and a dash, as ``sk-…a1b2``) of a secret of at least 12
+    characters; else only ``…``."""
+    value = next(iter(secret.values()), "")
+    if len(value) < HINT_MIN_LENGTH:
+        return "…"
+    head, dash, _ = value.partition("-")
+    prefix = f"{head}-" if dash and re.fullmatch(r"[a-z]{2,4}", head) else ""
+    return f"{prefix}…{value[-HINT_TAIL:]}"
+
+
+def parse_fields(kind: str, fields: Any, pointer: str = "/fields") -> KindFields:
+    """The fields of ``kind`` checked by its model, or InvalidRequest with a pointer per
+    problem. Messages never quote what was sent (it may be a secret)."""
+    model = KINDS.get(kind)
+    if model is None:
+        raise InvalidRequest(
+            f"Unknown credential kind {kind!r}.",
+            errors=[FieldError("/kind", f"kind must be one of: {', '.join(KINDS)}")],
+        )
+    if not isinstance(fields, dict):
+        raise InvalidRequest(
+            "fields must be an object.", errors=[FieldError(pointer, "fields must be an object")]
+        )
+    try:
+        return model.model_validate(fields)
+    except ValidationError as exc:
+        problems = [
+            FieldError(
+                "/".join([pointer, *(str(p) for p in err["loc"])]),
+                str(err["msg"]).removeprefix("Value error, "),
+            )
+            for err in exc.errors(include_input=False, include_url=False)
+        ]
+        raise InvalidRequest(
+            f"The fields of this {kind} credential are invalid.", errors=problems
+        ) from None
+
+
+class CredentialCreate(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    name: str = Field(min_length=1, max_length=200)
+    kind: str = Field(min_length=1, max_length=32, description=f"One of {', '.join(KINDS)}.")
+    fields: dict[str, Any] = Field(
+        repr=False,
+        description="The kind's fields; the secret ones are stored encrypted, never returned.",
+    )
+
+
+class CredentialUpdate(BaseModel):
+    """Only what is sent changes. ``fields`` replaces every field of the kind (send the
+    non-secret ones again along with the new secret): that is how a secret is rotated."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    fields: dict[str, Any] | None = Field(default=None, repr=False)
+
+
+class CredentialOut(BaseModel):
+    id: str
+    name: str
+    kind: str
+    hint: str = Field(description="The secret, masked: sk-…a1b2 (or … for a short one).")
+    fields: dict[str, Any] = Field(description="The non-secret fields (e.g. base_url).")
+    created_at: Timestamp
+    updated_at: Timestamp
+    last_used_at: Timestamp | None
+
+
+class CredentialTestResult(BaseModel):
+    ok: bool
+    status: int | None = Field(default=None, description="The provider's HTTP status, if any.")
+    message: str
+
+
+def out(row: Any) -> CredentialOut:
+    return CredentialOut(
+        id=row.id,
+        name=row.name,
+        kind=row.kind,
+        hint=row.hint,
+        fields=dict(row.fields),
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        last_used_at=row.last_used_at,
+    )
+
+
+def changed_fields(
+    kind: str, stored: dict[str, Any], sent: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str] | None]:
+    """The fields after a PATCH: non-secret ones sent replace the stored ones (``null``
+    removes one); secret ones sent replace every stored secret (a rotation). (public fields,
+    new secret fields or None to keep the stored secret.) The stored secret is never
+    decrypted for this: when none is sent, the required ones are checked as present."""
+    model = KINDS[kind]
+    public = {**stored, **{k: v for k, v in sent.items() if k not in model.SECRET}}
+    public = {k: v for k, v in public.items() if v is not None}
+    secret = {k: v for k, v in sent.items() if k in model.SECRET and v is not None}
+    if secret:
+        parsed = parse_fields(kind, {**public, **secret})
+        return parsed.public(), parsed.secret()
+    kept = {
+        name: "x" * HINT_MIN_LENGTH
+        for name, info in model.model_fields.items()
+        if name in model.SECRET and info.is_required()
+    }
+    return parse_fields(kind, {**public, **kept}).public(), None

@@ -1,0 +1,178 @@
+"""Provider credentials, scoped to their account (functions of a Core connection, run by
+``db.read`` / ``db.write``).
+
+Rows hold the secret fields only encrypted (``secret_encrypted``); decrypting is the
+caller's business, done just before the secret is handed to the job that needs it. Deleting
+a credential removes its row: workflows that name it then report it missing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from typing import Any, cast
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from nodeloom.db.models import Credential, utcnow
+from nodeloom.errors import FieldError
+from nodeloom.store import Record
+from nodeloom.store.paging import after_cursor
+
+CREDENTIALS = cast(sa.Table, Credential.__table__)
+GRAPH_ROOT = "/graph_json"
+
+
+def create(
+    conn: Connection,
+    *,
+    account_id: str,
+    name: str,
+    kind: str,
+    fields: dict[str, Any],
+    secret_encrypted: str,
+    hint: str,
+) -> Record:
+    now = utcnow()
+    return conn.execute(
+        sa.insert(CREDENTIALS)
+        .values(
+            id=str(uuid.uuid4()),
+            account_id=account_id,
+            name=name,
+            kind=kind,
+            fields=fields,
+            secret_encrypted=secret_encrypted,
+            hint=hint,
+            created_at=now,
+            updated_at=now,
+            last_used_at=None,
+        )
+        .returning(*CREDENTIALS.c)
+    ).one()
+
+
+def page(conn: Connection, account_id: str, limit: int, cursor: str | None) -> list[Record]:
+    """Newest first, ``limit + 1`` rows so the caller can tell whether a next page exists."""
+    query = (
+        sa.select(CREDENTIALS)
+        .where(
+            CREDENTIALS.c.account_id == account_id,
+            after_cursor(CREDENTIALS.c.created_at, CREDENTIALS.c.id, cursor),
+        )
+        .order_by(CREDENTIALS.c.created_at.desc(), CREDENTIALS.c.id.desc())
+        .limit(limit + 1)
+    )
+    return list(conn.execute(query).all())
+
+
+def _one(account_id: str, credential_id: str) -> Any:
+    return sa.and_(CREDENTIALS.c.id == credential_id, CREDENTIALS.c.account_id == account_id)
+
+
+def get(conn: Connection, account_id: str, credential_id: str) -> Record | None:
+    return conn.execute(sa.select(CREDENTIALS).where(_one(account_id, credential_id))).first()
+
+
+def kinds(conn: Connection, account_id: str, ids: Iterable[str]) -> dict[str, str]:
+    """Kind by id, of those of ``ids`` that the account has."""
+    wanted = sorted(set(ids))
+    if not wanted:
+        return {}
+    query = sa.select(CREDENTIALS.c.id, CREDENTIALS.c.kind).where(
+        CREDENTIALS.c.account_id == account_id, CREDENTIALS.c.id.in_(wanted)
+    )
+    return {row.id: row.kind for row in conn.execute(query)}
+
+
+def update(
+    conn: Connection,
+    account_id: str,
+    credential_id: str,
+    *,
+    name: str | None = None,
+    fields: dict[str, Any] | None = None,
+    secret_encrypted: str | None = None,
+    hint: str | None = None,
+) -> Record | None:
+    """Change what is given (``fields`` with the secret and hint that go with them). The
+    credential as changed, or None when the account has no such credential."""
+    values: dict[str, Any] = {"updated_at": utcnow()}
+    if name is not None:
+        values["name"] = name
+    if fields is not None:
+        values.update(fields=fields, secret_encrypted=secret_encrypted, hint=hint)
+    return conn.execute(
+        sa.update(CREDENTIALS)
+        .where(_one(account_id, credential_id))
+        .values(**values)
+        .returning(*CREDENTIALS.c)
+    ).first()
+
+
+def delete(conn: Connection, account_id: str, credential_id: str) -> bool:
+    result = conn.execute(sa.delete(CREDENTIALS).where(_one(account_id, credential_id)))
+    return bool(result.rowcount)
+
+
+def mark_used(conn: Connection, credential_id: str) -> None:
+    conn.execute(
+        sa.update(CREDENTIALS)
+        .where(CREDENTIALS.c.id == credential_id)
+        .values(last_used_at=utcnow())
+    )
+
+
+# ----------------------------------------------------------------------------- in workflows
+
+# (JSON pointer of the param, credential id) for each node of a graph that names one.
+Refs = list[tuple[str, str]]
+
+
+def refs_in_json(graph_json: Any, takes_credential: Callable[[str], bool]) -> Refs:
+    """The credentials a workflow's graph JSON names, on nodes whose type
+    (``takes_credential``) has the param."""
+    nodes = graph_json.get("nodes") if isinstance(graph_json, dict) else None
+    if not isinstance(nodes, list):
+        return []
+    found: Refs = []
+    for index, raw in enumerate(nodes):
+        data = raw.get("data") if isinstance(raw, dict) else None
+        if not isinstance(data, dict) or not isinstance(raw.get("type"), str):
+            continue
+        value = data.get("credential")
+        if isinstance(value, str) and value and takes_credential(raw["type"]):
+            found.append((f"{GRAPH_ROOT}/nodes/{index}/data/credential", value))
+    return found
+
+
+def refs_in_graph(nodes: Iterable[Any]) -> Refs:
+    """The same for a checked graph's nodes (``GraphNode``: index and params)."""
+    return [
+        (f"{GRAPH_ROOT}/nodes/{node.index}/data/credential", node.params.credential)
+        for node in nodes
+        if getattr(node.params, "credential", None)
+    ]
+
+
+def problems(conn: Connection, account_id: str, refs: Refs, kind: str) -> list[FieldError]:
+    """What is wrong with the credentials ``refs`` name: not in this account (another
+    account's is reported the same way: it is not there for this one), or of another kind."""
+    if not refs:
+        return []
+    found = kinds(conn, account_id, (credential_id for _, credential_id in refs))
+    errors: list[FieldError] = []
+    for pointer, credential_id in refs:
+        have = found.get(credential_id)
+        if have is None:
+            errors.append(FieldError(pointer, f"no credential {credential_id} in this account"))
+        elif have != kind:
+            errors.append(
+                FieldError(
+                    pointer,
+                    f"credential {credential_id} is a {have} credential; this node takes "
+                    f"an {kind} one",
+                )
+            )
+    return errors

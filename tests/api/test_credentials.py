@@ -1,0 +1,572 @@
+"""Provider credentials: the API (never a secret in an answer, another account's is 404,
+validation per kind), and provider nodes that name one: they reach the credential's endpoint
+with its key (rotation applies to the next run), through the SSRF guard, cached per
+credential, reported at save, GET and execute when the credential is gone. No operator
+provider is configured here: a node with a credential does not need one."""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nodeloom.schemas.credentials import HINT_MIN_LENGTH, hint
+from tests.api.test_auth import assert_problem
+from tests.conftest import User
+from tests.fakes import FakeServer, Recorded, serve
+from tests.nodes.conftest import provider as provider  # the fixture
+from tests.runs_helpers import create_workflow, e, execute, g, n, wait_for_run
+
+SECRET = "sk-nodeloomcred-9f8e7d6c5b4a3210"
+ROTATED = "sk-rotatedcred-0a1b2c3d4e5f6789"
+REFUSED = "sk-refusedcred-77665544332211ff"  # the fake provider refuses (and quotes) it
+
+
+@pytest.fixture
+def openai() -> Iterator[FakeServer]:
+    """An OpenAI-compatible fake that records every request (with its Authorization), answers
+    GET /v1/models and POST /v1/chat/completions, and refuses a key containing "refused" with
+    401, quoting the key as OpenAI does."""
+    server: FakeServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _send(self, status: int, body: dict[str, Any]) -> None:
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def _refused(self) -> bool:
+            key = self.headers.get("Authorization", "").removeprefix("Bearer ")
+            if "refused" in key:
+                message = f"Incorrect API key provided: {key}."
+                self._send(401, {"error": {"message": message}})
+                return True
+            return False
+
+        def do_GET(self) -> None:
+            server.requests.append(Recorded("GET", self.path, dict(self.headers), b""))
+            if self._refused():
+                return
+            if self.path == "/v1/models":
+                self._send(200, {"data": [{"id": "fake-model"}]})
+            else:
+                self._send(404, {"error": {"message": "no such endpoint"}})
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            server.requests.append(Recorded("POST", self.path, dict(self.headers), body))
+            if self._refused():
+                return
+            prompt = json.loads(body)["messages"][-1]["content"]
+            answer = {"choices": [{"message": {"role": "assistant", "content": f"echo: {prompt}"}}]}
+            self._send(200, answer)
+
+    server = serve(Handler)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def auths(server: FakeServer) -> list[str]:
+    return [q.headers.get("Authorization", "") for q in server.requests]
+
+
+async def create(
+    client: httpx.AsyncClient, user: User, fields: dict[str, Any], kind: str = "openai"
+) -> dict[str, Any]:
+    r = await client.post(
+        "/api/v1/credentials",
+        json={"name": f"{kind} key", "kind": kind, "fields": fields},
+        headers=user.headers,
+    )
+    assert r.status_code == 201, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def llm_graph(credential: str, text: str = "hello") -> dict[str, Any]:
+    return g(
+        [n("in", "TextInput", text=text), n("llm", "LLMText", credential=credential)],
+        [e("in", "llm")],
+    )
+
+
+async def run(
+    client: httpx.AsyncClient, user: User, workflow_id: str, cache: bool = True
+) -> dict[str, Any]:
+    r = await execute(client, user, workflow_id, {"cache": cache})
+    assert r.status_code == 202, r.text
+    return await wait_for_run(client, user, workflow_id, r.json()["run_id"])
+
+
+def llm(run_body: dict[str, Any]) -> dict[str, Any]:
+    node: dict[str, Any] = next(x for x in run_body["node_runs"] if x["node_id"] == "llm")
+    return node
+
+
+@given(st.text(max_size=64))
+def test_a_hint_shows_at_most_a_prefix_and_four_characters(secret: str) -> None:
+    shown = hint({"api_key": secret})
+    if len(secret) < HINT_MIN_LENGTH:
+        assert shown == "…"
+        return
+    prefix, tail = shown.split("…")
+    assert tail == secret[-4:]
+    assert prefix == "" or (secret.startswith(prefix) and prefix.endswith("-") and len(prefix) <= 5)
+
+
+OUT_KEYS = {"id", "name", "kind", "hint", "fields", "created_at", "updated_at", "last_used_at"}
+
+
+class TestCredentialsApi:
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    async def test_lifecycle_never_shows_the_secret(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        first = await create(
+            client, owner, {"base_url": "https://api.example.com/v1/", "api_key": SECRET}
+        )
+        assert set(first) == OUT_KEYS
+        assert first["hint"] == "sk-…3210"
+        assert first["fields"] == {"base_url": "https://api.example.com/v1"}
+        assert first["last_used_at"] is None
+        second = await create(
+            client, owner, {"token": "a-bearer-token-of-some-length"}, "http_bearer"
+        )
+        assert second["fields"] == {} and second["hint"] == "…ngth"
+
+        r = await client.get("/api/v1/credentials?limit=1", headers=owner.headers)
+        assert r.status_code == 200
+        assert [c["id"] for c in r.json()] == [second["id"]]  # newest first
+        assert 'rel="next"' in r.headers["link"]
+        next_url = r.headers["link"].split(">")[0].lstrip("<")
+        r = await client.get(next_url, headers=owner.headers)
+        assert [c["id"] for c in r.json()] == [first["id"]] and "link" not in r.headers
+
+        r = await client.get(f"/api/v1/credentials/{first['id']}", headers=owner.headers)
+        assert r.json() == first
+
+        r = await client.patch(
+            f"/api/v1/credentials/{first['id']}", json={"name": "renamed"}, headers=owner.headers
+        )
+        assert r.status_code == 200 and r.json()["name"] == "renamed"
+        assert r.json()["hint"] == first["hint"]
+        r = await client.patch(
+            f"/api/v1/credentials/{first['id']}",
+            json={"fields": {"api_key": ROTATED}},
+            headers=owner.headers,
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["hint"] == "sk-…6789"
+        assert r.json()["fields"] == first["fields"]  # the base_url is kept
+        r = await client.patch(
+            f"/api/v1/credentials/{first['id']}",
+            json={"fields": {"base_url": "ftp://nope"}},
+            headers=owner.headers,
+        )
+        problem = assert_problem(r, 400, "invalid_request")
+        assert problem["errors"][0]["pointer"] == "/fields/base_url"
+
+        r = await client.delete(f"/api/v1/credentials/{first['id']}", headers=owner.headers)
+        assert r.status_code == 204
+        for method in ("GET", "PATCH", "DELETE"):
+            r = await client.request(
+                method, f"/api/v1/credentials/{first['id']}", json={}, headers=owner.headers
+            )
+            assert_problem(r, 404, "not_found")
+        listed = await client.get("/api/v1/credentials", headers=owner.headers)
+        assert [c["id"] for c in listed.json()] == [second["id"]]
+        for text in (r.text, listed.text):
+            assert SECRET not in text and ROTATED not in text
+
+    async def test_a_short_secret_shows_nothing(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        made = await create(client, owner, {"base_url": "http://127.0.0.1:1", "api_key": "ollama"})
+        assert made["hint"] == "…"
+
+    async def test_another_accounts_credential_is_not_there(
+        self, client: httpx.AsyncClient, owner: User, other: User
+    ) -> None:
+        mine = await create(
+            client, owner, {"base_url": "https://api.example.com", "api_key": SECRET}
+        )
+        url = f"/api/v1/credentials/{mine['id']}"
+        for method, path in (
+            ("GET", url),
+            ("PATCH", url),
+            ("DELETE", url),
+            ("POST", f"{url}/test"),
+        ):
+            r = await client.request(method, path, json={"name": "x"}, headers=other.headers)
+            assert_problem(r, 404, "not_found")
+        r = await client.get("/api/v1/credentials", headers=other.headers)
+        assert r.json() == []
+        # Nor can another account's workflow name it.
+        r = await client.post(
+            "/api/v1/workflows",
+            json={"name": "w", "graph_json": llm_graph(mine["id"])},
+            headers=other.headers,
+        )
+        problem = assert_problem(r, 400, "invalid_graph")
+        assert problem["errors"] == [
+            {
+                "pointer": "/graph_json/nodes/1/data/credential",
+                "message": f"no credential {mine['id']} in this account",
+            }
+        ]
+        r = await client.get(url, headers=owner.headers)
+        assert r.status_code == 200 and r.json()["name"] == mine["name"]
+
+    async def test_needs_authentication(self, client: httpx.AsyncClient) -> None:
+        assert_problem(await client.get("/api/v1/credentials"), 401, "unauthorized")
+
+    @pytest.mark.parametrize(
+        ("kind", "fields", "pointer"),
+        [
+            ("azure", {"api_key": SECRET}, "/kind"),
+            ("openai", {"base_url": "https://x.example"}, "/fields/api_key"),
+            ("openai", {"base_url": "file:///etc/passwd", "api_key": SECRET}, "/fields/base_url"),
+            ("openai", {"base_url": "http://u:p@x.example", "api_key": SECRET}, "/fields/base_url"),
+            ("openai", {"base_url": "https://x.example", "api_key": ""}, "/fields/api_key"),
+            ("replicate", {"api_token": SECRET, "extra": 1}, "/fields/extra"),
+            ("fal", {}, "/fields/api_key"),
+            ("comfyui", {"base_url": "http://gpu.example", "username": "u"}, "/fields"),
+            (
+                "comfyui",
+                {
+                    "base_url": "http://gpu.example",
+                    "bearer_token": SECRET,
+                    "username": "u",
+                    "password": "p",
+                },
+                "/fields",
+            ),
+            ("elevenlabs", {"api_key": 5}, "/fields/api_key"),
+            ("http_bearer", {"token": None}, "/fields/token"),
+            (
+                "http_header",
+                {"header_name": "Bad Header", "header_value": SECRET},
+                "/fields/header_name",
+            ),
+        ],
+    )
+    async def test_fields_are_checked_per_kind(
+        self,
+        client: httpx.AsyncClient,
+        owner: User,
+        kind: str,
+        fields: dict[str, Any],
+        pointer: str,
+    ) -> None:
+        r = await client.post(
+            "/api/v1/credentials",
+            json={"name": "k", "kind": kind, "fields": fields},
+            headers=owner.headers,
+        )
+        problem = assert_problem(r, 400, "invalid_request")
+        assert pointer in [p["pointer"] for p in problem["errors"]], problem
+        assert SECRET not in r.text
+
+    @pytest.mark.parametrize(
+        ("kind", "fields", "public"),
+        [
+            ("replicate", {"api_token": SECRET}, {}),
+            ("fal", {"api_key": SECRET}, {}),
+            (
+                "comfyui",
+                {"base_url": "http://gpu.example:8188"},
+                {"base_url": "http://gpu.example:8188"},
+            ),
+            (
+                "comfyui",
+                {"base_url": "http://gpu.example", "username": "ann", "password": SECRET},
+                {"base_url": "http://gpu.example", "username": "ann"},
+            ),
+            ("elevenlabs", {"api_key": SECRET}, {}),
+            (
+                "http_header",
+                {"header_name": "X-Api-Key", "header_value": SECRET},
+                {"header_name": "X-Api-Key"},
+            ),
+        ],
+    )
+    async def test_each_kind_keeps_only_its_public_fields_visible(
+        self,
+        client: httpx.AsyncClient,
+        owner: User,
+        kind: str,
+        fields: dict[str, Any],
+        public: dict[str, Any],
+    ) -> None:
+        made = await create(client, owner, fields, kind)
+        assert made["kind"] == kind and made["fields"] == public
+        r = await client.post(f"/api/v1/credentials/{made['id']}/test", headers=owner.headers)
+        assert r.status_code == 200
+        assert r.json() == {
+            "ok": False,
+            "status": None,
+            "message": "no connection test for this kind yet",
+        }
+
+    async def test_invalid_bodies(self, client: httpx.AsyncClient, owner: User) -> None:
+        for body in ({"name": "x", "kind": "openai"}, {"name": "x", "kind": "fal", "fields": [1]}):
+            r = await client.post("/api/v1/credentials", json=body, headers=owner.headers)
+            problem = assert_problem(r, 400, "invalid_request")
+            assert problem["errors"][0]["pointer"] == "/fields"
+        r = await client.get("/api/v1/credentials?cursor=garbage", headers=owner.headers)
+        assert_problem(r, 400, "invalid_request")
+
+
+class TestCredentialRuns:
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    @pytest.fixture
+    def settings_overrides(self) -> dict[str, object]:
+        return {"http_allowlist": ["127.0.0.1", "localhost"], "rate_limit_api_key": 10_000}
+
+    async def test_rotation_reaches_the_next_run_and_keeps_the_cache(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer
+    ) -> None:
+        cred = await create(client, owner, {"base_url": openai.url + "/v1", "api_key": SECRET})
+        r = await client.post(
+            "/api/v1/workflows",
+            json={"name": "w", "graph_json": llm_graph(cred["id"])},
+            headers=owner.headers,
+        )
+        assert r.status_code == 201, r.text
+        assert r.json()["warnings"] == []  # no operator provider, yet available
+        wf = r.json()["id"]
+        first = await run(client, owner, wf)
+        assert first["status"] == "completed", first
+        assert auths(openai) == [f"Bearer {SECRET}"]
+        used = await client.get(f"/api/v1/credentials/{cred['id']}", headers=owner.headers)
+        assert used.json()["last_used_at"] is not None
+
+        r = await client.patch(
+            f"/api/v1/credentials/{cred['id']}",
+            json={"fields": {"api_key": ROTATED}},
+            headers=owner.headers,
+        )
+        assert r.status_code == 200
+        # Rotation keeps the cache key: the answer is reused, nobody is called.
+        assert llm(await run(client, owner, wf))["cached"]
+        assert len(openai.requests) == 1
+        fresh = await run(client, owner, wf, cache=False)
+        assert fresh["status"] == "completed" and not llm(fresh)["cached"]
+        assert auths(openai) == [f"Bearer {SECRET}", f"Bearer {ROTATED}"]
+
+        # A new endpoint is a new cache key.
+        r = await client.patch(
+            f"/api/v1/credentials/{cred['id']}",
+            json={"fields": {"base_url": f"http://localhost:{openai.port}/v1"}},
+            headers=owner.headers,
+        )
+        assert r.status_code == 200, r.text
+        moved = await run(client, owner, wf)
+        assert moved["status"] == "completed", moved
+        assert not llm(moved)["cached"]
+        assert len(openai.requests) == 3
+
+    async def test_image_and_speech_nodes_use_it_too(
+        self, client: httpx.AsyncClient, owner: User, provider: FakeServer
+    ) -> None:
+        cred = await create(client, owner, {"base_url": provider.url + "/v1", "api_key": SECRET})
+        graph = g(
+            [
+                n("in", "TextInput", text="a red fox"),
+                n("img", "TextToImage", size="40x30", credential=cred["id"]),
+                n("tts", "TextToSpeech", credential=cred["id"]),
+                n("local", "TextToSpeech"),  # no credential, no operator provider: eSpeak
+            ],
+            [e("in", "img"), e("in", "tts"), e("in", "local")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        done = await run(client, owner, wf)
+        assert done["status"] == "completed", done
+        assert sorted(q.path for q in provider.requests) == [
+            "/v1/audio/speech",
+            "/v1/images/generations",
+        ]
+        assert auths(provider) == [f"Bearer {SECRET}"] * 2
+
+    async def test_each_account_pays_for_its_own_answer(
+        self, client: httpx.AsyncClient, owner: User, other: User, openai: FakeServer
+    ) -> None:
+        flows = []
+        for user, key in ((owner, SECRET), (other, ROTATED)):
+            cred = await create(client, user, {"base_url": openai.url + "/v1", "api_key": key})
+            flows.append((user, await create_workflow(client, user, llm_graph(cred["id"]))))
+        for user, wf in flows:
+            assert not llm(await run(client, user, wf))["cached"]
+        for user, wf in flows:
+            assert llm(await run(client, user, wf))["cached"]
+        assert sorted(auths(openai)) == sorted([f"Bearer {SECRET}", f"Bearer {ROTATED}"])
+
+    async def test_a_deleted_credential_is_a_warning_then_refused_at_execute(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer
+    ) -> None:
+        cred = await create(client, owner, {"base_url": openai.url + "/v1", "api_key": SECRET})
+        wf = await create_workflow(client, owner, llm_graph(cred["id"]))
+        r = await client.delete(f"/api/v1/credentials/{cred['id']}", headers=owner.headers)
+        assert r.status_code == 204
+        expected = {
+            "pointer": "/graph_json/nodes/1/data/credential",
+            "message": f"no credential {cred['id']} in this account",
+        }
+        got = await client.get(f"/api/v1/workflows/{wf}", headers=owner.headers)
+        assert got.status_code == 200 and got.json()["warnings"] == [expected]
+        r = await client.post(f"/api/v1/workflows/{wf}/execute", headers=owner.headers)
+        problem = assert_problem(r, 400, "invalid_graph")
+        assert problem["errors"] == [expected]
+        hook = await client.post(
+            f"/api/v1/workflows/{wf}/webhooks", json={"name": "h"}, headers=owner.headers
+        )
+        if hook.status_code == 201:  # webhooks need a plan that has them
+            r = await client.post(f"/api/v1/webhooks/{hook.json()['token']}", json={})
+            assert_problem(r, 400, "invalid_graph")
+        runs = await client.get(f"/api/v1/workflows/{wf}/runs", headers=owner.headers)
+        assert runs.json() == []
+        # Saving the graph again as it is: refused, with the same pointer.
+        r = await client.patch(
+            f"/api/v1/workflows/{wf}",
+            json={"graph_json": llm_graph(cred["id"])},
+            headers=owner.headers,
+        )
+        assert assert_problem(r, 400, "invalid_graph")["errors"] == [expected]
+        assert openai.requests == []
+
+    async def test_only_an_openai_credential_fits_a_provider_node(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        cred = await create(client, owner, {"api_token": SECRET}, "replicate")
+        graph = g(
+            [
+                n("in", "TextInput", text="hi"),
+                n("llm", "LLMText", credential=cred["id"]),
+                n("img", "TextToImage", credential="nope"),
+            ],
+            [e("in", "llm"), e("in", "img")],
+        )
+        r = await client.post(
+            "/api/v1/workflows", json={"name": "w", "graph_json": graph}, headers=owner.headers
+        )
+        problem = assert_problem(r, 400, "invalid_graph")
+        assert problem["errors"] == [
+            {
+                "pointer": "/graph_json/nodes/1/data/credential",
+                "message": f"credential {cred['id']} is a replicate credential; this node "
+                "takes an openai one",
+            },
+            {
+                "pointer": "/graph_json/nodes/2/data/credential",
+                "message": "no credential nope in this account",
+            },
+        ]
+
+    async def test_connection_test(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer
+    ) -> None:
+        good = await create(client, owner, {"base_url": openai.url + "/v1", "api_key": SECRET})
+        r = await client.post(f"/api/v1/credentials/{good['id']}/test", headers=owner.headers)
+        assert r.status_code == 200
+        assert r.json()["ok"] is True and r.json()["status"] == 200
+        assert openai.requests[-1].path == "/v1/models"
+        assert openai.requests[-1].headers["Authorization"] == f"Bearer {SECRET}"
+
+        bad = await create(client, owner, {"base_url": openai.url + "/v1", "api_key": REFUSED})
+        r = await client.post(f"/api/v1/credentials/{bad['id']}/test", headers=owner.headers)
+        body = r.json()
+        assert body["ok"] is False and body["status"] == 401
+        assert "Incorrect API key provided" in body["message"]
+        assert REFUSED not in r.text
+
+
+class TestWithoutAllowList:
+    """The credential's address is the tenant's choice: a private one is refused."""
+
+    async def test_a_private_base_url_is_refused(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer
+    ) -> None:
+        cred = await create(client, owner, {"base_url": openai.url + "/v1", "api_key": SECRET})
+        wf = await create_workflow(client, owner, llm_graph(cred["id"]))
+        done = await run(client, owner, wf)
+        assert done["status"] == "failed"
+        node = llm(done)
+        assert node["status"] == "failed" and node["error"]["code"] == "address_refused", node
+        r = await client.post(f"/api/v1/credentials/{cred['id']}/test", headers=owner.headers)
+        assert r.json()["ok"] is False and "refusing to connect" in r.json()["message"]
+        assert openai.requests == []
+
+
+class TestSecretsStayHidden:
+    @pytest.fixture
+    def settings_overrides(self) -> dict[str, object]:
+        return {"http_allowlist": ["127.0.0.1"], "rate_limit_api_key": 10_000}
+
+    async def test_not_in_the_data_directory_the_log_or_any_answer(
+        self,
+        client: httpx.AsyncClient,
+        owner: User,
+        openai: FakeServer,
+        tmp_path: Path,
+        caplog: pytest.LogCaptureFixture,
+        capfd: pytest.CaptureFixture[str],
+    ) -> None:
+        caplog.set_level(logging.DEBUG)
+        answers: list[str] = []
+        cred = await create(client, owner, {"base_url": openai.url + "/v1", "api_key": SECRET})
+        wf = await create_workflow(client, owner, llm_graph(cred["id"]))
+        ok = await run(client, owner, wf)
+        assert ok["status"] == "completed"
+        r = await client.patch(
+            f"/api/v1/credentials/{cred['id']}",
+            json={"fields": {"api_key": REFUSED}},
+            headers=owner.headers,
+        )
+        answers.append(r.text)
+        refused = await run(client, owner, wf, cache=False)
+        assert refused["status"] == "failed"
+        error = llm(refused)["error"]
+        assert error["code"] == "provider_error"
+        assert "Incorrect API key provided: ***" in error["message"]
+        assert auths(openai) == [f"Bearer {SECRET}", f"Bearer {REFUSED}"]
+        answers.append(json.dumps([ok, refused]))
+        for path in (
+            f"/api/v1/workflows/{wf}",
+            f"/api/v1/workflows/{wf}/runs",
+            "/api/v1/runs",
+            f"/api/v1/workflows/{wf}/runs/{refused['id']}/events",
+            "/api/v1/credentials",
+        ):
+            answers.append((await client.get(path, headers=owner.headers)).text)
+
+        captured = capfd.readouterr()
+        logs = caplog.text + captured.out + captured.err
+        files = [p for p in tmp_path.rglob("*") if p.is_file()]
+        assert any(p.name.startswith("nodeloom.db") for p in files)
+        for secret in (SECRET, REFUSED):
+            assert secret not in logs
+            assert all(secret not in text for text in answers)
+            for path in files:
+                assert secret.encode() not in path.read_bytes(), path

@@ -19,6 +19,7 @@ function spec(
     params_schema: {},
     cost: { credits: 1, per_second: 0 },
     available: true,
+    status: "available",
     unavailable_reason: null,
   };
 }

@@ -22,6 +22,7 @@ BATCH = 1000
 ORDER = (
     "accounts",
     "api_keys",
+    "credentials",
     "workflows",
     "runs",
     "node_runs",

@@ -4,6 +4,7 @@ import type { FlowNode } from "../graph/convert";
 import { OUTPUT_HANDLE, handleKey } from "../graph/kinds";
 import { CACHED_NOTE, Status } from "../components/Status";
 import { ArtifactPreview } from "./ArtifactPreview";
+import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
 import { useEditor } from "./context";
 
 /** One node on the canvas: an element with role "group" named by the node type's title,
@@ -17,7 +18,7 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
   const status = state?.status ?? "idle";
   const nodeProblems = problems?.nodes.get(id) ?? [];
   const nodeWarnings = warnings?.nodes.get(id) ?? [];
-  const title = spec?.title ?? type;
+  const title = spec?.title ?? unknownTitle(type);
   const handleClass = (handle: string) =>
     refused.has(handleKey(id, handle)) ? "refused" : undefined;
   return (
@@ -27,7 +28,8 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
       data-status={status}
       data-cached={state?.cached ? "true" : undefined}
       data-node-id={id}
-      className={`nl-node${nodeProblems.length ? " has-problem" : ""}${
+      data-unknown={spec ? undefined : "true"}
+      className={`nl-node${spec ? "" : " unknown"}${nodeProblems.length ? " has-problem" : ""}${
         nodeWarnings.length ? " has-warning" : ""
       }`}
     >
@@ -91,7 +93,7 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
           {state.error}
         </div>
       )}
-      {!spec && <div className="problem">Unknown node type {type}</div>}
+      {!spec && <div className="unknown-note">{UNKNOWN_NOTE}</div>}
       {state?.status === "completed" && state.artifactId && (
         <div className="body nodrag nowheel">
           <button

@@ -104,14 +104,32 @@ function isTyping(target: EventTarget | null): boolean {
 function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) {
   const client = useQueryClient();
   const catalog = useMemo(() => catalogMap(types), [types]);
-  const nodeTypes = useMemo<NodeTypes>(
-    () => Object.fromEntries(types.map((t) => [t.type, FlowNodeView])),
-    [types],
-  );
   const [loaded] = useState(() => fromGraph(workflow.graph_json as unknown as GraphJson));
   const location = useLocation();
-  const [opened] = useState(() => (location.state ?? {}) as OpenState);
+  const [opened] = useState(() => {
+    const state = (location.state ?? {}) as OpenState;
+    // The warnings the create answered with, else those the server reports for the graph as
+    // stored now (a credential deleted since, a provider no longer configured).
+    return state.warnings?.length ? state : { ...state, warnings: workflow.warnings ?? [] };
+  });
   const [nodes, setNodes, onNodesChange] = useNodesState<FlowNode>(loaded.nodes);
+  // Every type on the canvas is drawn by FlowNodeView, including a type the catalog no longer
+  // lists (its package was removed): it gets the "Unknown node" placeholder, not React Flow's
+  // default node. The key changes only when such a type appears or goes.
+  const unknownKey = [...new Set(nodes.map((n) => n.type ?? ""))]
+    .filter((t) => !catalog.has(t))
+    .sort()
+    .join("\n");
+  const nodeTypes = useMemo<NodeTypes>(
+    () =>
+      Object.fromEntries(
+        [...types.map((t) => t.type), ...(unknownKey ? unknownKey.split("\n") : [])].map((t) => [
+          t,
+          FlowNodeView,
+        ]),
+      ),
+    [types, unknownKey],
+  );
   const [edges, setEdges, onEdgesChange] = useEdgesState<FlowEdge>(loaded.edges);
   const original = useRef<GraphJson>(loaded.original);
   const nodesRef = useRef(nodes);

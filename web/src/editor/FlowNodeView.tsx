@@ -1,5 +1,5 @@
 import { memo, useState } from "react";
-import { Handle, Position, type NodeProps } from "@xyflow/react";
+import { Handle, Position, useEdges, type NodeProps } from "@xyflow/react";
 import type { FlowNode } from "../graph/convert";
 import { OUTPUT_HANDLE, handleKey } from "../graph/kinds";
 import { CACHED_NOTE, Status } from "../components/Status";
@@ -93,7 +93,12 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
           {state.error}
         </div>
       )}
-      {!spec && <div className="unknown-note">{UNKNOWN_NOTE}</div>}
+      {!spec && (
+        <>
+          <UnknownHandles id={id} />
+          <div className="unknown-note">{UNKNOWN_NOTE}</div>
+        </>
+      )}
       {state?.status === "completed" && state.artifactId && (
         <div className="body nodrag nowheel">
           <button
@@ -108,6 +113,42 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
         </div>
       )}
     </div>
+  );
+}
+
+/** The handles an unknown node's stored edges name, so those edges stay drawn (the catalog no
+ * longer says which inputs the type has). Not connectable: nothing new can be wired to it. */
+function UnknownHandles({ id }: { id: string }) {
+  const edges = useEdges();
+  const handles = (side: "target" | "source") => {
+    const names = edges
+      .filter((e) => (side === "target" ? e.target : e.source) === id)
+      .map((e) => (side === "target" ? e.targetHandle : e.sourceHandle) ?? "");
+    return [...new Set(names)];
+  };
+  return (
+    <>
+      {handles("target").map((name) => (
+        <Handle
+          key={`in-${name}`}
+          type="target"
+          position={Position.Left}
+          id={name || undefined}
+          isConnectable={false}
+          aria-label={`${name || "input"} input`}
+        />
+      ))}
+      {handles("source").map((name) => (
+        <Handle
+          key={`out-${name}`}
+          type="source"
+          position={Position.Right}
+          id={name || undefined}
+          isConnectable={false}
+          aria-label={`${name || "output"} output`}
+        />
+      ))}
+    </>
   );
 }
 

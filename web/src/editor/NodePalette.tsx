@@ -5,7 +5,7 @@ import {
   filterByPackage,
   packageBadge,
   packageChoices,
-  unavailableReason,
+  paletteNote,
 } from "./packages";
 import { searchNodeTypes } from "./search";
 
@@ -65,7 +65,8 @@ export function NodePalette({
         <section key={category}>
           <h3>{category}</h3>
           {items.map((t) => {
-            const reason = unavailableReason(t);
+            const note = paletteNote(t);
+            const reason = note?.blocked ? note.text : null;
             const badge = packageBadge(t);
             const reasonId = `palette-reason-${t.type}`;
             return (
@@ -75,8 +76,8 @@ export function NodePalette({
                 className="palette-item"
                 draggable={reason === null}
                 aria-disabled={reason !== null || undefined}
-                aria-describedby={reason ? reasonId : undefined}
-                title={reason ?? t.description}
+                aria-describedby={note ? reasonId : undefined}
+                title={note?.text ?? t.description}
                 aria-label={`Add ${t.title}`}
                 data-node-type={t.type}
                 data-package={t.package?.name}
@@ -99,9 +100,9 @@ export function NodePalette({
                       {badge}
                     </span>
                   )}
-                  {reason && (
+                  {note && (
                     <span className="palette-reason" id={reasonId}>
-                      {reason}
+                      {note.text}
                     </span>
                   )}
                 </span>

@@ -6,6 +6,7 @@ import {
   filterByPackage,
   packageBadge,
   packageChoices,
+  paletteNote,
   unavailableReason,
 } from "./packages";
 
@@ -68,5 +69,19 @@ describe("node packages in the palette", () => {
     expect(unavailableReason(CATALOG[1] as NodeType)).toBeNull();
     const noReason = { ...(CATALOG[0] as NodeType), available: false, unavailable_reason: null };
     expect(unavailableReason(noReason)).toBe("unavailable on this server");
+  });
+
+  it("keeps a provider node addable without the operator's provider, saying so", () => {
+    const blocked = paletteNote(CATALOG[2] as NodeType);
+    expect(blocked).toEqual({ text: "needs SDK >=2,<3; this server has 1.0.0", blocked: true });
+    const llm = {
+      ...t("LLMText", null, "no AI provider is configured"),
+      params_schema: { properties: { prompt: {}, credential: {} } },
+    } as unknown as NodeType;
+    expect(paletteNote(llm)).toEqual({
+      text: "No default provider here: pick one of your credentials.",
+      blocked: false,
+    });
+    expect(paletteNote(CATALOG[0] as NodeType)).toBeNull();
   });
 });

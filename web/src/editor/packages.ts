@@ -1,6 +1,7 @@
 // Node packages in the palette: which package a type comes from, the package filter's choices
 // and the filter itself. Built-in types have no package. Pure, so unit-tested.
 import type { NodeType } from "../api/types";
+import { takesCredential } from "../credentials/kinds";
 
 export const ALL_PACKAGES = "";
 export const BUILT_IN = "builtin";
@@ -47,4 +48,16 @@ export function filterByPackage(types: readonly NodeType[], choice: string): Nod
 export function unavailableReason(type: NodeType): string | null {
   if (type.available && type.status !== "unavailable") return null;
   return type.unavailable_reason ?? "unavailable on this server";
+}
+
+/** What the palette says about a type that cannot run as it stands, and whether it can be
+ * added anyway: a provider node unavailable for want of the operator's provider can still
+ * run with one of the account's credentials, so it stays addable, with that said. */
+export function paletteNote(type: NodeType): { text: string; blocked: boolean } | null {
+  const reason = unavailableReason(type);
+  if (reason === null) return null;
+  if (takesCredential(type.params_schema)) {
+    return { text: "No default provider here: pick one of your credentials.", blocked: false };
+  }
+  return { text: reason, blocked: true };
 }

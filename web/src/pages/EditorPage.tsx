@@ -57,8 +57,9 @@ export interface OpenState {
   warnings?: Warning[];
 }
 
-function warningText(count: number, general: string[]): string {
-  return `Saved with ${count} warning${count === 1 ? "" : "s"}, shown on the nodes they concern. ${
+function warningText(count: number, general: string[], opening = false): string {
+  const plural = `${count} warning${count === 1 ? "" : "s"}`;
+  return `${opening ? `This workflow has ${plural}` : `Saved with ${plural}`}, shown on the nodes they concern. ${
     general.length ? general.join(" ") + " " : ""
   }Running is refused until they are resolved.`;
 }
@@ -106,11 +107,13 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
   const catalog = useMemo(() => catalogMap(types), [types]);
   const [loaded] = useState(() => fromGraph(workflow.graph_json as unknown as GraphJson));
   const location = useLocation();
-  const [opened] = useState(() => {
+  const [opened] = useState((): OpenState & { fromServer?: boolean } => {
     const state = (location.state ?? {}) as OpenState;
     // The warnings the create answered with, else those the server reports for the graph as
     // stored now (a credential deleted since, a provider no longer configured).
-    return state.warnings?.length ? state : { ...state, warnings: workflow.warnings ?? [] };
+    return state.warnings?.length
+      ? state
+      : { ...state, warnings: workflow.warnings ?? [], fromServer: true };
   });
   const [nodes, setNodes, onNodesChange] = useNodesState<FlowNode>(loaded.nodes);
   // Every type on the canvas is drawn by FlowNodeView, including a type the catalog no longer
@@ -152,6 +155,7 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
             text: warningText(
               opened.warnings.length,
               placeProblems(opened.warnings, loaded.original).general,
+              opened.fromServer,
             ),
           }
         : null,

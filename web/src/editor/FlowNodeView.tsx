@@ -96,7 +96,10 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
       {!spec && (
         <>
           <UnknownHandles id={id} />
-          <div className="unknown-note">{UNKNOWN_NOTE}</div>
+          {/* The server's own warning says the same, more precisely, when it sent one. */}
+          {nodeProblems.length + nodeWarnings.length === 0 && (
+            <div className="unknown-note">{UNKNOWN_NOTE}</div>
+          )}
         </>
       )}
       {state?.status === "completed" && state.artifactId && (

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import api as api_client
-from tests.e2e.conftest import node, shot, token
+from tests.e2e.conftest import enter, new_tab, node, shot, token
 from tests.server import ServerProcess
 
 pytest.importorskip("playwright")
@@ -65,11 +65,7 @@ def credential_row(page: Page) -> Any:
 class TestCredentials:
     def test_add_one_and_see_only_its_hint(self, page: Page, server: ServerProcess) -> None:
         page.set_viewport_size({"width": 1280, "height": 900})
-        page.goto("/")
-        page.get_by_label("Email").fill(EMAIL)
-        page.get_by_label("Password").fill(PASSWORD)
-        page.get_by_role("button", name="Sign up", exact=True).click()
-        expect(page.get_by_role("heading", name="Workflows")).to_be_visible()
+        enter(page, EMAIL, PASSWORD, "Sign up")
         page.goto("/profile")
         form = page.get_by_role("form", name="Add a credential")
         expect(form.get_by_label("Kind")).to_have_value("openai")
@@ -235,19 +231,12 @@ class TestPackages:
     def test_profile_and_palette_at_390_wide(
         self, browser: Browser, server: ServerProcess, page: Page
     ) -> None:
-        context = browser.new_context(
-            base_url=server.base_url, viewport={"width": 390, "height": 844}, has_touch=True
-        )
-        context.set_default_timeout(15_000)
-        phone = context.new_page()
         errors: list[str] = []
-        phone.on("pageerror", lambda exc: errors.append(str(exc)))
+        phone = new_tab(
+            browser, server, errors, viewport={"width": 390, "height": 844}, has_touch=True
+        )
         try:
-            phone.goto("/login")
-            phone.get_by_label("Email").fill(EMAIL)
-            phone.get_by_label("Password").fill(PASSWORD)
-            phone.get_by_role("button", name="Log in", exact=True).click()
-            expect(phone.get_by_role("heading", name="Workflows")).to_be_visible()
+            enter(phone, EMAIL, PASSWORD)
             phone.goto("/profile")
             form = phone.get_by_role("form", name="Add a credential")
             form.get_by_label("Name").fill("Phone key")
@@ -263,5 +252,5 @@ class TestPackages:
             row.scroll_into_view_if_needed()
             shot(phone, "48-profile-credentials-390")
         finally:
-            context.close()
+            phone.context.close()
         assert not errors, errors

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import shot
+from tests.e2e.conftest import enter, new_tab, shot
 from tests.server import ServerProcess
 
 pytest.importorskip("playwright")
@@ -46,22 +46,6 @@ def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tmp_path_factory.mktemp("unknown-node")
-
-
-def open_tab(browser: Browser, server: ServerProcess, errors: list[str]) -> Page:
-    context = browser.new_context(base_url=server.base_url, viewport={"width": 1280, "height": 900})
-    context.set_default_timeout(15_000)
-    tab = context.new_page()
-    tab.on("pageerror", lambda exc: errors.append(str(exc)))
-    return tab
-
-
-def enter(tab: Page, button: str) -> None:
-    tab.goto("/login" if button == "Log in" else "/")
-    tab.get_by_label("Email").fill(EMAIL)
-    tab.get_by_label("Password").fill(PASSWORD)
-    tab.get_by_role("button", name=button, exact=True).click()
-    expect(tab.get_by_role("heading", name="Workflows")).to_be_visible()
 
 
 def client(server: ServerProcess, tab: Page) -> httpx.Client:
@@ -99,8 +83,8 @@ class TestPackageRemoved:
         server = ServerProcess(data_dir, env={"PYTHONPATH": str(site_dir)})
         server.start()
         try:
-            tab = open_tab(browser, server, errors)
-            enter(tab, "Sign up")
+            tab = new_tab(browser, server, errors, viewport={"width": 1280, "height": 900})
+            enter(tab, EMAIL, PASSWORD, "Sign up")
             with client(server, tab) as api:
                 catalog = api.get("/node-types").json()
                 [mark] = [
@@ -132,8 +116,8 @@ class TestPackageRemoved:
         server = ServerProcess(data_dir)
         server.start()
         try:
-            tab = open_tab(browser, server, errors)
-            enter(tab, "Log in")
+            tab = new_tab(browser, server, errors, viewport={"width": 1280, "height": 900})
+            enter(tab, EMAIL, PASSWORD)
             with client(server, tab) as api:
                 assert mark["type"] not in {t["type"] for t in api.get("/node-types").json()}
                 before = api.get(f"/workflows/{workflow}").json()

@@ -1,6 +1,7 @@
 """A workflow saved while a node package was installed, opened after it was removed: the
-palette showed the package's badge and filter while it was there, and the canvas draws its
-node as an "Unknown node" placeholder that keeps its params.
+palette showed the package's badge and filter while it was there (and a type of a package
+refused for its SDK range greyed, with its reason, not addable), and the canvas draws its node
+as an "Unknown node" placeholder that keeps its params.
 
 The package is the repository's watermark example, made visible to the server process by
 ``PYTHONPATH`` with a hand-written ``dist-info`` (its entry point), so the test needs no pip
@@ -39,6 +40,21 @@ def site_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     (info / "entry_points.txt").write_text(
         "[nodeloom.nodes]\nwatermark = nodeloom_watermark:package\n", encoding="utf-8"
+    )
+    # The same node built for an SDK this server does not have: listed, but unavailable.
+    future = site / "nodeloom_future"
+    shutil.copytree(EXAMPLE / "src" / "nodeloom_watermark", future)
+    module = future / "__init__.py"
+    source = module.read_text(encoding="utf-8")
+    assert 'sdk=">=1.0,<2"' in source
+    module.write_text(source.replace('sdk=">=1.0,<2"', 'sdk=">=9,<10"'), encoding="utf-8")
+    info = site / "nodeloom_future-0.2.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: nodeloom-future\nVersion: 0.2.0\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        "[nodeloom.nodes]\nfuture = nodeloom_future:package\n", encoding="utf-8"
     )
     return site
 
@@ -108,6 +124,21 @@ class TestPackageRemoved:
             expect(palette.locator(".palette-item")).to_have_count(1)
             expect(item.locator(".badge")).to_have_text("watermark 0.1.0")
             shot(tab, "50-editor-palette-package-installed-1280")
+            # A type of a refused package: greyed, its reason said, not addable.
+            with client(server, tab) as api:
+                [later] = [
+                    t for t in api.get("/node-types").json() if t["type"] == "future.Watermark"
+                ]
+            assert later["status"] == "unavailable"
+            palette.get_by_label("Package").select_option("nodeloom-future")
+            refused = palette.get_by_role("button", name="Add Watermark")
+            expect(refused).to_have_attribute("aria-disabled", "true")
+            expect(refused).to_have_accessible_description(later["unavailable_reason"])
+            expect(refused.locator(".badge")).to_have_text("future 0.2.0")
+            refused.focus()
+            tab.keyboard.press("Enter")
+            expect(tab.get_by_role("group", name="Watermark")).to_have_count(1)
+            shot(tab, "54-editor-palette-unavailable-1280")
             tab.context.close()
         finally:
             server.stop()

@@ -118,6 +118,7 @@ class TestCredentials:
         new_key.fill(ROTATED)
         rotate.get_by_role("button", name="Save new secret").click()
         expect(rotate).to_have_count(0)
+        expect(row.get_by_role("button", name=f"Rotate secret of {NAME}")).to_be_focused()
         expect(row.get_by_test_id("credential-hint")).to_have_text("sk-…2222")
         expect(row).to_contain_text("http://127.0.0.1:9/v1")
         with api(server, page) as client:

@@ -28,6 +28,15 @@ export function CredentialsSection() {
   const [rotating, setRotating] = useState<Credential | null>(null);
   const [deleting, setDeleting] = useState<Credential | null>(null);
   const refresh = () => client.invalidateQueries({ queryKey: keys.credentials });
+  // Closing the rotate form returns focus to the button that opened it.
+  const closeRotate = (c: Credential) => {
+    setRotating(null);
+    requestAnimationFrame(() =>
+      document
+        .querySelector<HTMLButtonElement>(`[data-credential-id="${c.id}"] [data-action="rotate"]`)
+        ?.focus(),
+    );
+  };
 
   const test = (c: Credential) =>
     act(async () => {
@@ -114,6 +123,7 @@ export function CredentialsSection() {
                     </button>
                     <button
                       type="button"
+                      data-action="rotate"
                       onClick={() => setRotating(c)}
                       aria-label={`Rotate secret of ${c.name}`}
                     >
@@ -145,14 +155,14 @@ export function CredentialsSection() {
         <RotateForm
           credential={rotating}
           onDone={async () => {
-            setRotating(null);
+            closeRotate(rotating);
             setResults(({ [rotating.id]: _dropped, ...rest }) => {
               void _dropped;
               return rest;
             });
             await refresh();
           }}
-          onCancel={() => setRotating(null)}
+          onCancel={() => closeRotate(rotating)}
           onError={setError}
         />
       )}

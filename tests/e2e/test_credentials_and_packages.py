@@ -252,6 +252,23 @@ class TestPackages:
             assert wide <= 390, wide
             row.scroll_into_view_if_needed()
             shot(phone, "48-profile-credentials-390")
+            # The palette drawer with its package filter, and the credential picker, on a phone.
+            with api(server, phone) as client:
+                [ask] = [w for w in client.get("/workflows").json() if w["name"] == "Ask"]
+            phone.goto(f"/workflows/{ask['id']}")
+            toolbar = phone.get_by_role("toolbar", name="Editor")
+            toolbar.get_by_role("button", name="Nodes").click()
+            palette = phone.get_by_role("complementary", name="Node palette")
+            expect(palette.get_by_label("Package")).to_be_in_viewport()
+            shot(phone, "49-editor-palette-390")
+            palette.get_by_role("button", name="Close").click()
+            toolbar.get_by_role("button", name="Fit view").click()
+            node(phone, "LLM text").locator("header").tap()
+            toolbar.get_by_role("button", name="Details").click()
+            picker = phone.get_by_role("complementary", name="Details").get_by_label("Credential")
+            picker.scroll_into_view_if_needed()
+            expect(picker).to_be_in_viewport()
+            shot(phone, "49-editor-credential-picker-390")
         finally:
             phone.context.close()
         assert not errors, errors

@@ -153,3 +153,22 @@ def wait_for_run(client: httpx.Client, workflow: str, run: str) -> dict[str, Any
         if body["status"] not in ("pending", "running") or time.monotonic() > deadline:
             return body
         time.sleep(0.2)
+
+
+def enter(page: Any, email: str, password: str, button: str = "Log in") -> None:
+    """Sign up (on a fresh server, from ``/``) or log in, then wait for the workflows page."""
+    page.goto("/login" if button == "Log in" else "/")
+    page.get_by_label("Email").fill(email)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name=button, exact=True).click()
+    page.get_by_role("heading", name="Workflows").wait_for()
+
+
+def new_tab(browser: Any, server: ServerProcess, errors: list[str], **context: Any) -> Any:
+    """A tab in a context of its own (another screen size, another server), whose uncaught
+    script errors are collected in ``errors``."""
+    made = browser.new_context(base_url=server.base_url, **context)
+    made.set_default_timeout(15_000)
+    tab = made.new_page()
+    tab.on("pageerror", lambda exc: errors.append(str(exc)))
+    return tab

@@ -12,6 +12,7 @@ export const keys = {
   runs: (workflowId?: string) => ["runs", workflowId ?? "all"] as const,
   run: (workflowId: string, runId: string) => ["run", workflowId, runId] as const,
   keys: ["api-keys"] as const,
+  credentials: ["credentials"] as const,
   ledger: ["ledger"] as const,
   webhooks: (workflowId: string) => ["webhooks", workflowId] as const,
 };
@@ -30,4 +31,13 @@ export function useNodeTypes() {
 
 export function catalogMap(types: NodeType[] | undefined): Map<string, NodeType> {
   return new Map((types ?? []).map((t) => [t.type, t]));
+}
+
+/** The account's credentials (the first 200: the picker and the profile list show them all). */
+export function useCredentials() {
+  return useQuery({
+    queryKey: keys.credentials,
+    queryFn: async () =>
+      unwrap(await api.GET("/api/v1/credentials", { params: { query: { limit: 200 } } })),
+  });
 }

@@ -20,6 +20,9 @@ export type ArtifactMetadata = Schemas["ArtifactMetadata"];
 export type Webhook = Schemas["WebhookOut"];
 export type RunEstimate = Schemas["RunEstimate"];
 export type SetupStatus = Schemas["SetupStatus"];
+export type Credential = Schemas["CredentialOut"];
+export type CredentialTestResult = Schemas["CredentialTestResult"];
+export type NodePackage = Schemas["NodePackageOut"];
 /** A run's status. `cancelled` is added here, the one place, for servers whose document does
  * not list it yet; once it does, the union is unchanged and this line can stay as it is. */
 export type RunStatus = RunSummary["status"] | "cancelled";

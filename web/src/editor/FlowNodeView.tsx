@@ -1,9 +1,10 @@
 import { memo, useState } from "react";
-import { Handle, Position, type NodeProps } from "@xyflow/react";
+import { Handle, Position, useEdges, type NodeProps } from "@xyflow/react";
 import type { FlowNode } from "../graph/convert";
 import { OUTPUT_HANDLE, handleKey } from "../graph/kinds";
 import { CACHED_NOTE, Status } from "../components/Status";
 import { ArtifactPreview } from "./ArtifactPreview";
+import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
 import { useEditor } from "./context";
 
 /** One node on the canvas: an element with role "group" named by the node type's title,
@@ -17,7 +18,7 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
   const status = state?.status ?? "idle";
   const nodeProblems = problems?.nodes.get(id) ?? [];
   const nodeWarnings = warnings?.nodes.get(id) ?? [];
-  const title = spec?.title ?? type;
+  const title = spec?.title ?? unknownTitle(type);
   const handleClass = (handle: string) =>
     refused.has(handleKey(id, handle)) ? "refused" : undefined;
   return (
@@ -27,7 +28,8 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
       data-status={status}
       data-cached={state?.cached ? "true" : undefined}
       data-node-id={id}
-      className={`nl-node${nodeProblems.length ? " has-problem" : ""}${
+      data-unknown={spec ? undefined : "true"}
+      className={`nl-node${spec ? "" : " unknown"}${nodeProblems.length ? " has-problem" : ""}${
         nodeWarnings.length ? " has-warning" : ""
       }`}
     >
@@ -91,7 +93,15 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
           {state.error}
         </div>
       )}
-      {!spec && <div className="problem">Unknown node type {type}</div>}
+      {!spec && (
+        <>
+          <UnknownHandles id={id} />
+          {/* The server's own warning says the same, more precisely, when it sent one. */}
+          {nodeProblems.length + nodeWarnings.length === 0 && (
+            <div className="unknown-note">{UNKNOWN_NOTE}</div>
+          )}
+        </>
+      )}
       {state?.status === "completed" && state.artifactId && (
         <div className="body nodrag nowheel">
           <button
@@ -106,6 +116,42 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
         </div>
       )}
     </div>
+  );
+}
+
+/** The handles an unknown node's stored edges name, so those edges stay drawn (the catalog no
+ * longer says which inputs the type has). Not connectable: nothing new can be wired to it. */
+function UnknownHandles({ id }: { id: string }) {
+  const edges = useEdges();
+  const handles = (side: "target" | "source") => {
+    const names = edges
+      .filter((e) => (side === "target" ? e.target : e.source) === id)
+      .map((e) => (side === "target" ? e.targetHandle : e.sourceHandle) ?? "");
+    return [...new Set(names)];
+  };
+  return (
+    <>
+      {handles("target").map((name) => (
+        <Handle
+          key={`in-${name}`}
+          type="target"
+          position={Position.Left}
+          id={name || undefined}
+          isConnectable={false}
+          aria-label={`${name || "input"} input`}
+        />
+      ))}
+      {handles("source").map((name) => (
+        <Handle
+          key={`out-${name}`}
+          type="source"
+          position={Position.Right}
+          id={name || undefined}
+          isConnectable={false}
+          aria-label={`${name || "output"} output`}
+        />
+      ))}
+    </>
   );
 }
 

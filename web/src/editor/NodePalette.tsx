@@ -1,12 +1,21 @@
 import { useMemo, useState } from "react";
 import type { NodeType } from "../api/types";
+import {
+  ALL_PACKAGES,
+  filterByPackage,
+  packageBadge,
+  packageChoices,
+  paletteNote,
+} from "./packages";
 import { searchNodeTypes } from "./search";
 
 export const DRAG_TYPE = "application/x-nodeloom-node-type";
 
-/** The node catalog, grouped by category and searchable (aliases included: "tts", "img");
- * drag an item onto the canvas, or press it (Enter) to add it in the middle of the view. On a
- * narrow screen it is a drawer, opened from the toolbar. */
+/** The node catalog, grouped by category, searchable (aliases included: "tts", "img") and
+ * filtered by package; drag an item onto the canvas, or press it (Enter) to add it in the
+ * middle of the view. A packaged type carries its package's badge; an unavailable one stays
+ * focusable, greyed, with its reason, and cannot be added. On a narrow screen it is a drawer,
+ * opened from the toolbar. */
 export function NodePalette({
   types,
   onAdd,
@@ -17,14 +26,16 @@ export function NodePalette({
   onClose: () => void;
 }) {
   const [query, setQuery] = useState("");
+  const [pkg, setPkg] = useState(ALL_PACKAGES);
+  const choices = useMemo(() => packageChoices(types), [types]);
   const groups = useMemo(() => {
-    const shown = searchNodeTypes(types, query);
+    const shown = searchNodeTypes(filterByPackage(types, pkg), query);
     const byCategory = new Map<string, NodeType[]>();
     for (const t of shown) byCategory.set(t.category, [...(byCategory.get(t.category) ?? []), t]);
     // Searching: the category of the best match first; browsing: alphabetical.
     const entries = [...byCategory.entries()];
     return query.trim() ? entries : entries.sort(([a], [b]) => a.localeCompare(b));
-  }, [types, query]);
+  }, [types, query, pkg]);
   return (
     <aside className="palette" id="editor-palette" aria-label="Node palette">
       <div className="drawer-head">
@@ -40,32 +51,68 @@ export function NodePalette({
         value={query}
         onChange={(e) => setQuery(e.target.value)}
       />
+      <div className="palette-filter">
+        <label htmlFor="palette-package">Package</label>
+        <select id="palette-package" value={pkg} onChange={(e) => setPkg(e.target.value)}>
+          {choices.map((c) => (
+            <option key={c.value} value={c.value}>
+              {c.label}
+            </option>
+          ))}
+        </select>
+      </div>
       {groups.map(([category, items]) => (
         <section key={category}>
           <h3>{category}</h3>
-          {items.map((t) => (
-            <button
-              type="button"
-              key={t.type}
-              className="palette-item"
-              draggable
-              disabled={!t.available}
-              title={t.available ? t.description : (t.unavailable_reason ?? "unavailable")}
-              aria-label={`Add ${t.title}`}
-              data-node-type={t.type}
-              onDragStart={(e) => {
-                e.dataTransfer.setData(DRAG_TYPE, t.type);
-                e.dataTransfer.effectAllowed = "move";
-              }}
-              onClick={() => onAdd(t.type)}
-            >
-              <span>{t.title}</span>
-              <span className="cost">
-                {t.cost.credits}
-                {t.cost.per_second ? `+${t.cost.per_second}/s` : ""} cr
-              </span>
-            </button>
-          ))}
+          {items.map((t) => {
+            const note = paletteNote(t);
+            const reason = note?.blocked ? note.text : null;
+            const badge = packageBadge(t);
+            const reasonId = `palette-reason-${t.type}`;
+            return (
+              <button
+                type="button"
+                key={t.type}
+                className="palette-item"
+                draggable={reason === null}
+                aria-disabled={reason !== null || undefined}
+                aria-describedby={note ? reasonId : undefined}
+                title={note?.text ?? t.description}
+                aria-label={`Add ${t.title}`}
+                data-node-type={t.type}
+                data-package={t.package?.name}
+                onDragStart={(e) => {
+                  if (reason) {
+                    e.preventDefault();
+                    return;
+                  }
+                  e.dataTransfer.setData(DRAG_TYPE, t.type);
+                  e.dataTransfer.effectAllowed = "move";
+                }}
+                onClick={() => {
+                  if (!reason) onAdd(t.type);
+                }}
+              >
+                <span className="palette-name">
+                  <span>{t.title}</span>
+                  {badge && (
+                    <span className="badge" title={t.package?.name}>
+                      {badge}
+                    </span>
+                  )}
+                  {note && (
+                    <span className="palette-reason" id={reasonId}>
+                      {note.text}
+                    </span>
+                  )}
+                </span>
+                <span className="cost">
+                  {t.cost.credits}
+                  {t.cost.per_second ? `+${t.cost.per_second}/s` : ""} cr
+                </span>
+              </button>
+            );
+          })}
         </section>
       ))}
       {groups.length === 0 && <p className="muted small">No node matches.</p>}

@@ -3,6 +3,9 @@ import type { FlowEdge, FlowNode } from "../graph/convert";
 import { refusal, targetInput } from "../graph/kinds";
 import { SchemaForm } from "../forms/SchemaForm";
 import type { JsonSchema } from "../forms/schema";
+import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
+import { takesCredential } from "../credentials/kinds";
+import { CredentialPicker } from "./CredentialPicker";
 import { useEditor } from "./context";
 
 /** The selected node: what it is, its params as a form, its inputs as pickers (a keyboard
@@ -24,7 +27,21 @@ export function ParamsPanel({
 }) {
   const { catalog, problems, warnings } = useEditor();
   const spec = catalog.get(node.type ?? "");
-  if (!spec) return <p>Unknown node type {node.type}.</p>;
+  if (!spec) {
+    return (
+      <div>
+        <h2>{unknownTitle(node.type ?? "")}</h2>
+        <p className="small">{UNKNOWN_NOTE}</p>
+        <h3>Parameters (kept as they are)</h3>
+        <pre className="params-json" aria-label="Parameters">
+          {JSON.stringify(node.data, null, 2)}
+        </pre>
+        <button type="button" className="danger" onClick={onDelete}>
+          Delete node
+        </button>
+      </div>
+    );
+  }
   const nodeProblems = problems?.nodes.get(node.id) ?? [];
   const nodeWarnings = warnings?.nodes.get(node.id) ?? [];
   return (
@@ -67,6 +84,19 @@ export function ParamsPanel({
         data={node.data}
         idPrefix={`param-${node.id}`}
         onChange={(name, value) => onParam(node.id, name, value)}
+        overrides={
+          takesCredential(spec.params_schema)
+            ? {
+                credential: (id) => (
+                  <CredentialPicker
+                    id={id}
+                    value={node.data.credential}
+                    onChange={(value) => onParam(node.id, "credential", value)}
+                  />
+                ),
+              }
+            : {}
+        }
       />
       <button type="button" className="danger" onClick={onDelete}>
         Delete node

@@ -1,5 +1,6 @@
 import { useEffect, useId, useMemo, useRef, useState } from "react";
 import type { NodeType } from "../api/types";
+import { paletteNote } from "./packages";
 import { searchNodeTypes } from "./search";
 
 /** The on-canvas quick-add menu: opened by a double-click on the empty canvas or by dropping
@@ -26,7 +27,7 @@ export function QuickAdd({
   const shown = useMemo(
     () =>
       searchNodeTypes(types, query)
-        .filter((t) => t.available)
+        .filter((t) => !paletteNote(t)?.blocked)
         .slice(0, 8),
     [types, query],
   );

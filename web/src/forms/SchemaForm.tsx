@@ -17,6 +17,7 @@ export function SchemaForm({
   data,
   idPrefix,
   onChange,
+  overrides = {},
 }: {
   schema: JsonSchema;
   /** The node type, for its field order (FIELD_ORDER). */
@@ -24,20 +25,28 @@ export function SchemaForm({
   data: Record<string, unknown>;
   idPrefix: string;
   onChange: (name: string, value: unknown) => void;
+  /** Fields drawn by another control (the credential picker), by param name. */
+  overrides?: Readonly<Record<string, (id: string) => React.ReactNode>>;
 }) {
   const fields = formFields(schema, nodeType);
   if (fields.length === 0) return <p className="muted small">This node has no parameters.</p>;
   return (
     <>
-      {fields.map((field) => (
-        <SchemaField
-          key={`${idPrefix}-${field.name}`}
-          id={`${idPrefix}-${field.name}`}
-          field={field}
-          data={data}
-          onChange={onChange}
-        />
-      ))}
+      {fields.map((field) =>
+        overrides[field.name] ? (
+          <div key={`${idPrefix}-${field.name}`}>
+            {overrides[field.name]?.(`${idPrefix}-${field.name}`)}
+          </div>
+        ) : (
+          <SchemaField
+            key={`${idPrefix}-${field.name}`}
+            id={`${idPrefix}-${field.name}`}
+            field={field}
+            data={data}
+            onChange={onChange}
+          />
+        ),
+      )}
     </>
   );
 }

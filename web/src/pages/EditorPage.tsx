@@ -57,8 +57,9 @@ export interface OpenState {
   warnings?: Warning[];
 }
 
-function warningText(count: number, general: string[]): string {
-  return `Saved with ${count} warning${count === 1 ? "" : "s"}, shown on the nodes they concern. ${
+function warningText(count: number, general: string[], opening = false): string {
+  const plural = `${count} warning${count === 1 ? "" : "s"}`;
+  return `${opening ? `This workflow has ${plural}` : `Saved with ${plural}`}, shown on the nodes they concern. ${
     general.length ? general.join(" ") + " " : ""
   }Running is refused until they are resolved.`;
 }
@@ -104,14 +105,34 @@ function isTyping(target: EventTarget | null): boolean {
 function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) {
   const client = useQueryClient();
   const catalog = useMemo(() => catalogMap(types), [types]);
-  const nodeTypes = useMemo<NodeTypes>(
-    () => Object.fromEntries(types.map((t) => [t.type, FlowNodeView])),
-    [types],
-  );
   const [loaded] = useState(() => fromGraph(workflow.graph_json as unknown as GraphJson));
   const location = useLocation();
-  const [opened] = useState(() => (location.state ?? {}) as OpenState);
+  const [opened] = useState((): OpenState & { fromServer?: boolean } => {
+    const state = (location.state ?? {}) as OpenState;
+    // The warnings the create answered with, else those the server reports for the graph as
+    // stored now (a credential deleted since, a provider no longer configured).
+    return state.warnings?.length
+      ? state
+      : { ...state, warnings: workflow.warnings ?? [], fromServer: true };
+  });
   const [nodes, setNodes, onNodesChange] = useNodesState<FlowNode>(loaded.nodes);
+  // Every type on the canvas is drawn by FlowNodeView, including a type the catalog no longer
+  // lists (its package was removed): it gets the "Unknown node" placeholder, not React Flow's
+  // default node. The key changes only when such a type appears or goes.
+  const unknownKey = [...new Set(nodes.map((n) => n.type ?? ""))]
+    .filter((t) => !catalog.has(t))
+    .sort()
+    .join("\n");
+  const nodeTypes = useMemo<NodeTypes>(
+    () =>
+      Object.fromEntries(
+        [...types.map((t) => t.type), ...(unknownKey ? unknownKey.split("\n") : [])].map((t) => [
+          t,
+          FlowNodeView,
+        ]),
+      ),
+    [types, unknownKey],
+  );
   const [edges, setEdges, onEdgesChange] = useEdgesState<FlowEdge>(loaded.edges);
   const original = useRef<GraphJson>(loaded.original);
   const nodesRef = useRef(nodes);
@@ -134,6 +155,7 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
             text: warningText(
               opened.warnings.length,
               placeProblems(opened.warnings, loaded.original).general,
+              opened.fromServer,
             ),
           }
         : null,

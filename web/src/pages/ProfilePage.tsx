@@ -6,6 +6,7 @@ import type { ApiKey, ApiKeyCreated } from "../api/types";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { CopyButton, ErrorBanner, NameForm, TableHead, useAction } from "../components/forms";
 import { formatTime } from "../components/Status";
+import { CredentialsSection } from "./CredentialsSection";
 
 export function ProfilePage() {
   const me = useMe();
@@ -30,6 +31,7 @@ export function ProfilePage() {
         </section>
       )}
       <ApiKeysSection />
+      <CredentialsSection />
       <h2>Recent credit movements</h2>
       {ledger.data && (
         <table>

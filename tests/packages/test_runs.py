@@ -66,6 +66,17 @@ async def test_a_workflow_whose_package_is_gone_loads_but_does_not_run(
         assert warning["pointer"] == "/graph_json/nodes/1/type"
         assert "node package of namespace 'watermark' is not installed" in warning["message"]
 
+        # Still editable: saved as it is, the node's type and params untouched, with the
+        # same warning.
+        r = await other.patch(
+            f"/api/v1/workflows/{wf}",
+            json={"name": "renamed", "graph_json": body["graph_json"]},
+            headers=owner.headers,
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["graph_json"] == body["graph_json"]
+        assert r.json()["warnings"] == [warning]
+
         r = await execute(other, owner, wf)
         assert r.status_code == 400, r.text
         assert r.headers["content-type"].startswith("application/problem+json")

@@ -116,7 +116,13 @@ async def _check_body(
     elif graph is not None:
         checked = validate_graph(graph, ctx.registry, ctx.settings)
         if isinstance(checked, list):
-            problems.extend(checked)
+            # A node whose package is not installed (now) is no flaw of the graph: it is
+            # kept as it is and saved with a warning (``_out``), so the rest of the workflow
+            # stays editable until the package returns; execute refuses it meanwhile.
+            kept = {
+                (w.pointer, w.message) for w in unavailable_nodes(graph, ctx.registry, ctx.settings)
+            }
+            problems.extend(p for p in checked if (p.pointer, p.message) not in kept)
         problems.extend(await _deep_problems(ctx, graph, account_id))
         problems.extend(await _credential_problems(ctx, graph, account_id))
     if problems:

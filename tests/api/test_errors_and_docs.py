@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tests.api.test_auth import assert_problem
-from tests.conftest import User
+from tests.conftest import User, text_graph
 
 JSON = st.recursive(
     st.none()
@@ -117,6 +117,25 @@ class TestProblems:
                 assert r.headers["content-type"] == "application/problem+json"
                 assert r.json()["code"] in ("invalid_graph", "invalid_request")
         assert 400 in statuses
+
+    async def test_a_header_that_fails_is_named_whatever_the_body(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # Execute takes no body at all: the over-long header is the whole problem.
+        wf = (
+            await client.post(
+                "/api/v1/workflows",
+                json={"name": "w", "graph_json": text_graph()},
+                headers=owner.headers,
+            )
+        ).json()["id"]
+        r = await client.post(
+            f"/api/v1/workflows/{wf}/execute",
+            headers={**owner.headers, "Idempotency-Key": "k" * 256},
+        )
+        problem = assert_problem(r, 400, "invalid_request")
+        assert "idempotency-key" in str(problem["detail"]).lower(), problem
+        assert "Send the body as JSON" not in str(problem["detail"])
 
 
 class TestDocsAndHealth:

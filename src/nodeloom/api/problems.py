@@ -209,7 +209,14 @@ def exception_handlers(configured_base: str | None) -> dict[type[Exception], Han
         assert isinstance(exc, RequestValidationError)
         errors = _validation_errors(exc)
         content_type = request.headers.get("content-type", "")
-        if request.method in {"POST", "PUT", "PATCH"} and "json" not in content_type.lower():
+        # Only a problem of the body itself can come from sending it as something else; a
+        # header or query parameter that failed is named below whatever the body's type.
+        about_body = any(":" not in e.pointer for e in errors)
+        if (
+            about_body
+            and request.method in {"POST", "PUT", "PATCH"}
+            and "json" not in content_type.lower()
+        ):
             return problem_response(
                 400,
                 "invalid_request",

@@ -59,7 +59,9 @@ class RunEvent(BaseModel):
 OnEvent = Callable[[RunEvent], object]
 
 
-_NODE_STATUS_AFTER = {
+# Keyed by the types' strings: an event's type is a plain string (a newer server may send
+# one this client does not know).
+_NODE_STATUS_AFTER: dict[str, NodeStatus] = {
     EventType.NODE_STARTED: NodeStatus.RUNNING,
     EventType.NODE_COMPLETED: NodeStatus.COMPLETED,
     EventType.NODE_FAILED: NodeStatus.FAILED,
@@ -81,7 +83,7 @@ def apply_event(run: RunOut, event: RunEvent) -> None:
         error = data.get("error")
         run.error = RunError.model_validate(error) if error else None
         return
-    status = _NODE_STATUS_AFTER.get(EventType(event.type)) if event.type in _TYPES else None
+    status = _NODE_STATUS_AFTER.get(event.type)
     node = next((n for n in run.node_runs if n.node_id == event.node_id), None)
     if status is None or node is None:
         return
@@ -95,9 +97,6 @@ def apply_event(run: RunOut, event: RunEvent) -> None:
         node.error = data.get("error")
     elif status == NodeStatus.SKIPPED:
         node.error = data.get("reason")
-
-
-_TYPES = frozenset(t.value for t in EventType)
 
 
 def diff_events(before: RunOut | None, after: RunOut) -> list[RunEvent]:

@@ -108,10 +108,17 @@ def test_two_processes_on_one_port_share_runs_events_and_limits(tmp_path: Path) 
         follower = Follower(server.base_url, jwt, wf)
         follower.start()
         assert follower.subscribed.wait(20)
-        runs = _execute(http, wf, 30)
-        results = wait_runs(http, runs, timeout=90)
-        assert all(r["status"] == "completed" for r in results.values())
-        drivers = query(url, "SELECT DISTINCT driver FROM runs")
+        # The kernel, not us, picks which process accepts each new connection; on a busy
+        # machine one process can win a whole batch. More batches until both have driven runs.
+        runs: dict[str, str] = {}
+        for _ in range(4):
+            batch = _execute(http, wf, 30)
+            runs.update(batch)
+            results = wait_runs(http, batch, timeout=90)
+            assert all(r["status"] == "completed" for r in results.values())
+            drivers = query(url, "SELECT DISTINCT driver FROM runs")
+            if len({d[0].split("-", 1)[0] for d in drivers}) == 2:
+                break
         assert len({d[0].split("-", 1)[0] for d in drivers}) == 2, drivers
         deadline = time.monotonic() + 20
         while set(follower.finals) != set(runs):

@@ -16,6 +16,7 @@ RFC 9457 problem+json responses.
         │   └── BadSignature        403 forbidden (signed URLs, webhook signatures)
         ├── NotFound                404 not_found
         ├── Conflict                409 conflict
+        ├── PreconditionFailed      412 precondition_failed (If-Match: a lost update)
         ├── PayloadTooLarge         413 payload_too_large
         ├── UnsupportedMediaType    415 unsupported_media_type
         ├── RangeNotSatisfiable     416 range_not_satisfiable
@@ -140,6 +141,12 @@ class Conflict(ProblemError):
     status = 409
     code = "conflict"
     title = "Conflict"
+
+
+class PreconditionFailed(ProblemError):
+    status = 412
+    code = "precondition_failed"
+    title = "Precondition failed"
 
 
 class PayloadTooLarge(ProblemError):

@@ -150,6 +150,16 @@ CATALOG: tuple[ProblemType, ...] = (
         "Read the resource's current state and decide (revoke a key you no longer use).",
     ),
     _p(
+        "precondition_failed",
+        412,
+        "Precondition failed",
+        "A workflow update or restore carried `If-Match` with an ETag that is not the "
+        "workflow's current version: someone else saved it since it was read (two editor "
+        "tabs, two scripts). Nothing was saved. `current_version` is the version saved now.",
+        "Read the workflow again (`GET` returns the current `ETag`), reapply your change to it, "
+        "and save with the new ETag; or save without `If-Match` to overwrite on purpose.",
+    ),
+    _p(
         "payload_too_large",
         413,
         "Payload too large",

@@ -68,6 +68,7 @@ class TestExecute:
             "node_runs",
             "trigger",
             "webhook_id",
+            "workflow_version",
         }
         assert run["input"] == {"text": "there"} and run["workflow_id"] == wf
         assert set(run["node_runs"][0]) == {

@@ -29,7 +29,8 @@ class TestCreateAndGet:
     ) -> None:
         body = await create(client, owner, "Greeting")
         assert set(body) == {
-            *("id", "name", "created_at", "updated_at", "node_count", "graph_json", "warnings")
+            *("id", "name", "created_at", "updated_at", "node_count", "graph_json", "warnings"),
+            "version",
         }
         assert body["name"] == "Greeting" and body["node_count"] == 2 and body["warnings"] == []
         r = await client.get(f"/api/v1/workflows/{body['id']}", headers=owner.jwt_headers)

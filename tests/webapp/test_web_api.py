@@ -111,7 +111,10 @@ class TestEstimate:
         r = await client.get(f"/api/v1/workflows/{wf}/estimate", headers=owner.headers)
         assert r.status_code == 200
         me = (await client.get("/api/v1/me", headers=owner.headers)).json()
-        assert r.json() == {"estimated_credits": 1, "credits_balance": me["credits_balance"]}
+        body = r.json()
+        assert body["estimated_credits"] == 1 and body["credits_balance"] == me["credits_balance"]
+        assert body["sufficient"] is True and body["workflow_version"] == 1
+        assert [(x["node_id"], x["credits"]) for x in body["nodes"]] == [("in", 0), ("tpl", 1)]
         started = (await execute(client, owner, wf)).json()
         assert started["estimated_credits"] == r.json()["estimated_credits"]
         # Another account's workflow does not exist for this one.

@@ -31,6 +31,7 @@ from nodeloom.api.routes import (
     node_types,
     problem_types,
     runs,
+    versions,
     webhooks,
     workflows,
 )
@@ -45,7 +46,7 @@ from nodeloom.ratelimit import RateLimiter
 from nodeloom.runtime import Runtime, build_windows
 from nodeloom.schemas.events import openapi_schemas as event_schemas
 from nodeloom.schemas.runs import ExecuteRequest
-from nodeloom.schemas.workflows import WorkflowCreate, WorkflowUpdate
+from nodeloom.schemas.workflows import RestoreRequest, WorkflowCreate, WorkflowUpdate
 from nodeloom.settings import Settings
 
 API_PREFIX = "/api/v1"
@@ -117,7 +118,7 @@ def create_app(
     if settings.forwarded_allow_ips.strip():  # outermost: the URLs built inside see its host
         app.add_middleware(ForwardedHeaders, trusted=settings.forwarded_allow_ips)
     app.include_router(health.router)
-    for module in (auth, keys, workflows, runs, artifacts, webhooks, events, node_types):
+    for module in (auth, keys, workflows, versions, runs, artifacts, webhooks, events, node_types):
         app.include_router(module.router, prefix=API_PREFIX)
     app.include_router(credentials.router, prefix=API_PREFIX)
     app.include_router(problem_types.router, prefix=API_PREFIX)
@@ -144,7 +145,7 @@ def _document_manual_bodies(app: FastAPI) -> None:
             routes=app.routes,
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for model in (WorkflowCreate, WorkflowUpdate, ExecuteRequest):
+        for model in (WorkflowCreate, WorkflowUpdate, ExecuteRequest, RestoreRequest):
             model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
             for name, sub in model_schema.pop("$defs", {}).items():
                 components.setdefault(name, sub)

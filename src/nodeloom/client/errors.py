@@ -19,6 +19,7 @@ named after its problem ``code`` (docs/errors.md lists them all):
         ├── NotFound                  404 not_found
         ├── MethodNotAllowed          405 method_not_allowed
         ├── Conflict                  409 conflict
+        ├── PreconditionFailed        412 precondition_failed (.current_version)
         ├── PayloadTooLarge           413 payload_too_large
         ├── UnsupportedMediaType      415 unsupported_media_type
         ├── RangeNotSatisfiable       416 range_not_satisfiable
@@ -183,6 +184,18 @@ class MethodNotAllowed(APIError):
 
 class Conflict(APIError):
     status, code = 409, "conflict"
+
+
+class PreconditionFailed(APIError):
+    """A save whose ``If-Match`` names a version that is no longer the current one: someone
+    else saved in between. ``current_version`` is the version now saved."""
+
+    status, code = 412, "precondition_failed"
+
+    @property
+    def current_version(self) -> int | None:
+        value = self.problem.get("current_version")
+        return value if isinstance(value, int) else None
 
 
 class PayloadTooLarge(APIError):

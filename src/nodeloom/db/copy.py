@@ -24,6 +24,7 @@ ORDER = (
     "api_keys",
     "credentials",
     "workflows",
+    "workflow_versions",
     "runs",
     "node_runs",
     "artifacts",

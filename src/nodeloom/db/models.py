@@ -132,8 +132,34 @@ class Workflow(Base):
     # Large columns last: SQLite reads a row's columns in order, so anything stored after a
     # big JSON value costs a walk through its overflow pages.
     graph_json: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    # The number of the current version (``workflow_versions``): every save adds one. It is
+    # the workflow's ETag, and ``If-Match`` on an update compares against it.
+    version: Mapped[int] = mapped_column(server_default="1")
 
     __table_args__ = (sa.Index("ix_workflows_account_created", "account_id", "created_at", "id"),)
+
+
+class WorkflowVersion(Base):
+    """One save of a workflow, never changed afterwards: its name and graph as saved, who
+    saved it, with which credential, and the message they gave."""
+
+    __tablename__ = "workflow_versions"
+
+    workflow_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("workflows.id", ondelete="CASCADE"), primary_key=True
+    )
+    number: Mapped[int] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(sa.String(500))
+    node_count: Mapped[int]
+    created_at: Mapped[datetime]
+    # Who saved it (NULL for the version 1 that migration 0010 made of an existing workflow).
+    author_account_id: Mapped[str | None] = mapped_column(sa.String(36))
+    author_via: Mapped[str | None] = mapped_column(sa.String(16))  # "api_key" or "jwt"
+    author_api_key_id: Mapped[str | None] = mapped_column(sa.String(36))
+    message: Mapped[str | None] = mapped_column(sa.String(1000))
+    # The version whose content a restore saved again.
+    restored_from: Mapped[int | None]
+    graph_json: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
 
 
 class Run(Base):
@@ -160,6 +186,8 @@ class Run(Base):
     # edits never change a run.
     input: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     graph_json: Mapped[dict[str, Any]] = mapped_column(sa.JSON)
+    # The workflow version the run was started from (NULL for runs older than versions).
+    workflow_version: Mapped[int | None]
 
     __table_args__ = (
         sa.Index("ix_runs_workflow_created", "workflow_id", "created_at", "id"),

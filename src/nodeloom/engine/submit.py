@@ -285,6 +285,24 @@ def write_run(
     return events
 
 
+async def check_credentials(db: Database, account_id: str, graph: Graph) -> None:
+    """The credentials the graph names must be the account's now (one may have been
+    deleted since the workflow was saved): checked on every execute (and estimate), never
+    cached. InvalidGraph names each one that is not."""
+    refs = credential_store.refs_in_graph(graph.nodes.values())
+    if not refs:
+        return
+    problems = await db.read(
+        lambda c: credential_store.problems(c, account_id, refs, CREDENTIAL_KIND)
+    )
+    if problems:
+        raise InvalidGraph(
+            "The workflow names credentials it cannot use: "
+            + "; ".join(p.message for p in problems),
+            errors=problems,
+        )
+
+
 class Acceptor:
     """Accepts runs: the transaction above, then announcing the run and handing it to the
     dispatcher (unless it already ended). ``executor``: this process executes nodes, so runs
@@ -358,20 +376,7 @@ class Acceptor:
         return Accepted(answer, replayed=False)
 
     async def _check_credentials(self, request: RunRequest, workflow: WorkflowVersion) -> None:
-        """The credentials the graph names must be the account's now (one may have been
-        deleted since the workflow was saved): checked on every execute, never cached."""
-        refs = credential_store.refs_in_graph(workflow.graph.nodes.values())
-        if not refs:
-            return
-        problems = await self.db.read(
-            lambda c: credential_store.problems(c, request.account_id, refs, CREDENTIAL_KIND)
-        )
-        if problems:
-            raise InvalidGraph(
-                "The workflow names credentials it cannot use: "
-                + "; ".join(p.message for p in problems),
-                errors=problems,
-            )
+        await check_credentials(self.db, request.account_id, workflow.graph)
 
     async def _earlier(self, request: RunRequest) -> dict[str, Any] | None:
         if request.idempotency_key is None:

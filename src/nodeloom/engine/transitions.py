@@ -365,14 +365,16 @@ _NEW_RUN_VALUES = (
     "driver",
     "input",
 )
-# The run row with a copy of the workflow's graph, only if the workflow is still the version
-# that was read (and not deleted): the check and the copy in one statement.
+# The run row with a copy of the workflow's graph and its version number, only if the
+# workflow is still the version that was read (and not deleted): the check and the copy in
+# one statement.
 _INSERT_RUN = Prepared(
     sa.insert(_RUN).from_select(
-        [*_NEW_RUN_VALUES, "graph_json"],
+        [*_NEW_RUN_VALUES, "graph_json", "workflow_version"],
         sa.select(
             *(sa.bindparam(name, type_=_RUN.c[name].type) for name in _NEW_RUN_VALUES),
             _WORKFLOW.c.graph_json,
+            _WORKFLOW.c.version,
         ).where(
             _WORKFLOW.c.id == sa.bindparam("workflow_id"),
             _WORKFLOW.c.account_id == sa.bindparam("account_id"),

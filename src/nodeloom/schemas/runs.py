@@ -67,6 +67,11 @@ class RunSummary(BaseModel):
     error: RunError | None
     trigger: RunTrigger = Field(description="What started the run: api, webhook or editor.")
     webhook_id: str | None = Field(default=None, description="The webhook, for webhook runs.")
+    workflow_version: int | None = Field(
+        default=None,
+        description="The workflow version the run was started from (GET .../versions/{n}); "
+        "null for runs started before versions were kept.",
+    )
 
 
 class RunListItem(RunSummary):
@@ -75,9 +80,25 @@ class RunListItem(RunSummary):
     workflow_name: str
 
 
+class NodeEstimate(BaseModel):
+    node_id: str
+    type: str
+    credits: int = Field(
+        description="What the node is charged at most: its flat price plus its price per "
+        "second times the longest it may produce. A cached node is charged nothing."
+    )
+
+
 class RunEstimate(BaseModel):
-    estimated_credits: int = Field(description="What a run of the saved graph would hold.")
+    estimated_credits: int = Field(
+        description="What a run of the saved graph would hold: the sum over its nodes."
+    )
     credits_balance: int = Field(description="The account's balance now.")
+    sufficient: bool = Field(
+        description="Whether the balance covers the estimate (else execute answers 402)."
+    )
+    workflow_version: int = Field(description="The workflow version this estimate is for.")
+    nodes: list[NodeEstimate] = Field(description="Each node's part, in graph order.")
 
 
 class RunOut(RunSummary):

@@ -4,7 +4,7 @@ document the shapes in OpenAPI and type the responses."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,14 +30,30 @@ class GraphJson(BaseModel):
     viewport: Viewport
 
 
+MESSAGE_MAX = 1000
+_MESSAGE_DOC = "Why this save: kept with the version it makes (at most 1,000 characters)."
+
+
 class WorkflowCreate(BaseModel):
     name: str = Field(min_length=1, max_length=500)
     graph_json: GraphJson
+    message: str | None = Field(default=None, max_length=MESSAGE_MAX, description=_MESSAGE_DOC)
 
 
 class WorkflowUpdate(BaseModel):
     name: str | None = Field(default=None, min_length=1, max_length=500)
     graph_json: GraphJson | None = None
+    message: str | None = Field(default=None, max_length=MESSAGE_MAX, description=_MESSAGE_DOC)
+
+
+class RestoreRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    message: str | None = Field(
+        default=None,
+        max_length=MESSAGE_MAX,
+        description='Kept with the new version; default: "Restored version N".',
+    )
 
 
 class WorkflowSummary(BaseModel):
@@ -65,8 +81,42 @@ class WorkflowOut(BaseModel):
     updated_at: Timestamp
     node_count: int
     graph_json: dict[str, Any]
+    version: int = Field(
+        description="The number of the current version; the ETag header carries it too."
+    )
     warnings: list[GraphWarning] = Field(
         default_factory=list,
         description="What keeps the saved graph from running on this server now (a node "
         "whose provider is not configured): saved anyway, refused at execute.",
     )
+
+
+class VersionAuthor(BaseModel):
+    """Who saved a version. All null for the first version of a workflow saved before
+    versions were kept; ``email`` and ``api_key_name`` are null once that account or key
+    is gone."""
+
+    account_id: str | None
+    email: str | None
+    via: Literal["api_key", "jwt"] | None = Field(
+        description="The credential used: an API key, or a JWT (the web app)."
+    )
+    api_key_id: str | None
+    api_key_name: str | None
+
+
+class WorkflowVersionSummary(BaseModel):
+    workflow_id: str
+    version: int = Field(description="1, 2, 3, ... in the order the saves happened.")
+    name: str
+    node_count: int
+    created_at: Timestamp
+    created_by: VersionAuthor
+    message: str | None
+    restored_from: int | None = Field(
+        description="For a restore: the version whose name and graph it saved again."
+    )
+
+
+class WorkflowVersionOut(WorkflowVersionSummary):
+    graph_json: dict[str, Any]

@@ -31,6 +31,7 @@ SUMMARY_COLUMNS = (
     _RUNS.c.error,
     _RUNS.c.trigger,
     _RUNS.c.webhook_id,
+    _RUNS.c.workflow_version,
 )
 _RUN = Prepared(
     sa.select(*SUMMARY_COLUMNS, _RUNS.c.input).where(

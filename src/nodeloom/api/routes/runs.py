@@ -18,12 +18,13 @@ from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.db.models import utcnow
-from nodeloom.engine.submit import RunRequest
+from nodeloom.engine.submit import RunRequest, check_credentials
 from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound
 from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.runs import (
     ExecuteRequest,
     ExecuteResponse,
+    NodeEstimate,
     RunEstimate,
     RunListItem,
     RunOut,
@@ -86,16 +87,7 @@ async def execute(
 ) -> dict[str, Any]:
     """Start a run. The body is optional: ``{"input": {...}, "cache": true}``."""
     raw = await read_json(request, MAX_EXECUTE_BODY, allow_empty=True)
-    try:
-        body = ExecuteRequest.model_validate(raw or {})
-    except ValidationError as exc:
-        errors = [
-            FieldError("/" + "/".join(str(p) for p in e["loc"]), e["msg"])
-            for e in exc.errors(include_url=False)
-        ]
-        raise InvalidRequest(
-            "; ".join(f"{e.pointer}: {e.message}" for e in errors), errors=errors
-        ) from exc
+    body = _execute_body(raw)
     accepted = await ctx.acceptor.accept(
         RunRequest(
             account_id=principal.account_id,
@@ -146,6 +138,7 @@ def run_summary(run: Any, credits_so_far: int | None = None) -> dict[str, Any]:
         "error": _error(run.error),
         "trigger": run.trigger,
         "webhook_id": run.webhook_id,
+        "workflow_version": run.workflow_version,
     }
 
 
@@ -268,23 +261,83 @@ def _runs_response(
     return OrjsonResponse(body, headers=headers)
 
 
-@router.get("/workflows/{workflow_id}/estimate", response_model=RunEstimate)
-async def estimate(workflow_id: str, principal: PrincipalDep, ctx: CtxDep) -> RunEstimate:
-    """What a run of the saved graph would hold, and the balance, before anything starts
-    (the web app shows both before a run is confirmed)."""
+def _execute_body(raw: Any) -> ExecuteRequest:
+    """An execute (or estimate) body, or InvalidRequest naming each problem."""
+    try:
+        return ExecuteRequest.model_validate(raw or {})
+    except ValidationError as exc:
+        errors = [
+            FieldError("/" + "/".join(str(p) for p in e["loc"]), e["msg"])
+            for e in exc.errors(include_url=False)
+        ]
+        raise InvalidRequest(
+            "; ".join(f"{e.pointer}: {e.message}" for e in errors), errors=errors
+        ) from exc
+
+
+async def _estimate(ctx: CtxDep, account_id: str, workflow_id: str) -> RunEstimate:
+    """What execute would hold for a run of the workflow as saved now, node by node,
+    checked as execute checks it (the graph against this server's catalog, the
+    credentials it names), without holding, charging or creating anything."""
 
     def read(conn: Connection) -> tuple[Record, Record]:
-        row = workflow_store.get(conn, principal.account_id, workflow_id)
+        row = workflow_store.get(conn, account_id, workflow_id)
         if row is None:
             raise NotFound("No such workflow.")
-        return row, account_store.by_id(conn, principal.account_id)
+        return row, account_store.by_id(conn, account_id)
 
     row, account = await ctx.db.read(read)
     graph = ctx.graphs.get(row.id, row.updated_at, row.graph_json)
+    await check_credentials(ctx.db, account_id, graph)
+    nodes = [
+        NodeEstimate(node_id=n.id, type=n.type, credits=n.node.estimate_credits(n.params))
+        for n in sorted(graph.nodes.values(), key=lambda n: n.index)
+    ]
+    total = graph.estimate_credits()
+    balance = account.credits_balance if account else 0
     return RunEstimate(
-        estimated_credits=graph.estimate_credits(),
-        credits_balance=account.credits_balance if account else 0,
+        estimated_credits=total,
+        credits_balance=balance,
+        sufficient=balance >= total,
+        workflow_version=row.version,
+        nodes=nodes,
     )
+
+
+@router.get("/workflows/{workflow_id}/estimate", response_model=RunEstimate)
+async def estimate(workflow_id: str, principal: PrincipalDep, ctx: CtxDep) -> RunEstimate:
+    """What a run of the saved graph would hold, and the balance, before anything starts
+    (the web app shows both before a run is confirmed). The same answer as POST without
+    an input."""
+    return await _estimate(ctx, principal.account_id, workflow_id)
+
+
+@router.post(
+    "/workflows/{workflow_id}/estimate",
+    response_model=RunEstimate,
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/ExecuteRequest"}}
+            },
+        }
+    },
+    responses={
+        400: {"description": "Invalid body, or a graph that cannot run here (invalid_graph)"},
+        404: {"description": "No such workflow (not_found)"},
+    },
+)
+async def estimate_run(
+    workflow_id: str, request: Request, principal: PrincipalDep, ctx: CtxDep
+) -> RunEstimate:
+    """The credits a run with this body would hold, per node and in total, without running:
+    the body is execute's (``{"input": {...}, "cache": true}``) and is checked as execute
+    checks it; nothing is held, charged or created. A balance below the estimate is no
+    error here (``sufficient`` is false): execute would answer 402."""
+    raw = await read_json(request, MAX_EXECUTE_BODY, allow_empty=True)
+    _execute_body(raw)
+    return await _estimate(ctx, principal.account_id, workflow_id)
 
 
 @router.post(

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Header, Query, Request, Response, status
 from sqlalchemy.engine import Connection
 
 from nodeloom.api.body import read_json
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.paging import link_next
+from nodeloom.api.preconditions import IF_MATCH_DOC, parse_if_match
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
+from nodeloom.auth.principal import Principal
 from nodeloom.engine.graph import deep_checks, unavailable_nodes, validate_graph
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
 from nodeloom.nodes.base import NodeFailure
@@ -20,6 +22,7 @@ from nodeloom.nodes.providers import CREDENTIAL_KIND
 from nodeloom.sandbox.budget import Budget
 from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.workflows import (
+    MESSAGE_MAX,
     GraphWarning,
     WorkflowCreate,
     WorkflowOut,
@@ -30,12 +33,29 @@ from nodeloom.store import Record, workflows
 from nodeloom.store import credentials as credential_store
 from nodeloom.store import runs as run_store
 from nodeloom.store.paging import encode_cursor
+from nodeloom.store.workflows import Save, etag, lost_update
 
 router = APIRouter(route_class=GuardedRoute, tags=["workflows"])
 
 MAX_WORKFLOW_BODY = 8 * 1024 * 1024
 LimitQuery = Annotated[int, Query(ge=1, le=200, description="Page size (default 50)")]
 CursorQuery = Annotated[str | None, Query(max_length=200, description="From a Link header")]
+IfMatchHeader = Annotated[
+    str | None, Header(alias="If-Match", max_length=1000, description=IF_MATCH_DOC)
+]
+ETAG_HEADER = {
+    "ETag": {
+        "description": 'The current version, as an entity-tag ("v3") for If-Match.',
+        "schema": {"type": "string"},
+    }
+}
+SAVE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Invalid graph (invalid_graph) or malformed If-Match"},
+    412: {
+        "description": "If-Match names a version that is no longer the current one: "
+        "another save came first, nothing was saved (precondition_failed)"
+    },
+}
 
 
 def _body_doc(model: type[WorkflowCreate] | type[WorkflowUpdate]) -> dict[str, Any]:
@@ -98,11 +118,36 @@ async def _credential_problems(ctx: AppContext, graph: Any, account_id: str) -> 
     )
 
 
-async def _check_body(
+def check_message(body: Any, problems: list[FieldError]) -> str | None:
+    """The optional ``message`` of a save: a string of at most MESSAGE_MAX characters."""
+    message = body.get("message")
+    if message is None:
+        return None
+    if not isinstance(message, str) or len(message) > MESSAGE_MAX:
+        problems.append(
+            FieldError("/message", f"message must be a string of at most {MESSAGE_MAX} characters")
+        )
+        return None
+    return message.strip() or None
+
+
+def saved_by(principal: Principal, message: str | None, restored_from: int | None = None) -> Save:
+    return Save(
+        account_id=principal.account_id,
+        via=principal.via.value,
+        api_key_id=principal.api_key_id,
+        message=message,
+        restored_from=restored_from,
+    )
+
+
+async def check_body(
     ctx: AppContext, body: Any, account_id: str, *, partial: bool
-) -> tuple[str | None, dict[str, Any] | None]:
-    """Name and graph from a create/update body, or InvalidGraph naming every problem."""
+) -> tuple[str | None, dict[str, Any] | None, str | None]:
+    """Name, graph and message from a create/update body, or InvalidGraph naming every
+    problem."""
     problems: list[FieldError] = []
+    message = check_message(body, problems)
     name = body.get("name")
     if name is None and not partial:
         problems.append(FieldError("/name", "name is required"))
@@ -117,7 +162,7 @@ async def _check_body(
         checked = validate_graph(graph, ctx.registry, ctx.settings)
         if isinstance(checked, list):
             # A node whose package is not installed (now) is no flaw of the graph: it is
-            # kept as it is and saved with a warning (``_out``), so the rest of the workflow
+            # kept as it is and saved with a warning (``out``), so the rest of the workflow
             # stays editable until the package returns; execute refuses it meanwhile.
             kept = {
                 (w.pointer, w.message) for w in unavailable_nodes(graph, ctx.registry, ctx.settings)
@@ -127,7 +172,7 @@ async def _check_body(
         problems.extend(await _credential_problems(ctx, graph, account_id))
     if problems:
         raise InvalidGraph(_invalid_detail(problems), errors=problems)
-    return name, graph
+    return name, graph, message
 
 
 @router.get("/workflows", response_model=list[WorkflowSummary])
@@ -173,60 +218,107 @@ async def list_workflows(
     status_code=status.HTTP_201_CREATED,
     response_model=WorkflowOut,
     openapi_extra=_body_doc(WorkflowCreate),
-    responses={400: {"description": "Invalid graph or missing fields (invalid_graph)"}},
+    responses={
+        201: {"headers": ETAG_HEADER},
+        400: {"description": "Invalid graph or missing fields (invalid_graph)"},
+    },
 )
-async def create_workflow(request: Request, principal: PrincipalDep, ctx: CtxDep) -> WorkflowOut:
+async def create_workflow(
+    request: Request, response: Response, principal: PrincipalDep, ctx: CtxDep
+) -> WorkflowOut:
+    """Create a workflow: its version 1 (``message`` optional)."""
     body = await read_json(request, MAX_WORKFLOW_BODY)
-    name, graph = await _check_body(ctx, body, principal.account_id, partial=False)
+    name, graph, message = await check_body(ctx, body, principal.account_id, partial=False)
     assert name is not None and graph is not None
+    save = saved_by(principal, message)
     row = await ctx.db.write(
-        lambda c: workflows.create(c, account_id=principal.account_id, name=name, graph_json=graph)
+        lambda c: workflows.create(
+            c, account_id=principal.account_id, name=name, graph_json=graph, save=save
+        )
     )
-    return await _out(ctx, row)
+    return await out(ctx, row, response)
 
 
-async def _out(ctx: AppContext, row: Record) -> WorkflowOut:
+async def out(ctx: AppContext, row: Record, response: Response | None = None) -> WorkflowOut:
     """The full workflow, with what keeps it from running here now as warnings (a node
-    unavailable on this server, a credential deleted since the workflow was saved)."""
-    out = WorkflowOut.model_validate(row)
+    unavailable on this server, a credential deleted since the workflow was saved); its
+    version's ETag goes on ``response``."""
+    if response is not None:
+        response.headers["ETag"] = etag(row.version)
+    result = WorkflowOut.model_validate(row)
     problems = unavailable_nodes(row.graph_json, ctx.registry, ctx.settings)
     problems += await _credential_problems(ctx, row.graph_json, row.account_id)
     for problem in problems:
-        out.warnings.append(GraphWarning(pointer=problem.pointer, message=problem.message))
-    return out
+        result.warnings.append(GraphWarning(pointer=problem.pointer, message=problem.message))
+    return result
 
 
-async def _get_or_404(ctx: AppContext, account_id: str, workflow_id: str) -> Record:
+async def get_or_404(ctx: AppContext, account_id: str, workflow_id: str) -> Record:
     row = await ctx.db.read(lambda c: workflows.get(c, account_id, workflow_id))
     if row is None:
         raise NotFound("No such workflow.")
     return row
 
 
-@router.get("/workflows/{workflow_id}", response_model=WorkflowOut)
-async def get_workflow(workflow_id: str, principal: PrincipalDep, ctx: CtxDep) -> WorkflowOut:
-    return await _out(ctx, await _get_or_404(ctx, principal.account_id, workflow_id))
+@router.get(
+    "/workflows/{workflow_id}",
+    response_model=WorkflowOut,
+    responses={200: {"headers": ETAG_HEADER}},
+)
+async def get_workflow(
+    workflow_id: str, response: Response, principal: PrincipalDep, ctx: CtxDep
+) -> WorkflowOut:
+    """The workflow as saved now; ``ETag`` names its version, for ``If-Match``."""
+    return await out(ctx, await get_or_404(ctx, principal.account_id, workflow_id), response)
+
+
+def expected_version(if_match: str | None, current: Record) -> int | None:
+    """The version an ``If-Match`` save must still find (None: any), or 412 at once when
+    it names another one, before the body is even checked (RFC 9110: preconditions are
+    evaluated before the request content is processed)."""
+    condition = parse_if_match(if_match)
+    if condition is None or condition.any:
+        return None
+    if not condition.matches(etag(current.version)):
+        raise lost_update(current.version)
+    return int(current.version)
 
 
 @router.patch(
     "/workflows/{workflow_id}",
     response_model=WorkflowOut,
     openapi_extra=_body_doc(WorkflowUpdate),
+    responses={200: {"headers": ETAG_HEADER}, **SAVE_RESPONSES},
 )
 async def update_workflow(
-    workflow_id: str, request: Request, principal: PrincipalDep, ctx: CtxDep
+    workflow_id: str,
+    request: Request,
+    response: Response,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+    if_match: IfMatchHeader = None,
 ) -> WorkflowOut:
-    await _get_or_404(ctx, principal.account_id, workflow_id)
+    """Save a new version. With ``If-Match: "vN"`` the save happens only if version N is
+    still the current one (else 412, nothing saved); without it, the save overwrites."""
+    current = await get_or_404(ctx, principal.account_id, workflow_id)
+    expected = expected_version(if_match, current)
     body = await read_json(request, MAX_WORKFLOW_BODY)
-    name, graph = await _check_body(ctx, body, principal.account_id, partial=True)
+    name, graph, message = await check_body(ctx, body, principal.account_id, partial=True)
+    save = saved_by(principal, message)
     row = await ctx.db.write(
         lambda c: workflows.update(
-            c, principal.account_id, workflow_id, name=name, graph_json=graph
+            c,
+            principal.account_id,
+            workflow_id,
+            name=name,
+            graph_json=graph,
+            save=save,
+            expected_version=expected,
         )
     )
     if row is None:
         raise NotFound("No such workflow.")
-    return await _out(ctx, row)
+    return await out(ctx, row, response)
 
 
 @router.delete(

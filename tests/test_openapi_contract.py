@@ -209,6 +209,7 @@ async def real_ids(client: httpx.AsyncClient, owner: User) -> dict[str, str]:
         "token": webhook["token"],
         "key_id": spare_key["id"],
         "credential_id": credential["id"],
+        "version": "1",  # of a workflow (every workflow has its version 1)
         "code": "insufficient_credits",  # a problem code (/api/v1/problems/{code})
     }
 

@@ -25,9 +25,14 @@ from nodeloom.client._runs import AsyncRun, RunEvent, extension_for
 from nodeloom.client.errors import AmbiguousWorkflow, NotFound
 from nodeloom.schemas.accounts import ApiKeyCreated, ApiKeyOut
 from nodeloom.schemas.credentials import CredentialOut, CredentialTestResult
-from nodeloom.schemas.runs import ArtifactMetadata, RunStatusName, RunSummary
+from nodeloom.schemas.runs import ArtifactMetadata, RunEstimate, RunStatusName, RunSummary
 from nodeloom.schemas.webhooks import WebhookOut
-from nodeloom.schemas.workflows import WorkflowOut, WorkflowSummary
+from nodeloom.schemas.workflows import (
+    WorkflowOut,
+    WorkflowSummary,
+    WorkflowVersionOut,
+    WorkflowVersionSummary,
+)
 
 if TYPE_CHECKING:
     from nodeloom.client._core import AsyncClient
@@ -72,6 +77,10 @@ def looks_like_id(value: str) -> bool:
     return True
 
 
+def _if_match(version: int | None) -> dict[str, str] | None:
+    return None if version is None else {"If-Match": f'"v{int(version)}"'}
+
+
 class _Resource:
     def __init__(self, client: AsyncClient) -> None:
         self._client = client
@@ -99,12 +108,16 @@ class AsyncWorkflows(_Resource):
             )
         return await self.get(ids[0])
 
-    async def create(self, source: WorkflowSource, *, name: str | None = None) -> WorkflowOut:
-        """Create from a dict or a JSON file path (see ``load_workflow``)."""
+    async def create(
+        self, source: WorkflowSource, *, name: str | None = None, message: str | None = None
+    ) -> WorkflowOut:
+        """Create from a dict or a JSON file path (see ``load_workflow``): its version 1,
+        with ``message`` kept beside it."""
         name, graph = load_workflow(source, name)
-        response = await self._client.request(
-            "POST", "/workflows", json={"name": name, "graph_json": graph}
-        )
+        body: dict[str, Any] = {"name": name, "graph_json": graph}
+        if message is not None:
+            body["message"] = message
+        response = await self._client.request("POST", "/workflows", json=body)
         return WorkflowOut.model_validate(response.json())
 
     async def update(
@@ -113,15 +126,75 @@ class AsyncWorkflows(_Resource):
         *,
         name: str | None = None,
         graph_json: Mapping[str, Any] | None = None,
+        message: str | None = None,
+        expected_version: int | None = None,
     ) -> WorkflowOut:
-        """Change the name, the graph or both; what is not given stays."""
+        """Change the name, the graph or both (what is not given stays): a new version.
+        ``expected_version``: save only if that is still the current version (sent as
+        ``If-Match``), else raise ``PreconditionFailed`` and save nothing."""
         body: dict[str, Any] = {}
         if name is not None:
             body["name"] = name
         if graph_json is not None:
             body["graph_json"] = dict(graph_json)
-        response = await self._client.request("PATCH", f"/workflows/{_seg(workflow_id)}", json=body)
+        if message is not None:
+            body["message"] = message
+        response = await self._client.request(
+            "PATCH",
+            f"/workflows/{_seg(workflow_id)}",
+            json=body,
+            headers=_if_match(expected_version),
+        )
         return WorkflowOut.model_validate(response.json())
+
+    def versions(
+        self, workflow_id: str, *, page_size: int = 50
+    ) -> AsyncIterator[WorkflowVersionSummary]:
+        """Every saved version of the workflow, newest first (without their graphs)."""
+        return self._client.paginate(
+            f"/workflows/{_seg(workflow_id)}/versions",
+            WorkflowVersionSummary,
+            {"limit": page_size},
+        )
+
+    async def version(self, workflow_id: str, number: int) -> WorkflowVersionOut:
+        """One version as it was saved, with its graph."""
+        response = await self._client.request(
+            "GET", f"/workflows/{_seg(workflow_id)}/versions/{int(number)}"
+        )
+        return WorkflowVersionOut.model_validate(response.json())
+
+    async def restore(
+        self,
+        workflow_id: str,
+        number: int,
+        *,
+        message: str | None = None,
+        expected_version: int | None = None,
+    ) -> WorkflowOut:
+        """Save version ``number``'s name and graph again, as a new version; the workflow
+        as it now is. ``expected_version`` as in ``update``."""
+        body: dict[str, Any] = {} if message is None else {"message": message}
+        response = await self._client.request(
+            "POST",
+            f"/workflows/{_seg(workflow_id)}/versions/{int(number)}/restore",
+            json=body,
+            headers=_if_match(expected_version),
+        )
+        return WorkflowOut.model_validate(response.json())
+
+    async def estimate(
+        self, workflow_id: str, input: Mapping[str, Any] | None = None, *, cache: bool = True
+    ) -> RunEstimate:
+        """What executing with this input would hold, per node and in total, and whether
+        the balance covers it; nothing runs and nothing is charged."""
+        body: dict[str, Any] = {"cache": cache}
+        if input is not None:
+            body["input"] = dict(input)
+        response = await self._client.request(
+            "POST", f"/workflows/{_seg(workflow_id)}/estimate", json=body
+        )
+        return RunEstimate.model_validate(response.json())
 
     async def delete(self, workflow_id: str) -> None:
         """Delete; its running runs are cancelled and its webhooks stop at once."""

@@ -208,6 +208,10 @@ class Workflows:
         self.update = loop.blocking(inner.update)
         self.delete = loop.blocking(inner.delete)
         self.execute = loop.converting(inner.execute, lambda run: Run._wrap(run, loop))
+        self.versions = loop.iterating(inner.versions)
+        self.version = loop.blocking(inner.version)
+        self.restore = loop.blocking(inner.restore)
+        self.estimate = loop.blocking(inner.estimate)
 
 
 class Runs:

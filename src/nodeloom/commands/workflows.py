@@ -1,5 +1,5 @@
-"""``nodeloom workflows list|show|push|pull|delete``: workflows as JSON files, like n8n's
-import and export."""
+"""``nodeloom workflows list|show|push|pull|delete|versions|restore|estimate``: workflows as
+JSON files, like n8n's import and export, their saved versions, and what a run would cost."""
 
 from __future__ import annotations
 
@@ -27,8 +27,15 @@ from nodeloom.commands.common import (
     take,
     when,
 )
+from nodeloom.commands.runs import parse_inputs
+from nodeloom.schemas.workflows import WorkflowVersionSummary
 
-app = typer.Typer(help="Workflows: list, show, push and pull JSON files, delete.")
+app = typer.Typer(
+    help="Workflows: list, show, push and pull JSON files, delete; versions, restore, estimate."
+)
+MessageOption = Annotated[
+    str | None, typer.Option("--message", "-m", help="Why: kept with the version this saves.")
+]
 
 
 @app.command("list")
@@ -96,6 +103,7 @@ def push(
     new: Annotated[
         bool, typer.Option("--new", help="Always create, even if the file names an existing id.")
     ] = False,
+    message: MessageOption = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,
@@ -116,17 +124,21 @@ def push(
         saved = None
         if isinstance(existing, str) and looks_like_id(existing) and not new:
             try:
-                saved = c.workflows.update(existing, name=wf_name, graph_json=graph)
+                saved = c.workflows.update(
+                    existing, name=wf_name, graph_json=graph, message=message
+                )
                 verb = "updated"
             except NotFound:
                 saved = None
         if saved is None:
-            saved = c.workflows.create({"name": wf_name, "graph_json": graph})
+            saved = c.workflows.create({"name": wf_name, "graph_json": graph}, message=message)
             verb = "created"
     if as_json:
         print_json(saved)
         return
-    err().print(f"{verb} workflow {saved.name!r} ({saved.node_count} nodes)")
+    err().print(
+        f"{verb} workflow {saved.name!r} ({saved.node_count} nodes, version {saved.version})"
+    )
     sys.stdout.write(saved.id + "\n")
 
 
@@ -177,3 +189,106 @@ def delete(
             typer.confirm(f"Delete workflow {found.name!r} ({found.id})?", abort=True)
         c.workflows.delete(found.id)
     err().print(f"deleted workflow {found.name!r} ({found.id})")
+
+
+def _author(version: WorkflowVersionSummary) -> str:
+    by = version.created_by
+    who = by.email or by.account_id or "unknown"
+    if by.via == "api_key":
+        return f"{who} (key {by.api_key_name or by.api_key_id or '?'})"
+    if by.via == "jwt":
+        return f"{who} (web/JWT)"
+    return who
+
+
+@app.command("versions")
+def versions(
+    workflow: WorkflowArg,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+    limit: LimitOption = 50,
+) -> None:
+    """A workflow's saved versions, newest first: who saved each, when, and why."""
+    with client(url, api_key) as c:
+        found = c.workflows.find(workflow)
+        listed = take(c.workflows.versions(found.id, page_size=min(limit, 200)), limit)
+    if as_json:
+        print_json(listed)
+        return
+    err().print(f"{found.name} · {found.id} · current version {found.version}")
+    print_table(
+        ("version", "saved (UTC)", "by", "nodes", "message"),
+        (
+            (
+                f"{v.version}{' (current)' if v.version == found.version else ''}",
+                when(v.created_at),
+                _author(v),
+                v.node_count,
+                v.message or (f"restored version {v.restored_from}" if v.restored_from else ""),
+            )
+            for v in listed
+        ),
+    )
+
+
+@app.command("restore")
+def restore(
+    workflow: WorkflowArg,
+    version: Annotated[int, typer.Argument(min=1, help="The version number to restore.")],
+    message: MessageOption = None,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Save an old version's name and graph again, as a new version (nothing is lost)."""
+    with client(url, api_key) as c:
+        found = c.workflows.find(workflow)
+        saved = c.workflows.restore(
+            found.id, version, message=message, expected_version=found.version
+        )
+    if as_json:
+        print_json(saved)
+        return
+    err().print(
+        f"restored version {version} of {saved.name!r} as version {saved.version} "
+        f"({saved.node_count} nodes)"
+    )
+
+
+@app.command("estimate")
+def estimate(
+    workflow: WorkflowArg,
+    inputs: Annotated[
+        list[str] | None,
+        typer.Option("--input", "-i", help="key=value (text) or key:=json; repeat for more keys."),
+    ] = None,
+    input_file: Annotated[
+        str | None, typer.Option("--input-file", help="Input as a JSON object file ('-': stdin).")
+    ] = None,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """The credits a run would hold, per node and in total, without running anything.
+
+    Exit status 1 when the balance does not cover it (the run would be refused).
+    """
+    with client(url, api_key) as c:
+        data = parse_inputs(inputs or [], input_file)
+        found = c.workflows.find(workflow)
+        answer = c.workflows.estimate(found.id, data)
+    if as_json:
+        print_json(answer)
+    else:
+        print_table(
+            ("node", "type", "credits"), ((n.node_id, n.type, n.credits) for n in answer.nodes)
+        )
+        verdict = "enough" if answer.sufficient else "NOT enough: execute would be refused"
+        err().print(
+            f"{found.name} (version {answer.workflow_version}): "
+            f"{answer.estimated_credits} credits at most; balance {answer.credits_balance} "
+            f"({verdict})"
+        )
+    if not answer.sufficient:
+        raise typer.Exit(1)

@@ -15,6 +15,8 @@ export const keys = {
   credentials: ["credentials"] as const,
   ledger: ["ledger"] as const,
   webhooks: (workflowId: string) => ["webhooks", workflowId] as const,
+  versions: (workflowId: string) => ["versions", workflowId] as const,
+  version: (workflowId: string, version: number) => ["version", workflowId, version] as const,
 };
 
 export function useMe() {

@@ -76,3 +76,6 @@ export interface Problem {
   code?: string;
   errors?: { pointer: string; message: string }[];
 }
+
+export type WorkflowVersionSummary = Schemas["WorkflowVersionSummary"];
+export type WorkflowVersion = Schemas["WorkflowVersionOut"];

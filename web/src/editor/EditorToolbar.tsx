@@ -20,6 +20,9 @@ export function EditorToolbar({
   onRun,
   onRunAgain,
   cachedCount,
+  version,
+  historyOpen,
+  onHistory,
 }: {
   drawer: "palette" | "details" | null;
   onDrawer: (which: "palette" | "details" | null) => void;
@@ -37,6 +40,10 @@ export function EditorToolbar({
   onRunAgain: (cache: boolean) => void;
   /** How many nodes of the shown run were cached. */
   cachedCount: number;
+  /** The saved version the editor holds. */
+  version: number;
+  historyOpen: boolean;
+  onHistory: () => void;
 }) {
   const running = run?.status === "running";
   return (
@@ -77,7 +84,12 @@ export function EditorToolbar({
       <button type="button" onClick={onFitView}>
         Fit view
       </button>
-      <span className="muted small">{dirty ? "Unsaved changes" : "All changes saved"}</span>
+      <span className="muted small" data-testid="save-state">
+        {dirty ? "Unsaved changes" : "All changes saved"} · version {version}
+      </span>
+      <button type="button" aria-pressed={historyOpen} onClick={onHistory}>
+        History
+      </button>
       <span className="spacer" />
       {run && (
         <span className="row small" aria-live="polite">

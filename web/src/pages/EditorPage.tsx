@@ -49,6 +49,8 @@ import { useHistory } from "../editor/useHistory";
 import { useRun } from "../editor/useRun";
 import { QuickAdd } from "../editor/QuickAdd";
 import { LeaveDialog } from "../editor/LeaveDialog";
+import { ConfirmDialog } from "../components/ConfirmDialog";
+import { HistoryPanel } from "../versions/HistoryPanel";
 
 /** What the workflows page passes when it opens a workflow it just made (import, template):
  * fit the graph into view, and show the warnings the create answered with. */
@@ -79,6 +81,8 @@ export function EditorPage() {
       ),
   });
   const types = useNodeTypes();
+  // Survives the editor being opened again on another version (a restore, a reload).
+  const [note, setNote] = useState<string | null>(null);
   if (workflow.error) {
     return (
       <main className="page">
@@ -90,7 +94,14 @@ export function EditorPage() {
   if (!workflow.data || !types.data) return <p className="page">Loading…</p>;
   return (
     <ReactFlowProvider>
-      <Editor key={workflow.data.id} workflow={workflow.data} types={types.data} />
+      {/* A new version from the server (reload, restore) opens the editor afresh on it. */}
+      <Editor
+        key={`${workflow.data.id}:${workflow.data.version}`}
+        workflow={workflow.data}
+        types={types.data}
+        note={note}
+        onNote={setNote}
+      />
     </ReactFlowProvider>
   );
 }
@@ -102,7 +113,18 @@ function isTyping(target: EventTarget | null): boolean {
   );
 }
 
-function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) {
+function Editor({
+  workflow,
+  types,
+  note,
+  onNote,
+}: {
+  workflow: Workflow;
+  types: NodeType[];
+  /** Said once when the editor opens (after a restore). */
+  note: string | null;
+  onNote: (note: string | null) => void;
+}) {
   const client = useQueryClient();
   const catalog = useMemo(() => catalogMap(types), [types]);
   const [loaded] = useState(() => fromGraph(workflow.graph_json as unknown as GraphJson));
@@ -149,16 +171,18 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
   );
   const [banner, setBanner] = useState<{ kind: "ok" | "error" | "warn"; text: string } | null>(
     () =>
-      opened.warnings?.length
-        ? {
-            kind: "warn",
-            text: warningText(
-              opened.warnings.length,
-              placeProblems(opened.warnings, loaded.original).general,
-              opened.fromServer,
-            ),
-          }
-        : null,
+      note
+        ? { kind: "ok", text: note }
+        : opened.warnings?.length
+          ? {
+              kind: "warn",
+              text: warningText(
+                opened.warnings.length,
+                placeProblems(opened.warnings, loaded.original).general,
+                opened.fromServer,
+              ),
+            }
+          : null,
   );
   const [drawer, setDrawer] = useState<"palette" | "details" | null>(null);
   const [quickAdd, setQuickAdd] = useState<{
@@ -184,6 +208,16 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
   const [saving, setSaving] = useState(false);
   const [runOpen, setRunOpen] = useState(false);
   const [estimate, setEstimate] = useState<RunEstimate | null>(null);
+  // The version this editor holds: sent as If-Match, so a save never overwrites another
+  // tab's (or person's) save unseen; a 412 sets ``conflict`` to the version saved since.
+  const [version, setVersion] = useState(workflow.version);
+  const [conflict, setConflict] = useState<number | null>(null);
+  const [historyOpen, setHistoryOpen] = useState(false);
+  const [restoring, setRestoring] = useState(false);
+  const [confirmRestore, setConfirmRestore] = useState<number | null>(null);
+  useEffect(() => {
+    if (note) onNote(null);
+  }, [note, onNote]);
   const [runError, setRunError] = useState<string | null>(null);
   const clipboard = useRef<Copied | null>(null);
   const canvas = useRef<HTMLDivElement>(null);
@@ -404,11 +438,16 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
     try {
       const saved: SavedWorkflow = unwrap(
         await api.PATCH("/api/v1/workflows/{workflow_id}", {
-          params: { path: { workflow_id: workflow.id } },
+          params: {
+            path: { workflow_id: workflow.id },
+            header: { "If-Match": `"v${version}"` },
+          },
           body: { name: name.trim() || workflow.name, graph_json: graph } as never,
         }),
       );
       original.current = saved.graph_json as unknown as GraphJson;
+      setVersion(saved.version);
+      setConflict(null);
       setProblems(null);
       setDirty(false);
       // Accepted, with things to say (a node type this server cannot run): shown on their
@@ -424,6 +463,11 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
       void client.invalidateQueries({ queryKey: keys.workflows });
       return true;
     } catch (exc) {
+      if (exc instanceof ApiError && exc.status === 412) {
+        const now = (exc.problem as { current_version?: unknown }).current_version;
+        setConflict(typeof now === "number" ? now : version + 1);
+        return false;
+      }
       if (exc instanceof ApiError && exc.problem.errors?.length) {
         const placed = placeProblems(exc.problem.errors, graph);
         setProblems(placed);
@@ -441,7 +485,60 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
     } finally {
       setSaving(false);
     }
-  }, [client, name, rf, workflow.id, workflow.name]);
+  }, [client, name, rf, version, workflow.id, workflow.name]);
+
+  /** The workflow as saved now, opened afresh (what this editor holds is dropped). */
+  const reload = useCallback(async () => {
+    try {
+      const fresh = unwrap(
+        await api.GET("/api/v1/workflows/{workflow_id}", {
+          params: { path: { workflow_id: workflow.id } },
+        }),
+      );
+      client.setQueryData(keys.workflow(workflow.id), fresh);
+    } catch (exc) {
+      setBanner({ kind: "error", text: exc instanceof Error ? exc.message : String(exc) });
+    }
+  }, [client, workflow.id]);
+
+  /** Restore version ``n`` as a new version, then open it. */
+  const restoreVersion = useCallback(
+    async (n: number) => {
+      setConfirmRestore(null);
+      setRestoring(true);
+      try {
+        const restored = unwrap(
+          await api.POST("/api/v1/workflows/{workflow_id}/versions/{version}/restore", {
+            params: {
+              path: { workflow_id: workflow.id, version: n },
+              header: { "If-Match": `"v${version}"` },
+            },
+            body: {} as never,
+          }),
+        );
+        onNote(`Restored version ${n}: it is now version ${restored.version}.`);
+        void client.invalidateQueries({ queryKey: keys.workflows });
+        client.setQueryData(keys.workflow(workflow.id), restored);
+      } catch (exc) {
+        if (exc instanceof ApiError && exc.status === 412) {
+          const now = (exc.problem as { current_version?: unknown }).current_version;
+          setConflict(typeof now === "number" ? now : version + 1);
+        } else if (exc instanceof ApiError && exc.problem.errors?.length) {
+          setBanner({
+            kind: "error",
+            text: `Version ${n} cannot be restored here: ${exc.problem.errors
+              .map((e) => e.message)
+              .join("; ")}`,
+          });
+        } else {
+          setBanner({ kind: "error", text: exc instanceof Error ? exc.message : String(exc) });
+        }
+      } finally {
+        setRestoring(false);
+      }
+    },
+    [client, onNote, version, workflow.id],
+  );
 
   const openRun = useCallback(async () => {
     if (dirty && !(await save())) return;
@@ -637,7 +734,28 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
             onRun={() => void openRun()}
             onRunAgain={(cache) => void runAgain(cache)}
             cachedCount={cachedCount}
+            version={version}
+            historyOpen={historyOpen}
+            onHistory={() => {
+              setHistoryOpen(!historyOpen);
+              setDrawer(historyOpen ? null : "details");
+            }}
           />
+          {conflict !== null && (
+            <div
+              className="banner error"
+              role="alert"
+              data-testid="save-conflict"
+              style={{ margin: 8 }}
+            >
+              Not saved: this workflow was saved elsewhere (another tab or person) since you opened
+              it; version {conflict} is the current one now. Reload to open that version (the
+              changes made here are dropped), or keep editing here and copy what you need first.{" "}
+              <button type="button" className="primary" onClick={() => void reload()}>
+                Reload version {conflict}
+              </button>
+            </div>
+          )}
           {banner && (
             <div
               className={`banner ${banner.kind}`}
@@ -709,17 +827,39 @@ function Editor({ workflow, types }: { workflow: Workflow; types: NodeType[] }) 
             )}
           </div>
         </div>
-        <SidePanel
-          title={name}
-          nodes={nodes}
-          edges={edges}
-          runError={runner.run?.error ?? null}
-          onParam={setParam}
-          onConnectInput={connectInput}
-          onDelete={(selection) => void rf.deleteElements(selection)}
-          onClose={() => setDrawer(null)}
-        />
+        {historyOpen ? (
+          <HistoryPanel
+            workflowId={workflow.id}
+            current={version}
+            restoring={restoring}
+            onRestore={(n) => (dirty ? setConfirmRestore(n) : void restoreVersion(n))}
+            onClose={() => {
+              setHistoryOpen(false);
+              setDrawer(null);
+            }}
+          />
+        ) : (
+          <SidePanel
+            title={name}
+            nodes={nodes}
+            edges={edges}
+            runError={runner.run?.error ?? null}
+            onParam={setParam}
+            onConnectInput={connectInput}
+            onDelete={(selection) => void rf.deleteElements(selection)}
+            onClose={() => setDrawer(null)}
+          />
+        )}
       </div>
+      <ConfirmDialog
+        open={confirmRestore !== null}
+        title={`Restore version ${confirmRestore ?? ""}?`}
+        confirmLabel="Discard changes and restore"
+        onConfirm={() => confirmRestore !== null && void restoreVersion(confirmRestore)}
+        onCancel={() => setConfirmRestore(null)}
+      >
+        <p>The changes not saved here are dropped; the restored version opens in the editor.</p>
+      </ConfirmDialog>
       <RunDialog
         open={runOpen}
         nodes={nodes}

@@ -93,8 +93,8 @@ class WorkflowOut(BaseModel):
 
 class VersionAuthor(BaseModel):
     """Who saved a version. All null for the first version of a workflow saved before
-    versions were kept; ``email`` and ``api_key_name`` are null once that account or key
-    is gone."""
+    versions were kept; ``via`` null for a workflow made on the server itself (not through
+    the API); ``email`` and ``api_key_name`` null once that account or key is gone."""
 
     account_id: str | None
     email: str | None

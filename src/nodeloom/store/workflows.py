@@ -35,7 +35,7 @@ class Save:
     """Who saves a version, and why: recorded with it, never changed."""
 
     account_id: str
-    via: str  # "api_key" or "jwt"
+    via: str | None  # "api_key" or "jwt"; None: saved on the server, not through the API
     api_key_id: str | None = None
     message: str | None = None
     restored_from: int | None = None
@@ -60,9 +60,14 @@ def _add_version(conn: Connection, row: Record, save: Save) -> None:
 
 
 def create(
-    conn: Connection, *, account_id: str, name: str, graph_json: dict[str, Any], save: Save
+    conn: Connection,
+    *,
+    account_id: str,
+    name: str,
+    graph_json: dict[str, Any],
+    save: Save | None = None,
 ) -> Record:
-    """The new workflow, at version 1."""
+    """The new workflow, at version 1 (``save`` None: made on the server by its account)."""
     now = utcnow()
     row = conn.execute(
         sa.insert(WORKFLOWS)
@@ -79,7 +84,7 @@ def create(
         )
         .returning(*WORKFLOWS.c)
     ).one()
-    _add_version(conn, row, save)
+    _add_version(conn, row, save or Save(account_id=account_id, via=None))
     return row
 
 

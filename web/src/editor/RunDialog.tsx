@@ -69,6 +69,20 @@ export function RunDialog({
             </>
           )}
         </p>
+        {estimate !== null && estimate.nodes.some((n) => n.credits > 0) && (
+          <details>
+            <summary className="small">Cost per node</summary>
+            <ul className="small" data-testid="estimate-nodes">
+              {estimate.nodes
+                .filter((n) => n.credits > 0)
+                .map((n) => (
+                  <li key={n.node_id}>
+                    {n.node_id} ({n.type}): at most {n.credits} credit{n.credits === 1 ? "" : "s"}
+                  </li>
+                ))}
+            </ul>
+          </details>
+        )}
         {short && <div className="banner error">Not enough credits for this run.</div>}
         {error && (
           <div className="banner error" role="alert">

@@ -107,3 +107,33 @@ async def test_cache_entries_move_onto_their_artifacts_and_back(empty_url: str) 
     await asyncio.to_thread(_downgrade, empty_url, "0006")
     entries = await _rows(empty_url, "SELECT account_id, cache_key, artifact_id FROM cache_entries")
     assert entries == [("acc", "key-1", "art-1")]
+
+
+async def test_existing_workflows_become_version_one_and_back(empty_url: str) -> None:
+    """0010: a workflow saved before versions existed has its content as version 1 (no
+    author), and its runs no version; a downgrade drops the history and keeps the workflow."""
+    await asyncio.to_thread(upgrade, empty_url, "0009")
+    at = datetime(2026, 11, 24, 12, 0, 0)
+    await _rows(
+        empty_url,
+        "INSERT INTO accounts (id, email, password_hash, plan, credits_balance, created_at)"
+        " VALUES ('acc', 'a@example.com', 'h', 'free', 10, :at)",
+        {"at": at},
+    )
+    await _rows(
+        empty_url,
+        "INSERT INTO workflows (id, account_id, name, node_count, created_at, updated_at,"
+        " graph_json) VALUES ('wf', 'acc', 'Old', 0, :at, :at, :graph)",
+        {"at": at, "graph": '{"nodes": [], "edges": [], "viewport": {"x": 0, "y": 0, "zoom": 1}}'},
+    )
+    await asyncio.to_thread(upgrade, empty_url, "0010")
+    assert await _rows(empty_url, "SELECT id, version FROM workflows") == [("wf", 1)]
+    versions = await _rows(
+        empty_url,
+        "SELECT workflow_id, number, name, node_count, author_account_id, message"
+        " FROM workflow_versions",
+    )
+    assert versions == [("wf", 1, "Old", 0, None, None)]
+
+    await asyncio.to_thread(_downgrade, empty_url, "0009")
+    assert await _rows(empty_url, "SELECT id, name FROM workflows") == [("wf", "Old")]

@@ -29,6 +29,7 @@ from nodeloom.api.routes.workflows import (
     saved_by,
 )
 from nodeloom.api.routing import GuardedRoute
+from nodeloom.api.state import AppContext
 from nodeloom.errors import FieldError, InvalidRequest, NotFound
 from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.workflows import (
@@ -102,7 +103,9 @@ async def list_versions(
     return OrjsonResponse([version_summary(r) for r in rows], headers=headers)
 
 
-async def _version_or_404(ctx: CtxDep, account_id: str, workflow_id: str, number: int) -> Record:
+async def _version_or_404(
+    ctx: AppContext, account_id: str, workflow_id: str, number: int
+) -> Record:
     row = await ctx.db.read(lambda c: workflows.version(c, account_id, workflow_id, number))
     if row is None:
         raise NotFound(f"This workflow has no version {number}.")

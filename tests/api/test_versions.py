@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from tests.api.test_auth import assert_problem
+from tests.api.test_credentials import llm_graph
 from tests.conftest import User, text_graph
 from tests.runs_helpers import balance, create_workflow, e, execute, g, n, wait_for_run
 
@@ -135,6 +136,28 @@ class TestVersions:
             "template": "Two"
         }
         assert (await versions(client, owner, wf["id"]))[0]["message"] == "back to two"
+
+    async def test_a_version_that_no_longer_validates_is_not_restored(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        fields = {"base_url": "https://api.example.com/v1", "api_key": "sk-versions-0000"}
+        r = await client.post(
+            "/api/v1/credentials",
+            json={"name": "c", "kind": "openai", "fields": fields},
+            headers=owner.headers,
+        )
+        assert r.status_code == 201, r.text
+        credential = r.json()["id"]
+        wf = (await create(client, owner, graph_json=llm_graph(credential))).json()
+        await patch(client, owner, wf["id"], {"graph_json": text_graph()})
+        r = await client.delete(f"/api/v1/credentials/{credential}", headers=owner.headers)
+        assert r.status_code == 204
+        r = await client.post(url(wf["id"], "/versions/1/restore"), headers=owner.headers)
+        problem = assert_problem(r, 400, "invalid_graph")
+        assert problem["errors"][0]["pointer"] == "/graph_json/nodes/1/data/credential"
+        current = (await client.get(url(wf["id"]), headers=owner.headers)).json()
+        assert current["version"] == 2 and current["graph_json"] == text_graph()
+        assert len(await versions(client, owner, wf["id"])) == 2
 
     async def test_missing_version_and_bad_numbers(
         self, client: httpx.AsyncClient, owner: User

@@ -325,6 +325,16 @@ class TestRunRecordsItsVersion:
         r = await client.get(f"/api/v1/artifacts/{art}", headers=owner.headers)
         assert r.text == "Second world"
 
+    async def test_webhook_runs_record_it_too(self, client: httpx.AsyncClient, owner: User) -> None:
+        wf = await create_workflow(client, owner, text_graph())
+        await patch(client, owner, wf, {"name": "v2"})
+        hook = await client.post(url(wf, "/webhooks"), json={"name": "h"}, headers=owner.headers)
+        assert hook.status_code == 201, hook.text
+        r = await client.post(hook.json()["url"].removeprefix("http://testserver"), json={})
+        assert r.status_code == 202, r.text
+        run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+        assert run["trigger"] == "webhook" and run["workflow_version"] == 2
+
 
 class TestEstimate:
     async def test_estimate_per_node_then_a_run_charges_it(

@@ -1,4 +1,4 @@
-"""Batches in the graph — pure, no I/O (docs/adr/0011-batches.md, docs/batches.md).
+"""Batches in the graph — pure, no I/O (docs/adr/0013-batches.md, docs/batches.md).
 
 A ``ForEach`` node opens a *region*: every node reachable from it without passing a
 collector (``Collect``, ``CollectImages``, ``CollectVideos``). The region runs once per
@@ -59,8 +59,8 @@ class Batches:
     regions: dict[str, Region] = field(default_factory=dict)
     region_of: dict[str, str] = field(default_factory=dict)  # region node -> its ForEach
     collected_by: dict[str, str] = field(default_factory=dict)  # collector -> its ForEach
-    # instance id -> (drawn node id, item index); ForEach#k -> (ForEach id, k)
-    instances: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # instance id -> (drawn node id, item index, item count); ForEach#k -> (ForEach id, k, n)
+    instances: dict[str, tuple[str, int, int]] = field(default_factory=dict)
     counts: dict[str, int | None] = field(default_factory=dict)  # item count per ForEach
     drawn: Graph | None = None  # in a run's graph: the graph as drawn
 
@@ -222,7 +222,7 @@ def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
                 pick, FOR_EACH_ITEM.spec.type, node.index, FOR_EACH_ITEM, ItemParams(index=k)
             )
             inputs[pick] = {"list": [node_id]}
-            out.instances[pick] = (node_id, k)
+            out.instances[pick] = (node_id, k, count)
             order.append(pick)
             for member in region.nodes:
                 drawn = template.nodes[member]
@@ -232,7 +232,7 @@ def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
                     name: [_source(batches, node_id, s, k) for s in sources]
                     for name, sources in template.inputs[member].items()
                 }
-                out.instances[one] = (member, k)
+                out.instances[one] = (member, k, count)
                 order.append(one)
     downstream: dict[str, list[str]] = {node_id: [] for node_id in nodes}
     for target, by_input in inputs.items():

@@ -230,7 +230,7 @@ class RunState:
         batch.items = self.graph.batches.instances
         added = [
             AddedNode(node_id, self.graph.nodes[node_id].type, self.graph.nodes[node_id].index, k)
-            for node_id, (base, k) in self.graph.batches.instances.items()
+            for node_id, (_, k, _) in self.graph.batches.instances.items()
             if node_id not in self.status
         ]
         batch.add_nodes(added)
@@ -342,6 +342,8 @@ class RunState:
             )
             if node_id in self.graph.batches.regions:
                 assert outcome.items is not None, "a ForEach says how many items it has"
+                # Its node.completed event (just recorded) says how many items follow.
+                batch.events[-1][2]["items"] = outcome.items
                 self._expand(batch, node_id, outcome.items)
             return
         error = outcome.error or {"code": "node_failed", "message": "the node failed"}

@@ -124,9 +124,9 @@ class Batch:
     events: list[tuple[str, str | None, dict[str, Any], datetime]] = field(default_factory=list)
     # Node rows this step adds: a ForEach's items (engine/batches.py), pending.
     added: list[AddedNode] = field(default_factory=list)
-    # Instance id -> (drawn node id, item index), for the run's batches: their events name
-    # the drawn node and carry the item index.
-    items: Mapping[str, tuple[str, int]] = field(default_factory=dict)
+    # Instance id -> (drawn node id, item index, item count), for the run's batches: their
+    # events name the drawn node and carry the item index and count (a watcher shows 17/40).
+    items: Mapping[str, tuple[str, int, int]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(
@@ -145,7 +145,7 @@ class Batch:
     ) -> None:
         item = self.items.get(node_id) if node_id is not None else None
         if item is not None:
-            node_id, data["item_index"] = item
+            node_id, data["item_index"], data["item_count"] = item
         self.events.append((type_, node_id, data, at))
 
     def add_nodes(self, nodes: list[AddedNode]) -> None:

@@ -1,6 +1,6 @@
 """Batches: a ``ForEach`` node splits a list into items, the nodes downstream of it run once
 per item, and a ``Collect`` node gathers the items' outputs back (docs/batches.md; the
-engine side is engine/batches.py, the decision docs/adr/0011-batches.md).
+engine side is engine/batches.py, the decision docs/adr/0013-batches.md).
 
 ``ForEach`` and the collectors are ordinary node types to the catalog, the editor and the
 sandbox; what makes them special is their ``batch_role``, which the graph checks and the

@@ -153,6 +153,33 @@ class TestFanOut:
         assert sorted(done) == [0, 1, 2]
 
 
+class TestConcurrency:
+    async def test_at_most_concurrency_items_run_at_once(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("each", "ForEach", concurrency=2),
+                n("wait", "Delay", seconds=0.3),
+                n("all", "Collect"),
+            ],
+            [e("in", "each"), e("each", "wait"), e("wait", "all")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        _, run = await run_batch(client, owner, wf, "\n".join("abcdef"))
+        assert run["status"] == "completed", run
+        waits = of(run, "wait")
+        assert len(waits) == 6
+        spans = [(nr["started_at"], nr["finished_at"]) for nr in waits]
+        # At any item's start, fewer than 2 others were running.
+        for start, _ in spans:
+            overlapping = sum(1 for s, f in spans if s < start < f)
+            assert overlapping <= 1, spans
+        # And the bound was used: some two ran together.
+        assert any(s1 < s2 < f1 for s1, f1 in spans for s2, _ in spans), spans
+
+
 class TestFailures:
     async def test_one_item_failing_fails_only_that_item(
         self, client: httpx.AsyncClient, owner: User

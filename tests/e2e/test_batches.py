@@ -73,6 +73,15 @@ def test_item_progress_on_the_node(browser: Browser, tmp_path: Path) -> None:
         delay.get_by_label("Show item").select_option("16")
         expect(delay.locator(".preview")).to_contain_text("line 17")
         shot(tab, "61-editor-batch-item")
+
+        # The run page lists the items under their node; an item's output loads when opened.
+        tab.get_by_role("link", name="Run page").click()
+        group = tab.locator('li[data-node-id="wait"][data-items]')
+        expect(group.get_by_label("Items done")).to_have_text(f"{ITEMS}/{ITEMS} items")
+        group.locator("summary").click()
+        group.get_by_role("button", name="Show item 3", exact=True).click()
+        expect(group.locator('li[data-item-index="2"] .preview')).to_contain_text("line 3")
+        shot(tab, "62-run-page-batch-items")
     finally:
         server.stop()
     assert not errors, errors

@@ -3,6 +3,7 @@ items' outputs; on SQLite (in-process driver) and PostgreSQL (queue workers) ali
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
@@ -180,6 +181,38 @@ class TestConcurrency:
         assert any(s1 < s2 < f1 for s1, f1 in spans for s2, _ in spans), spans
 
 
+class TestCancel:
+    async def test_cancel_stops_the_items_not_finished(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("each", "ForEach", concurrency=1),
+                n("wait", "Delay", seconds=0.5),
+                n("all", "Collect"),
+            ],
+            [e("in", "each"), e("each", "wait"), e("wait", "all")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        r = await execute(client, owner, wf, {"input": {"text": "\n".join("abcdefgh")}})
+        run_id = r.json()["run_id"]
+        for _ in range(200):
+            run = (
+                await client.get(f"/api/v1/workflows/{wf}/runs/{run_id}", headers=owner.headers)
+            ).json()
+            if any(nr["status"] == "running" for nr in of(run, "wait")):
+                break
+            await asyncio.sleep(0.05)
+        r = await client.post(f"/api/v1/workflows/{wf}/runs/{run_id}/cancel", headers=owner.headers)
+        assert r.status_code == 202, r.text
+        run = await wait_for_run(client, owner, wf, run_id, timeout=60)
+        assert run["status"] == "cancelled", run
+        statuses = [nr["status"] for nr in of(run, "wait")]
+        assert "cancelled" in statuses and "running" not in statuses and "pending" not in statuses
+        assert of(run, "all")[0]["status"] == "cancelled"
+
+
 class TestFailures:
     async def test_one_item_failing_fails_only_that_item(
         self, client: httpx.AsyncClient, owner: User
@@ -282,3 +315,45 @@ class TestValidation:
         )
         assert_problem(r, 400, "invalid_graph")
         assert r.json()["errors"][0]["pointer"] == "/graph_json/nodes/2/id"
+
+    async def test_nested_for_each_is_refused(self, client: httpx.AsyncClient, owner: User) -> None:
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("outer", "ForEach"),
+                n("inner", "ForEach"),
+                n("all", "Collect"),
+            ],
+            [e("in", "outer"), e("outer", "inner"), e("inner", "all")],
+        )
+        r = await client.post(
+            "/api/v1/workflows", json={"name": "x", "graph_json": graph}, headers=owner.headers
+        )
+        assert_problem(r, 400, "invalid_graph")
+        assert any("two ForEach" in err["message"] for err in r.json()["errors"])
+
+    async def test_region_nodes_may_take_a_shared_input(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # A node outside the region feeds every item the same artifact.
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("prefix", "TextInput", key="prefix"),
+                n("each", "ForEach"),
+                n("join", "TextJoin", separator=": "),
+                n("all", "Collect"),
+            ],
+            [
+                e("in", "each"),
+                e("prefix", "join", "texts"),
+                e("each", "join", "texts"),
+                e("join", "all"),
+            ],
+        )
+        wf = await create_workflow(client, owner, graph)
+        r = await execute(client, owner, wf, {"input": {"text": "a\nb", "prefix": "P"}})
+        run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+        assert run["status"] == "completed", run
+        [collect] = of(run, "all")
+        assert json.loads(await text_of(client, owner, collect["artifact_id"])) == ["P: a", "P: b"]

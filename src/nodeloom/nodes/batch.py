@@ -175,7 +175,13 @@ class Collect(NodeType):
         output=Output(Kind.TEXT),
         params=CollectParams,
         cost=Cost(credits=0),
+        # Encoding inline-sized texts as JSON is one bounded pass: on the loop, within the
+        # step (larger inputs go to a sandbox process, as for any node).
+        sandboxed=False,
     )
+
+    def instant(self, params: Any) -> bool:
+        return True
 
     async def run(
         self, ctx: NodeContext, params: CollectParams, inputs: Mapping[str, InputValue]

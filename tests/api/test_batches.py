@@ -273,6 +273,35 @@ class TestFailures:
         assert of(run, "all")[0]["status"] == "skipped"
 
 
+class TestMedia:
+    async def test_collect_images_into_a_grid(self, client: httpx.AsyncClient, owner: User) -> None:
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("each", "ForEach"),
+                n("card", "RenderText", width=64, height=32),
+                n("grid", "CollectImages", columns=2, cell_width=40, cell_height=20, gap=2),
+            ],
+            [e("in", "each"), e("each", "card"), e("card", "grid")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        _, run = await run_batch(client, owner, wf, "one\ntwo\nthree")
+        assert run["status"] == "completed", run
+        cards = of(run, "card")
+        assert [nr["item_index"] for nr in cards] == [0, 1, 2]
+        [grid] = of(run, "grid")
+        r = await client.get(
+            f"/api/v1/artifacts/{grid['artifact_id']}/metadata", headers=owner.headers
+        )
+        meta = r.json()
+        assert meta["content_type"] == "image/png"
+        # Three cells, two columns: two rows.
+        assert (meta["width"], meta["height"]) == (2 * 40 + 3 * 2, 2 * 20 + 3 * 2)
+        r = await client.get(f"/api/v1/artifacts/{grid['artifact_id']}", headers=owner.headers)
+        assert r.content[:8] == b"\x89PNG\r\n\x1a\n"
+        assert run["credits_used"] == sum(nr["credits_used"] for nr in run["node_runs"])
+
+
 class TestCache:
     async def test_cache_hits_per_item(self, client: httpx.AsyncClient, owner: User) -> None:
         # TextTemplate's output may depend on the whole run input (its `input` variable), so

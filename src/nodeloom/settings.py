@@ -116,6 +116,14 @@ class Settings(BaseSettings):
     max_concurrent_nodes_per_run: int = Field(
         default=4, description="Nodes of one run executing at once."
     )
+    batch_max_items: int = Field(
+        default=1000,
+        ge=1,
+        le=100_000,
+        description="Most items one ForEach node of a run may have (docs/batches.md): a list "
+        "known to be longer when the run is submitted is refused with 400, one found longer "
+        "while it runs fails the ForEach node with batch_too_large.",
+    )
     max_graph_nodes: int = Field(
         default=500,
         ge=1,

@@ -301,3 +301,41 @@ def _read(fd: int) -> bytes:
         return os.read(fd, 65536)
     except OSError:  # the other end closed: the process has exited
         return b""
+
+
+class TestBatches:
+    def test_run_wait_shows_item_progress(self, logged_in: Env, tmp_path: Path) -> None:
+        graph = {
+            "nodes": [
+                {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
+                {"id": "each", "type": "ForEach", "position": {"x": 1, "y": 0}, "data": {}},
+                {
+                    "id": "up",
+                    "type": "TextTransform",
+                    "position": {"x": 2, "y": 0},
+                    "data": {"operation": "upper"},
+                },
+                {"id": "all", "type": "Collect", "position": {"x": 3, "y": 0}, "data": {}},
+            ],
+            "edges": [
+                {"id": "a", "source": "in", "target": "each"},
+                {"id": "b", "source": "each", "target": "up"},
+                {"id": "c", "source": "up", "target": "all"},
+            ],
+            "viewport": {"x": 0, "y": 0, "zoom": 1},
+        }
+        path = tmp_path / "batch.json"
+        path.write_text(json.dumps({"name": "Batch CLI", "graph_json": graph}))
+        assert cli("workflows", "push", str(path), env=logged_in).returncode == 0
+        out = tmp_path / "out"
+        done = cli(
+            "run", "Batch CLI", "-i", "text=a\nb\nc", "--wait", "--download", str(out), "--all",
+            env=logged_in,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        lines = done.stderr.splitlines()
+        assert all(PROGRESS_LINE.match(line) for line in lines), lines
+        items = [line for line in lines if "node up item" in line]
+        assert len(items) == 3 and items[-1].endswith("completed · 3/3"), lines
+        assert json.loads((out / "all.txt").read_text()) == ["A", "B", "C"]
+        assert (out / "up.1.txt").read_text() == "B"

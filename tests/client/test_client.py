@@ -236,3 +236,34 @@ class TestAsyncClient:
             assert [ev.type async for ev in client.runs.events(wf.id, run.id)] == seen
             with pytest.raises(errors.NotFound):
                 await client.runs.get(wf.id, str(uuid.uuid4()))
+
+
+class TestBatches:
+    GRAPH = g(
+        [
+            n("in", "TextInput"),
+            n("each", "ForEach"),
+            n("up", "TextTransform", operation="upper"),
+            n("all", "Collect"),
+        ],
+        [e("in", "each"), e("each", "up"), e("up", "all")],
+    )
+
+    @pytest.mark.parametrize("use_websocket", [True, False])
+    def test_item_events_and_outputs(self, nl: Client, use_websocket: bool) -> None:
+        wf = nl.workflows.create({"name": "batch", "graph_json": self.GRAPH})
+        seen: list[RunEvent] = []
+        done = nl.workflows.execute(wf.id, {"text": "x\ny"}, cache=False).wait(
+            timeout=30, on_event=seen.append, use_websocket=use_websocket, poll_interval=0.05
+        )
+        assert done.status == "completed"
+        ups = [ev for ev in seen if ev.node_id == "up" and ev.type == "node.completed"]
+        assert sorted(ev.data["item_index"] for ev in ups) == [0, 1]
+        assert all(ev.data["item_count"] == 2 for ev in ups)
+        assert [(nr.node_id, nr.item_index) for nr in done.node_runs if nr.node_id == "up"] == [
+            ("up", 0),
+            ("up", 1),
+        ]
+        assert list(done.outputs()) == ["all"]
+        assert {"up.0", "up.1", "each", "each.0"} <= set(done.outputs(all_nodes=True))
+        assert nl.artifacts.read(done.outputs(all_nodes=True)["up.1"].id) == b"Y"

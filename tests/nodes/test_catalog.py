@@ -81,6 +81,18 @@ def _cases() -> dict[str, CaseFactory]:
             {"images": [a.image(), a.image(color="red"), a.image(color="green")]},
             (2 * 20 + 3 * 2, 2 * 10 + 3 * 2),
         ),
+        "CollectImages": lambda a, s: Case(
+            {"cell_width": 20, "cell_height": 10, "gap": 2, "columns": 2},
+            # None: an item that did not complete is left out of the grid.
+            {"images": [a.image(), None, a.image(color="green")]},  # type: ignore[list-item]
+            (2 * 20 + 3 * 2, 1 * 10 + 2 * 2),
+        ),
+        "ForEach": lambda a, s: Case({}, {"text": a.text("a\n\n b \nc")}, text='["a", "b", "c"]'),
+        "Collect": lambda a, s: Case(
+            {},
+            {"items": [a.text("x"), None, a.text("é")]},  # type: ignore[list-item]
+            text='["x", null, "é"]',
+        ),
         "GradientBackground": lambda a, s: Case({"width": 30, "height": 20}, {}, (30, 20)),
         "ToneGenerator": lambda a, s: Case({"seconds": 0.4}, {}, seconds=0.4),
         "AudioConcat": lambda a, s: Case(
@@ -119,6 +131,13 @@ def _cases() -> dict[str, CaseFactory]:
         "VideoConcat": lambda a, s: Case(
             {"fps": 10},
             {"videos": [a.video(0.5), a.video(0.3, (32, 32), sound=False)]},
+            (64, 48),
+            0.8,
+            sound=True,
+        ),
+        "CollectVideos": lambda a, s: Case(
+            {"fps": 10},
+            {"videos": [a.video(0.5), None, a.video(0.3, sound=False)]},  # type: ignore[list-item]
             (64, 48),
             0.8,
             sound=True,

@@ -19,7 +19,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from nodeloom.client.errors import WaitTimeout, error_for
 from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.events.model import FINAL_EVENTS, EventType
-from nodeloom.schemas.runs import ArtifactMetadata, RunError, RunOut, RunSummary
+from nodeloom.schemas.runs import ArtifactMetadata, NodeRunOut, RunError, RunOut, RunSummary
 
 if TYPE_CHECKING:
     from nodeloom.client._core import AsyncClient
@@ -84,7 +84,13 @@ def apply_event(run: RunOut, event: RunEvent) -> None:
         run.error = RunError.model_validate(error) if error else None
         return
     status = _NODE_STATUS_AFTER.get(event.type)
-    node = next((n for n in run.node_runs if n.node_id == event.node_id), None)
+    item = data.get("item_index")
+    node = next(
+        (n for n in run.node_runs if n.node_id == event.node_id and n.item_index == item), None
+    )
+    if status is not None and node is None and item is not None and event.node_id:
+        # An item's node run the record did not hold yet (docs/batches.md).
+        node = _item_entry(run, event.node_id, int(item))
     if status is None or node is None:
         return
     node.status = status
@@ -99,6 +105,44 @@ def apply_event(run: RunOut, event: RunEvent) -> None:
         node.error = data.get("reason")
 
 
+def _item_entry(run: RunOut, node_id: str, item: int) -> NodeRunOut:
+    """A pending entry for item ``item`` of node ``node_id``, placed after the node's other
+    entries (its type: that of a sibling entry, when the record has one)."""
+    same = [i for i, n in enumerate(run.node_runs) if n.node_id == node_id]
+    entry = NodeRunOut(
+        node_id=node_id,
+        item_index=item,
+        type=run.node_runs[same[0]].type if same else "",
+        status=NodeStatus.PENDING,
+        artifact_id=None,
+        credits_used=0,
+        cached=False,
+        started_at=None,
+        finished_at=None,
+        duration_ms=None,
+        error=None,
+    )
+    run.node_runs.insert(same[-1] + 1 if same else len(run.node_runs), entry)
+    return entry
+
+
+def _output_key(node: NodeRunOut) -> str:
+    """How outputs name a node run: its node id, ``<node id>.<item>`` for an item's."""
+    return node.node_id if node.item_index is None else f"{node.node_id}.{node.item_index}"
+
+
+def item_progress(run: RunOut) -> dict[str, tuple[int, int]]:
+    """Per node run once per item: (items finished, items known), e.g. {"tts": (17, 40)}."""
+    found: dict[str, tuple[int, int]] = {}
+    for node in run.node_runs:
+        if node.item_index is None:
+            continue
+        done, total = found.get(node.node_id, (0, 0))
+        finished = node.status in ("completed", "failed", "skipped", "cancelled")
+        found[node.node_id] = (done + finished, total + 1)
+    return found
+
+
 def diff_events(before: RunOut | None, after: RunOut) -> list[RunEvent]:
     """The events that explain how ``before`` became ``after`` (None: nothing had started)."""
 
@@ -108,11 +152,13 @@ def diff_events(before: RunOut | None, after: RunOut) -> list[RunEvent]:
         )
 
     events = [] if before else [event("run.started", estimated_credits=after.estimated_credits)]
-    seen = {n.node_id: n.status for n in before.node_runs} if before else {}
+    seen = {(n.node_id, n.item_index): n.status for n in before.node_runs} if before else {}
+    counts = item_progress(after)
     for node in after.node_runs:
-        old = seen.get(node.node_id, "pending")
+        old = seen.get((node.node_id, node.item_index), "pending")
         if node.status == old:
             continue
+        first = len(events)
         if old in ("pending", "queued") and node.status in ("running", "completed", "failed"):
             if not node.cached:
                 events.append(event("node.started", node.node_id))
@@ -132,6 +178,10 @@ def diff_events(before: RunOut | None, after: RunOut) -> list[RunEvent]:
             events.append(event("node.skipped", node.node_id, reason=node.error))
         elif node.status == "cancelled":
             events.append(event("node.cancelled", node.node_id))
+        if node.item_index is not None:
+            for item_event in events[first:]:
+                item_event.data["item_index"] = node.item_index
+                item_event.data["item_count"] = counts[node.node_id][1]
     if after.status != "running" and (before is None or before.status == "running"):
         data: dict[str, Any] = {
             "credits_used": after.credits_used,
@@ -301,20 +351,22 @@ class AsyncRun(RunOut):
     async def output_node_ids(self, *, all_nodes: bool = False) -> list[str]:
         """The nodes whose artifacts are the run's output: those no edge leaves (the graph's
         sinks). Every node's artifact stays downloadable; ``all_nodes`` lists them all."""
-        nodes = [n.node_id for n in self.node_runs if n.artifact_id]
+        nodes = [_output_key(n) for n in self.node_runs if n.artifact_id]
         if all_nodes:
             return nodes
         client: AsyncClient = self._client
         workflow = await client.workflows.get(self.workflow_id)
         edges = workflow.graph_json.get("edges", [])
         sources = {e.get("source") for e in edges if isinstance(e, dict)}
-        return [node_id for node_id in nodes if node_id not in sources]
+        keys = [(_output_key(n), n.node_id) for n in self.node_runs if n.artifact_id]
+        return [key for key, node_id in keys if node_id not in sources]
 
     async def outputs(self, *, all_nodes: bool = False) -> dict[str, ArtifactMetadata]:
         """Node id -> metadata of its artifact (content type, size, signed download URL), for
-        the output nodes (see ``output_node_ids``)."""
+        the output nodes (see ``output_node_ids``); an item's node run of a batch is named
+        ``<node id>.<item>``."""
         client: AsyncClient = self._client
-        artifacts = {n.node_id: n.artifact_id for n in self.node_runs if n.artifact_id}
+        artifacts = {_output_key(n): n.artifact_id for n in self.node_runs if n.artifact_id}
         wanted = await self.output_node_ids(all_nodes=all_nodes)
         found = await asyncio.gather(*(client.artifacts.metadata(artifacts[n]) for n in wanted))
         return dict(zip(wanted, found, strict=True))

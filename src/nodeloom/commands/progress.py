@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nodeloom.client import RunEvent
-from nodeloom.client._runs import apply_event
+from nodeloom.client._runs import apply_event, item_progress
 from nodeloom.schemas.runs import RunOut
 
 STYLES = {
@@ -60,6 +60,8 @@ class RunProgress:
             return f"run {run.status} · {_plural(run.credits_used, 'credit')}{reason}"
         if event.type == "run.started":
             return f"run started · estimate {_plural(run.estimated_credits, 'credit')}"
+        if "item_index" in event.data:
+            return self._item_line(event)
         node = self.nodes.get(event.node_id or "")
         if node is None:
             return None
@@ -78,6 +80,21 @@ class RunProgress:
             return f"{name} failed · {_node_error(node.error)}"
         return f"{name} {node.status}"
 
+    def _item_line(self, event: RunEvent) -> str | None:
+        """An item's node run (docs/batches.md): a line when it ends, with the node's count
+        of items done, e.g. ``node tts item 16 completed · 17/40``."""
+        if event.type not in ("node.completed", "node.failed"):
+            return None
+        done, _ = item_progress(self.run).get(event.node_id or "", (0, 0))
+        total = int(event.data.get("item_count") or 0)
+        item = event.data["item_index"]
+        what = (
+            "completed"
+            if event.type == "node.completed"
+            else ("failed · " + _node_error(event.data.get("error")))
+        )
+        return f"node {event.node_id} item {item} {what} · {done}/{total}"
+
     def elapsed(self) -> float:
         return time.monotonic() - self.started
 
@@ -88,7 +105,22 @@ class RunProgress:
             f"{run.credits_used}/{run.estimated_credits} credits"
         )
         table = Table("node", "type", "state", "progress", "credits", title=title)
+        items = item_progress(run)
+        shown: set[str] = set()
         for node in run.node_runs:
+            if node.item_index is not None:
+                # One row per node run once per item: how many items are done.
+                if node.node_id not in shown:
+                    shown.add(node.node_id)
+                    finished, total = items[node.node_id]
+                    entries = [n for n in run.node_runs if n.node_id == node.node_id]
+                    credits = sum(n.credits_used for n in entries)
+                    failed = sum(n.status == "failed" for n in entries if n.item_index is not None)
+                    state = f"{finished}/{total} items" + (f", {failed} failed" if failed else "")
+                    table.add_row(
+                        node.node_id, node.type, Text(state), "", str(credits) if credits else ""
+                    )
+                continue
             done = self.progress.get(node.node_id, 1.0 if node.status == "completed" else 0.0)
             bar = "█" * round(done * BAR) + "░" * (BAR - round(done * BAR))
             state = node.status + (" (cached)" if node.cached else "")

@@ -209,6 +209,9 @@ class NodeRun(Base):
     )
     node_id: Mapped[str] = mapped_column(sa.String(200), primary_key=True)
     position: Mapped[int]
+    # The item of a ForEach this row runs (engine/batches.py): node_id is then the instance
+    # id "<node id>#<item>"; NULL for a node that runs once.
+    item_index: Mapped[int | None]
     type: Mapped[str] = mapped_column(sa.String(100))
     status: Mapped[str] = mapped_column(sa.String(16))
     artifact_id: Mapped[str | None] = mapped_column(sa.String(36))

@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -165,7 +165,11 @@ class NodeExecutor:
         params); its secret never enters the key, so rotating it keeps the cached answers."""
         node = task.node
         hashes = {
-            name: [v.sha256 for v in (value if isinstance(value, list) else [value])]
+            # "": an item a collector gathers that did not complete.
+            name: [
+                v.sha256 if v is not None else ""
+                for v in (value if isinstance(value, list) else [value])
+            ]
             for name, value in task.inputs.items()
             if value is not None
         }
@@ -328,7 +332,10 @@ class NodeExecutor:
             if value is None:
                 values[name] = None
             elif isinstance(value, list):
-                values[name] = [await ref(v) for v in value]
+                # None: an item a collector gathers that did not complete (nodes/batch.py).
+                values[name] = cast(
+                    list[ArtifactRef], [await ref(v) if v is not None else None for v in value]
+                )
             else:
                 values[name] = await ref(value)
         return values
@@ -343,6 +350,11 @@ class NodeExecutor:
         node = task.node
         spec = node.node.spec
         inputs = await self._inputs(task, scratch)
+        if node.node.batch_role == "for_each" and not small_inputs(task.inputs):
+            # A ForEach splits on the loop (its item count comes back with its output).
+            raise NodeFailure(
+                f"a ForEach's list is at most {INLINE_INPUT_BYTES // 1024} KiB", "batch_too_large"
+            )
         if node.node.runs_inline(node.params) and small_inputs(task.inputs):
             try:
                 return await node.node.run(
@@ -416,4 +428,5 @@ class NodeExecutor:
             new_artifact=True,
             credits=node.node.charge_credits(node.params, produced.duration_ms),
             cache_key=key,
+            items=produced.items,
         )

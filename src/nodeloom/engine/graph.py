@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from nodeloom.engine.batches import Batches, estimate, find_regions
 from nodeloom.errors import FieldError
 from nodeloom.nodes.base import NodeType, Params
 from nodeloom.nodes.registry import Registry
@@ -48,19 +49,28 @@ class Graph:
     inputs: dict[str, dict[str, list[str]]]
     downstream: dict[str, list[str]]
     order: list[str] = field(default_factory=list)
+    # ForEach regions, and in a run's expanded graph its item instances (engine/batches.py).
+    batches: Batches = field(default_factory=Batches)
 
     @functools.cached_property
     def rank(self) -> dict[str, int]:
         """Each node's place in ``order``."""
         return {node_id: i for i, node_id in enumerate(self.order)}
 
-    def estimate_credits(self) -> int:
+    def estimate_credits(self, items: dict[str, int] | None = None) -> int:
+        """Credits a run holds; ``items``: the item count of ForEach nodes known before the
+        run (the others hold their bound)."""
+        if self.batches:
+            return estimate(self, items or {})
         return sum(n.node.estimate_credits(n.params) for n in self.nodes.values())
 
     @functools.cached_property
     def all_instant(self) -> bool:
         """Every node finishes at once on the event loop (``NodeType.instant``), so a run
-        may be executed while it is accepted (engine/submit.py)."""
+        may be executed while it is accepted (engine/submit.py). Never with a ForEach: its
+        items are added to the run as it goes (engine/batches.py)."""
+        if self.batches:
+            return False
         return all(n.node.instant(n.params) for n in self.nodes.values())
 
 
@@ -123,6 +133,9 @@ def validate_graph(
             "the graph has a cycle through nodes " + " -> ".join([*cycle, cycle[0]]),
         )
     graph.order = order
+    if problems.items:
+        return problems.items
+    problems.items.extend(find_regions(graph, settings.batch_max_items))
     if problems.items:
         return problems.items
     return graph

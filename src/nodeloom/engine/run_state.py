@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, NoReturn
+from typing import Any, NoReturn, cast
 
 from nodeloom.engine.graph import Graph
 from nodeloom.engine.states import (
@@ -33,7 +33,7 @@ from nodeloom.engine.states import (
     RunStatus,
     StaleTransition,
 )
-from nodeloom.engine.transitions import Batch, NewArtifact
+from nodeloom.engine.transitions import AddedNode, Batch, NewArtifact
 
 ArtifactInfo = NewArtifact  # an artifact as the engine needs it (no local path: see executor)
 
@@ -68,6 +68,7 @@ class Outcome:
     cached: bool = False
     cache_key: str | None = None
     error: dict[str, Any] | None = None
+    items: int | None = None  # a ForEach's item count (engine/batches.py)
 
 
 def failed(node_id: str, code: str, message: str, at: datetime) -> Outcome:
@@ -142,6 +143,8 @@ class RunState:
     # completed since. None: look at every node (the first time). Keeps a chain of n nodes
     # from costing n scans of n nodes.
     _candidates: set[str] | None = field(default=None, repr=False)
+    # Item instances runnable but held back by their ForEach's concurrency.
+    _held: set[str] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, StatusMap):
@@ -153,7 +156,9 @@ class RunState:
         return self.status
 
     def batch(self) -> Batch:
-        return Batch(self.run_id, self.workflow_id, self.account_id)
+        return Batch(
+            self.run_id, self.workflow_id, self.account_id, items=self.graph.batches.instances
+        )
 
     def with_status(self, *statuses: NodeStatus) -> list[str]:
         """The nodes in any of ``statuses``, in graph order."""
@@ -178,12 +183,108 @@ class RunState:
             for node_id in pool
             if self.status[node_id] == NodeStatus.PENDING and self._inputs_done(node_id)
         ]
-        self._candidates = set(found)
+        if self.graph.batches:
+            found = self._within_concurrency(found)
+        self._candidates = set(found) | self._held
         return found
 
     def _inputs_done(self, node_id: str) -> bool:
         sources = self.graph.inputs[node_id].values()
+        if node_id in self.graph.batches.collected_by:
+            # A collector gathers what its items came to, completed or not.
+            return all(self.status[s] in FINISHED_NODE_STATES for srcs in sources for s in srcs)
         return all(self.status[s] == NodeStatus.COMPLETED for srcs in sources for s in srcs)
+
+    # -- batches (engine/batches.py) -------------------------------------------------------
+
+    def _within_concurrency(self, found: list[str]) -> list[str]:
+        """``found`` less the item instances over their ForEach's ``concurrency`` (queued or
+        running at once); those are held, earliest item first, until some end. Held nodes
+        stay runnable candidates, so they are looked at again on every pass."""
+        batches = self.graph.batches
+        busy: dict[str, int] = {}
+        for node_id in self.with_status(NodeStatus.QUEUED, NodeStatus.RUNNING):
+            region = batches.region_of_instance(node_id)
+            if region is not None:
+                busy[region.for_each] = busy.get(region.for_each, 0) + 1
+        kept: list[str] = []
+        self._held = set()
+        for node_id in found:
+            region = batches.region_of_instance(node_id)
+            if region is None:
+                kept.append(node_id)
+            elif busy.get(region.for_each, 0) < region.concurrency:
+                busy[region.for_each] = busy.get(region.for_each, 0) + 1
+                kept.append(node_id)
+            else:
+                self._held.add(node_id)
+        return kept
+
+    def _expand(self, batch: Batch, for_each: str, count: int) -> None:
+        """A ForEach completed with ``count`` items: the run's graph gains their nodes, and
+        the run its rows (pending; added in this same step, with the ForEach's end)."""
+        from nodeloom.engine.batches import expand
+
+        counts = {**self.graph.batches.counts, for_each: count}
+        self.graph = expand(self.graph, counts)
+        batch.items = self.graph.batches.instances
+        added = [
+            AddedNode(node_id, self.graph.nodes[node_id].type, self.graph.nodes[node_id].index, k)
+            for node_id, (_, k, _) in self.graph.batches.instances.items()
+            if node_id not in self.status
+        ]
+        batch.add_nodes(added)
+        for node in added:
+            self.status[node.node_id] = NodeStatus.PENDING
+        self._candidates = None
+
+    def error_of(self, node_id: str, error: dict[str, Any]) -> dict[str, Any]:
+        """The run's error when node ``node_id`` failed with ``error``: an item's node is
+        named as drawn, with its item index."""
+        item = self.graph.batches.instances.get(node_id)
+        if item is None:
+            return {**error, "node_id": node_id}
+        return {**error, "node_id": item[0], "item_index": item[1]}
+
+    def item_failure(self, node_id: str) -> bool:
+        """Does a failure of ``node_id`` fail only its item (not the run)?"""
+        region = self.graph.batches.region_of_instance(node_id)
+        return region is not None and not region.fail_fast
+
+    def _item_failed(self, batch: Batch, node_id: str, at: datetime) -> bool:
+        """An item's node failed: True when that fails only the item (its own later nodes
+        skipped, the collectors go on). With ``fail_fast`` False is answered — the failure
+        is the run's — and the items not started yet are skipped."""
+        region = self.graph.batches.region_of_instance(node_id)
+        if region is None:
+            return False
+        if region.fail_fast:
+            waiting = [
+                n
+                for n in self.with_status(NodeStatus.PENDING, NodeStatus.QUEUED)
+                if self.graph.batches.region_of_instance(n) is region
+            ]
+            for skipped_id in waiting:
+                self.status[skipped_id] = NodeStatus.SKIPPED
+            self._held -= set(waiting)
+            batch.skip_nodes(waiting, at, because=node_id)
+            return False
+        collectors = set(region.collectors)
+        found: list[str] = []
+        stack = list(self.graph.downstream[node_id])
+        while stack:
+            current = stack.pop()
+            if current in collectors or current in found:
+                continue
+            if self.status[current] == NodeStatus.PENDING:
+                found.append(current)
+            stack.extend(self.graph.downstream[current])
+        found.sort(key=self.graph.rank.__getitem__)
+        for skipped_id in found:
+            self.status[skipped_id] = NodeStatus.SKIPPED
+        self._held -= set(found)
+        batch.skip_nodes(found, at, because=node_id)
+        return True
 
     def inputs_of(self, node_id: str) -> dict[str, ArtifactInfo | list[ArtifactInfo] | None]:
         """The node's input artifacts by input name (a list for a multiple input)."""
@@ -191,6 +292,13 @@ class RunState:
         values: dict[str, ArtifactInfo | list[ArtifactInfo] | None] = {}
         for spec_input in node.node.spec.inputs:
             sources = self.graph.inputs[node_id].get(spec_input.name, [])
+            if node_id in self.graph.batches.collected_by:
+                # A collector's list keeps every item's place: None for an item that did
+                # not complete (nodes/batch.py reads it so).
+                values[spec_input.name] = cast(
+                    list[ArtifactInfo], [self.artifacts.get(s) for s in sources]
+                )
+                continue
             found = [self.artifacts[s] for s in sources]
             values[spec_input.name] = (
                 found if spec_input.multiple else (found[0] if found else None)
@@ -232,11 +340,19 @@ class RunState:
                 cached=outcome.cached,
                 cache_key=outcome.cache_key,
             )
+            if node_id in self.graph.batches.regions:
+                assert outcome.items is not None, "a ForEach says how many items it has"
+                # Its node.completed event (just recorded) says how many items follow.
+                batch.events[-1][2]["items"] = outcome.items
+                self._expand(batch, node_id, outcome.items)
             return
         error = outcome.error or {"code": "node_failed", "message": "the node failed"}
         batch.fail_node(node_id, outcome.at, error)
+        self._held.discard(node_id)
+        if self.graph.batches and self._item_failed(batch, node_id, outcome.at):
+            return
         if self.first_error is None:
-            self.first_error = {**error, "node_id": node_id}
+            self.first_error = self.error_of(node_id, error)
         skipped = self.pending_descendants(node_id)
         for skipped_id in skipped:
             self.status[skipped_id] = NodeStatus.SKIPPED

@@ -38,6 +38,7 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import utcnow
+from nodeloom.engine import batches
 from nodeloom.engine.executor import small_inputs
 from nodeloom.engine.graph import Graph, validate_graph
 from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
@@ -121,6 +122,18 @@ def load(conn: Connection, run_id: str, graphs: RunGraphs) -> RunState | None:
         raise Unrunnable(run_id, graph)
     nodes = run_store.node_states(conn, run_id)
     state = _state(run, graph, nodes, run_store.last_seq(conn, run_id))
+    if graph.batches:
+        state.graph = _expanded(graph, state)
+        # A failed item fails only itself, unless its ForEach fails fast: the run's error
+        # is the first failure that is not an item's own.
+        state.first_error = next(
+            (
+                state.error_of(node.node_id, node.error or {})
+                for node in nodes
+                if node.status == NodeStatus.FAILED and not state.item_failure(node.node_id)
+            ),
+            None,
+        )
     ids = list({node.artifact_id for node in nodes if node.artifact_id})
     if ids:
         rows = artifact_store.by_ids(conn, ids)
@@ -129,6 +142,21 @@ def load(conn: Connection, run_id: str, graphs: RunGraphs) -> RunState | None:
             if row is not None:
                 state.artifacts[node.node_id] = artifact_info(row)
     return state
+
+
+def _expanded(graph: Graph, state: RunState) -> Graph:
+    """The run's graph as its rows left it: a completed ForEach has its items' rows
+    (added in the step that completed it), the others none yet (engine/batches.py)."""
+    counts: dict[str, int | None] = {}
+    for for_each in graph.batches.regions:
+        if state.status.get(for_each) != NodeStatus.COMPLETED:
+            counts[for_each] = None
+            continue
+        count = 0
+        while batches.instance_id(for_each, count) in state.status:
+            count += 1
+        counts[for_each] = count
+    return batches.expand(graph, counts)
 
 
 def _state(run: Record, graph: Graph, nodes: list[Record], seq: int) -> RunState:

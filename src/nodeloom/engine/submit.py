@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from nodeloom.db.engine import Database
 from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
-from nodeloom.engine import stepper
+from nodeloom.engine import batches, stepper
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
 from nodeloom.engine.graph import Graph, unavailable_nodes, validate_graph
@@ -42,8 +42,10 @@ from nodeloom.engine.stepper import INSTANT_PER_STEP, count_events, run_instant
 from nodeloom.engine.transitions import Batch, NewRun, WorkflowChanged
 from nodeloom.errors import (
     Conflict,
+    FieldError,
     IdempotencyKeyReused,
     InvalidGraph,
+    InvalidRequest,
     NotFound,
     ServiceUnavailable,
 )
@@ -52,6 +54,7 @@ from nodeloom.events.model import Event, EventType
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import NeedsSandbox
+from nodeloom.nodes.batch import too_many
 from nodeloom.nodes.providers import CREDENTIAL_KIND
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
@@ -217,16 +220,39 @@ def read_workflow(
     return WorkflowVersion(row.id, row.updated_at, graph)
 
 
+def _check_batch_sizes(graph: Graph, items: dict[str, int]) -> None:
+    """A batch known before the run to exceed its bound is refused (400), not started."""
+    problems = [
+        FieldError("/input", f"ForEach {node_id}: {too_many(count, region.max_items)}")
+        for node_id, region in graph.batches.regions.items()
+        if (count := items.get(node_id, 0)) > region.max_items
+    ]
+    if problems:
+        raise InvalidRequest(
+            "The run's input makes a batch larger than allowed: "
+            + "; ".join(p.message for p in problems),
+            errors=problems,
+        )
+
+
 def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, Batch]:
     """A run of ``workflow`` as accepting it leaves it: a batch that creates the run with
     its nodes pending (roots queued when queue workers run it) and its first event."""
     run_id = uuid7()
     now = utcnow()
-    graph = workflow.graph
+    drawn = workflow.graph
+    items: dict[str, int] = {}
+    graph = drawn
+    if drawn.batches:
+        # A ForEach's items are added to the run when it completes (engine/batches.py);
+        # their count, when the input data tells it now, is checked and priced now.
+        items = batches.count_at_submit(drawn, request.run_input)
+        _check_batch_sizes(drawn, items)
+        graph = batches.expand(drawn, dict.fromkeys(drawn.batches.regions))
     roots: frozenset[str] = frozenset()
     if request.driver is None:
         roots = frozenset(n for n in graph.nodes if not any(graph.inputs[n].values()))
-    estimate = graph.estimate_credits()
+    estimate = drawn.estimate_credits(items)
     state = RunState(
         run_id=run_id,
         account_id=request.account_id,

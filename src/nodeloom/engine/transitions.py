@@ -17,6 +17,7 @@ executed and finished this way in one transaction (engine/submit.py).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -92,6 +93,16 @@ class NewRun:
     queued: frozenset[str] = frozenset()
 
 
+@dataclass(frozen=True)
+class AddedNode:
+    """A node row added to a running run, pending: an item of a ForEach."""
+
+    node_id: str  # the instance id, ``<node id>#<item>``
+    type: str
+    position: int  # the drawn node's
+    item_index: int
+
+
 class WorkflowChanged(Exception):
     """The workflow was updated or deleted between reading it and creating its run."""
 
@@ -111,10 +122,16 @@ class Batch:
     queued: list[tuple[str, datetime]] = field(default_factory=list)
     run_end: tuple[RunStatus, datetime, dict[str, Any] | None, int, int] | None = None
     events: list[tuple[str, str | None, dict[str, Any], datetime]] = field(default_factory=list)
+    # Node rows this step adds: a ForEach's items (engine/batches.py), pending.
+    added: list[AddedNode] = field(default_factory=list)
+    # Instance id -> (drawn node id, item index, item count), for the run's batches: their
+    # events name the drawn node and carry the item index and count (a watcher shows 17/40).
+    items: Mapping[str, tuple[str, int, int]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(
             self.created
+            or self.added
             or self.started
             or self.ended
             or self.bulk
@@ -126,7 +143,13 @@ class Batch:
     def event(
         self, type_: EventType, at: datetime, node_id: str | None = None, **data: Any
     ) -> None:
+        item = self.items.get(node_id) if node_id is not None else None
+        if item is not None:
+            node_id, data["item_index"], data["item_count"] = item
         self.events.append((type_, node_id, data, at))
+
+    def add_nodes(self, nodes: list[AddedNode]) -> None:
+        self.added.extend(nodes)
 
     def start_node(self, node_id: str, at: datetime, claimed_by: str) -> None:
         """Claimed by ``claimed_by`` (one claimant per batch) and started."""
@@ -416,6 +439,9 @@ class _Rows:
 def _update(conn: Connection, batch: Batch, rows: _Rows) -> None:
     """A step of a run that exists: conditional UPDATEs naming their from-states."""
     run_id = batch.run_id
+    if batch.added:
+        # First: the step may start and end some of them (a ForEach's item picks).
+        _INSERT_NODES.run(conn, [_added_row(run_id, node) for node in batch.added])
     if batch.queued:
         ids = [node_id for node_id, _ in batch.queued]
         result = _QUEUE.run(conn, {"run": run_id, "ids": ids, "at": batch.queued[0][1]})
@@ -496,6 +522,7 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
     """Accepting a run: hold its estimate, insert it and its nodes as the batch leaves them.
     When the batch also ends the run, what the hold does not charge is given back in the
     same UPDATE (one statement for hold and release)."""
+    assert not batch.added, "a run with batches is not executed while accepted"
     ended = batch.run_end
     release = ended[4] if ended is not None else 0
     credits.hold(conn, batch.account_id, new.estimate, give_back=release)
@@ -535,6 +562,26 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
         _INSERT_NODES.run(conn, _folded_nodes(batch, new))
 
 
+def _added_row(run_id: str, node: AddedNode) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "node_id": node.node_id,
+        "position": node.position,
+        "item_index": node.item_index,
+        "type": node.type,
+        "status": NodeStatus.PENDING.value,
+        "artifact_id": None,
+        "credits_used": 0,
+        "cached": False,
+        "started_at": None,
+        "finished_at": None,
+        "error": None,
+        "attempts": 0,
+        "claimed_by": None,
+        "queued_at": None,
+    }
+
+
 def _folded_nodes(batch: Batch, new: NewRun) -> list[dict[str, Any]]:
     """The node rows of a run created by ``batch``, with the batch's transitions applied in
     the order ``_update`` applies them, each checked against its allowed from-states."""
@@ -545,6 +592,7 @@ def _folded_nodes(batch: Batch, new: NewRun) -> list[dict[str, Any]]:
             "run_id": batch.run_id,
             "node_id": node_id,
             "position": position,
+            "item_index": None,
             "type": type_,
             "status": NodeStatus.QUEUED if queued else NodeStatus.PENDING,
             "artifact_id": None,

@@ -174,6 +174,8 @@ class Produced:
     width: int | None = None
     height: int | None = None
     duration_ms: int | None = None
+    # How many items a ForEach's list holds (nodes/batch.py): the engine runs that many.
+    items: int | None = None
 
     @classmethod
     def text(cls, value: str) -> Produced:
@@ -246,6 +248,8 @@ class NodeType(ABC):
     package's node, whose code runs only in the sandbox."""
 
     spec: ClassVar[NodeSpec]
+    # "for_each" or "collect" for the nodes that open and close a batch (nodes/batch.py).
+    batch_role: ClassVar[str | None] = None
 
     @abstractmethod
     def run(

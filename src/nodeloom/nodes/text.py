@@ -48,6 +48,20 @@ class TextInputParams(Params):
     text: str = Field(default="", description="Used when the run has no input data.")
 
 
+def text_input_value(params: TextInputParams, data: Mapping[str, Any] | None) -> str | None:
+    """What a TextInput outputs for the run's input ``data``; None when ``key`` names
+    nothing in it and there is no ``text`` to fall back on (the node then fails)."""
+    if not data:
+        return params.text
+    if params.key is not None:
+        if params.key in data:
+            return _as_text(data[params.key])
+        return params.text or None
+    if "text" in data:
+        return _as_text(data["text"])
+    return json.dumps(data, ensure_ascii=False)
+
+
 class TextInput(NodeType):
     """Receives the run's input data: ``input[key]`` when ``key`` is set, else
     ``input["text"]``, else the whole input as JSON. With no input data (none or ``{}``),
@@ -73,18 +87,10 @@ class TextInput(NodeType):
     async def run(
         self, ctx: NodeContext, params: TextInputParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
-        data = ctx.input
-        if not data:
-            return Produced.text(params.text)
-        if params.key is not None:
-            if params.key in data:
-                return Produced.text(_as_text(data[params.key]))
-            if params.text:
-                return Produced.text(params.text)
+        value = text_input_value(params, ctx.input)
+        if value is None:
             raise NodeFailure(f"the run's input data has no key {params.key!r}")
-        if "text" in data:
-            return Produced.text(_as_text(data["text"]))
-        return Produced.text(json.dumps(data, ensure_ascii=False))
+        return Produced.text(value)
 
 
 class TextTemplateParams(Params):

@@ -32,7 +32,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pydantic import SecretStr, ValidationError
 
@@ -181,7 +181,8 @@ def _inputs(raw: Mapping[str, Any]) -> dict[str, InputValue]:
         if value is None:
             values[name] = None
         elif isinstance(value, list):
-            values[name] = [_ref(v) for v in value]
+            # None: an item a collector gathers that did not complete (nodes/batch.py).
+            values[name] = cast(list[ArtifactRef], [_ref(v) if v else None for v in value])
         else:
             values[name] = _ref(value)
     return values

@@ -44,6 +44,11 @@ class RunError(BaseModel):
 
 class NodeRunOut(BaseModel):
     node_id: str
+    item_index: int | None = Field(
+        default=None,
+        description="For a node run once per item of a ForEach: which item (0-based). "
+        "Each item has its own entry; null for nodes that run once.",
+    )
     type: str
     status: NodeStatusName
     artifact_id: str | None

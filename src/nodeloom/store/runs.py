@@ -51,9 +51,10 @@ _NODE_RUNS = Prepared(
         _NODES.c.started_at,
         _NODES.c.finished_at,
         _NODES.c.error,
+        _NODES.c.item_index,
     )
     .where(_NODES.c.run_id == sa.bindparam("run"))
-    .order_by(_NODES.c.position)
+    .order_by(_NODES.c.position, _NODES.c.item_index)
 )
 _WORKFLOW_EXISTS = sa.select(_WORKFLOWS.c.id).where(
     _WORKFLOWS.c.id == sa.bindparam("workflow"),

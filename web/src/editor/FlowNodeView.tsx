@@ -6,6 +6,7 @@ import { CACHED_NOTE, Status } from "../components/Status";
 import { ArtifactPreview } from "./ArtifactPreview";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
 import { useEditor } from "./context";
+import type { ItemsLive } from "../events/runEvents";
 
 /** One node on the canvas: an element with role "group" named by the node type's title,
  * carrying its live run state in data-status; typed handles (red while a dragged connection
@@ -68,7 +69,13 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
           </div>
         )}
       </div>
-      {status === "running" && state?.progress !== undefined && (
+      {state?.items && <ItemsView items={state.items} />}
+      {state?.fanOut !== undefined && (
+        <div className="items-count small" aria-label="Items">
+          {state.fanOut} {state.fanOut === 1 ? "item" : "items"}
+        </div>
+      )}
+      {status === "running" && state?.progress !== undefined && !state.items && (
         <div className="progress" aria-label="Progress">
           <div style={{ width: `${Math.round(state.progress * 100)}%` }} />
         </div>
@@ -102,7 +109,7 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
           )}
         </>
       )}
-      {state?.status === "completed" && state.artifactId && (
+      {state?.status === "completed" && state.artifactId && !state.items && (
         <div className="body nodrag nowheel">
           <button
             type="button"
@@ -114,6 +121,52 @@ function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
           </button>
           {!folded && <ArtifactPreview artifactId={state.artifactId} compact />}
         </div>
+      )}
+    </div>
+  );
+}
+
+/** A node run once per item of a ForEach: "17/40" items done, and one item's output
+ * opened by picking its number (docs/batches.md). */
+function ItemsView({ items }: { items: ItemsLive }) {
+  const [open, setOpen] = useState<number | null>(null);
+  const indexes = Object.keys(items.byIndex)
+    .map(Number)
+    .sort((a, b) => a - b);
+  const item = open === null ? undefined : items.byIndex[open];
+  return (
+    <div className="items nodrag nowheel">
+      <div className="items-count" aria-label="Items done" role="status">
+        {items.done}/{items.total}
+        {items.failed > 0 && <span className="failed-count"> · {items.failed} failed</span>}
+      </div>
+      <div className="progress" aria-hidden="true">
+        <div
+          style={{ width: `${items.total ? Math.round((items.done / items.total) * 100) : 0}%` }}
+        />
+      </div>
+      <label className="small">
+        Item{" "}
+        <select
+          aria-label="Show item"
+          value={open ?? ""}
+          onChange={(e) => setOpen(e.target.value === "" ? null : Number(e.target.value))}
+        >
+          <option value="">—</option>
+          {indexes.map((i) => (
+            <option key={i} value={i}>
+              {i + 1} ({items.byIndex[i]?.status})
+            </option>
+          ))}
+        </select>
+      </label>
+      {item?.error && (
+        <div className="problem" role="alert">
+          {item.error}
+        </div>
+      )}
+      {item?.status === "completed" && item.artifactId && (
+        <ArtifactPreview artifactId={item.artifactId} compact />
       )}
     </div>
   );

@@ -149,3 +149,98 @@ describe("fromRunRecord", () => {
     expect(shownRunStatus({ status: "cancelled" })).toBe("cancelled");
   });
 });
+
+describe("batches", () => {
+  it("counts a node's items done from item events (17/40) and keeps each item's output", () => {
+    seq = 0;
+    const events = [
+      ev(
+        "node.completed",
+        { artifact_id: "list", credits_used: 0, cached: false, items: 3 },
+        "each",
+      ),
+      ev("node.started", { item_index: 0, item_count: 3 }, "tts"),
+      ev(
+        "node.completed",
+        { item_index: 0, item_count: 3, artifact_id: "a0", credits_used: 2 },
+        "tts",
+      ),
+      ev("node.started", { item_index: 1, item_count: 3 }, "tts"),
+      ev("node.failed", { item_index: 1, item_count: 3, error: { message: "boom" } }, "tts"),
+    ];
+    const state = fold(events, startedRun("r1", ["each", "tts"]));
+    expect(state.nodes.each).toMatchObject({ status: "completed", fanOut: 3 });
+    const tts = state.nodes.tts;
+    expect(tts?.status).toBe("running");
+    expect(tts?.items).toMatchObject({ total: 3, done: 2, failed: 1 });
+    expect(tts?.items?.byIndex[0]).toMatchObject({ status: "completed", artifactId: "a0" });
+    expect(tts?.items?.byIndex[1]).toMatchObject({ status: "failed", error: "boom" });
+    expect(tts?.creditsUsed).toBe(2);
+    const done = fold(
+      [ev("node.completed", { item_index: 2, item_count: 3, artifact_id: "a2" }, "tts")],
+      state,
+    );
+    expect(done.nodes.tts).toMatchObject({ status: "failed", items: { done: 3, total: 3 } });
+  });
+
+  it("takes item entries of a run record as the node's items", () => {
+    const record = {
+      id: "r2",
+      status: "running",
+      error: null,
+      credits_used: 0,
+      duration_ms: 5,
+      input: null,
+      node_runs: [
+        {
+          node_id: "each",
+          item_index: null,
+          type: "ForEach",
+          status: "completed",
+          cached: false,
+          credits_used: 0,
+          artifact_id: "l",
+        },
+        {
+          node_id: "each",
+          item_index: 0,
+          type: "ForEachItem",
+          status: "completed",
+          cached: false,
+          credits_used: 0,
+          artifact_id: "i0",
+        },
+        {
+          node_id: "each",
+          item_index: 1,
+          type: "ForEachItem",
+          status: "completed",
+          cached: false,
+          credits_used: 0,
+          artifact_id: "i1",
+        },
+        {
+          node_id: "up",
+          item_index: 0,
+          type: "TextTransform",
+          status: "completed",
+          cached: false,
+          credits_used: 0,
+          artifact_id: "u0",
+        },
+        {
+          node_id: "up",
+          item_index: 1,
+          type: "TextTransform",
+          status: "pending",
+          cached: false,
+          credits_used: 0,
+          artifact_id: null,
+        },
+      ],
+    } as unknown as Run;
+    const state = fromRunRecord(record);
+    expect(state.nodes.each).toMatchObject({ status: "completed", fanOut: 2, artifactId: "l" });
+    expect(state.nodes.up).toMatchObject({ status: "running", items: { done: 1, total: 2 } });
+  });
+});

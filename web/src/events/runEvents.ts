@@ -14,6 +14,22 @@ export interface RunEvent {
   data: Record<string, unknown>;
 }
 
+/** One item's node run of a node run once per item of a ForEach (docs/batches.md). */
+export interface ItemLive {
+  status: Exclude<NodeStatus, "pending">;
+  artifactId?: string | null;
+  error?: string | null;
+  creditsUsed?: number;
+}
+
+/** A node run once per item: how far its items are ("17/40") and each item's state. */
+export interface ItemsLive {
+  total: number;
+  done: number;
+  failed: number;
+  byIndex: Record<number, ItemLive>;
+}
+
 /** What a node shows while a run goes on: its state, progress, output and error. */
 export interface NodeLive {
   status: Exclude<NodeStatus, "pending">;
@@ -22,6 +38,10 @@ export interface NodeLive {
   creditsUsed?: number;
   artifactId?: string | null;
   error?: string | null;
+  /** For a node run once per item of a ForEach. */
+  items?: ItemsLive;
+  /** For a ForEach that completed: how many items it split its input into. */
+  fanOut?: number;
 }
 
 /** The run itself: its status, what it cost, why it ended, and the input it was given. */
@@ -78,8 +98,66 @@ export function startedRun(
   };
 }
 
+const FINISHED: ReadonlySet<string> = new Set(["completed", "failed", "skipped", "cancelled"]);
+
+/** `items` with item `index` (of `total`) now `item`; the counts recomputed. */
+function withItem(
+  items: ItemsLive | undefined,
+  index: number,
+  total: number,
+  item: ItemLive,
+): ItemsLive {
+  const byIndex = { ...(items?.byIndex ?? {}), [index]: item };
+  const all = Object.values(byIndex);
+  return {
+    total: Math.max(total, all.length),
+    done: all.filter((i) => FINISHED.has(i.status)).length,
+    failed: all.filter((i) => i.status === "failed").length,
+    byIndex,
+  };
+}
+
+/** A node's state as its items leave it: running until every item finished, then failed
+ * when one failed, else completed. A ForEach keeps its own state (its items are picks). */
+function withItems(before: NodeLive, items: ItemsLive): NodeLive {
+  if (before.fanOut !== undefined) return { ...before, items };
+  const status: NodeLive["status"] =
+    items.done < items.total ? "running" : items.failed > 0 ? "failed" : "completed";
+  const creditsUsed = Object.values(items.byIndex).reduce(
+    (sum, i) => sum + (i.creditsUsed ?? 0),
+    0,
+  );
+  return {
+    status,
+    items,
+    creditsUsed,
+    error: items.failed > 0 ? `${items.failed} of ${items.total} items failed` : null,
+  };
+}
+
 /** The state of a run as GET .../runs/{id} returns it. */
 export function fromRunRecord(run: Run): RunState {
+  const state = fromDrawnNodes(run);
+  const totals = new Map<string, number>();
+  for (const n of run.node_runs) {
+    if (n.item_index != null) totals.set(n.node_id, (totals.get(n.node_id) ?? 0) + 1);
+  }
+  for (const n of run.node_runs) {
+    if (n.item_index == null) continue;
+    const item: ItemLive = {
+      status: n.status === "pending" ? "queued" : n.status,
+      artifactId: n.artifact_id,
+      creditsUsed: n.credits_used,
+      error: (n.error as ErrorLike | null)?.message ?? null,
+    };
+    const before: NodeLive = state.nodes[n.node_id] ?? { status: "queued" };
+    const items = withItem(before.items, n.item_index, totals.get(n.node_id) ?? 0, item);
+    state.nodes[n.node_id] = withItems(before, items);
+  }
+  return state;
+}
+
+function fromDrawnNodes(run: Run): RunState {
   return {
     run: {
       runId: run.id,
@@ -90,19 +168,29 @@ export function fromRunRecord(run: Run): RunState {
       input: run.input ?? null,
     },
     nodes: Object.fromEntries(
-      run.node_runs.map((n) => [
-        n.node_id,
-        {
-          status: n.status === "pending" ? "queued" : n.status,
-          cached: n.cached,
-          creditsUsed: n.credits_used,
-          artifactId: n.artifact_id,
-          error: (n.error as ErrorLike | null)?.message ?? null,
-        } satisfies NodeLive,
-      ]),
+      run.node_runs
+        .filter((n) => n.item_index == null)
+        .map((n) => [
+          n.node_id,
+          {
+            status: n.status === "pending" ? "queued" : n.status,
+            cached: n.cached,
+            creditsUsed: n.credits_used,
+            artifactId: n.artifact_id,
+            error: (n.error as ErrorLike | null)?.message ?? null,
+            fanOut:
+              n.type === "ForEach" && n.status === "completed"
+                ? itemsOf(run, n.node_id)
+                : undefined,
+          } satisfies NodeLive,
+        ]),
     ),
     lastSeq: 0,
   };
+}
+
+function itemsOf(run: Run, nodeId: string): number {
+  return run.node_runs.filter((n) => n.node_id === nodeId && n.item_index != null).length;
 }
 
 function errorOf(data: Record<string, unknown>, key = "error"): ErrorLike | undefined {
@@ -123,6 +211,7 @@ function reduceNode(before: NodeLive, event: RunEvent): NodeLive {
         artifactId: (data.artifact_id as string | undefined) ?? null,
         cached: Boolean(data.cached),
         creditsUsed: Number(data.credits_used ?? 0),
+        fanOut: typeof data.items === "number" ? data.items : undefined,
       };
     case "node.failed":
       return { status: "failed", error: errorOf(data)?.message ?? "failed" };
@@ -171,6 +260,24 @@ export function reduceRun(state: RunState, event: RunEvent): RunState {
   const lastSeq = event.seq;
   if (event.type.startsWith("node.") && event.node_id) {
     const before = state.nodes[event.node_id] ?? { status: "queued" };
+    const index = event.data.item_index;
+    if (typeof index === "number") {
+      // One item's node run: folded into the node's items (docs/batches.md).
+      const was: NodeLive = before.items?.byIndex[index] ?? { status: "queued" };
+      const now = reduceNode(was, event);
+      const item: ItemLive = {
+        status: now.status,
+        artifactId: now.artifactId,
+        error: now.error,
+        creditsUsed: now.creditsUsed,
+      };
+      const items = withItem(before.items, index, Number(event.data.item_count ?? 0), item);
+      return {
+        ...state,
+        lastSeq,
+        nodes: { ...state.nodes, [event.node_id]: withItems(before, items) },
+      };
+    }
     return {
       ...state,
       lastSeq,

@@ -3,6 +3,7 @@ import { Link, useNavigate, useParams } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
 import { keys } from "../api/queries";
+import type { Run } from "../api/types";
 import { watchRun } from "../events/runSocket";
 import {
   EMPTY_RUN,
@@ -127,6 +128,7 @@ function RunDetails() {
       <h2>Nodes and artifacts</h2>
       <ul className="artifact-list">
         {r.node_runs.map((node) => {
+          if (node.item_index != null) return null; // listed under their node, below
           const now = live.nodes[node.node_id];
           const nodeStatus = r.status === "running" && now ? now.status : node.status;
           const cached = now?.cached ?? node.cached;
@@ -149,6 +151,9 @@ function RunDetails() {
             </li>
           );
         })}
+        {itemGroups(r.node_runs).map(([nodeId, items]) => (
+          <ItemGroup key={`items-${nodeId}`} nodeId={nodeId} items={items} />
+        ))}
       </ul>
       <h2>Events</h2>
       <ol className="small mono" aria-label="Run events">
@@ -156,6 +161,7 @@ function RunDetails() {
           <li key={event.seq}>
             {event.ts.slice(11, 23)} {event.type}
             {event.node_id ? ` ${event.node_id}` : ""}
+            {typeof event.data.item_index === "number" ? ` item ${event.data.item_index + 1}` : ""}
             {event.type === "node.progress"
               ? ` ${Math.round(Number(event.data.progress) * 100)}%`
               : ""}
@@ -163,5 +169,64 @@ function RunDetails() {
         ))}
       </ol>
     </main>
+  );
+}
+
+type NodeRunEntry = Run["node_runs"][number];
+
+/** A batch's item entries, by node, in record order (docs/batches.md). */
+function itemGroups(nodeRuns: NodeRunEntry[]): [string, NodeRunEntry[]][] {
+  const groups = new Map<string, NodeRunEntry[]>();
+  for (const node of nodeRuns) {
+    if (node.item_index == null) continue;
+    groups.set(node.node_id, [...(groups.get(node.node_id) ?? []), node]);
+  }
+  return [...groups.entries()];
+}
+
+const ITEM_DONE = new Set(["completed", "failed", "skipped", "cancelled"]);
+
+/** The node runs of one node run once per item: a count, and each item with its status;
+ * an item's output is loaded when it is opened (a batch may have a thousand). */
+function ItemGroup({ nodeId, items }: { nodeId: string; items: NodeRunEntry[] }) {
+  const done = items.filter((i) => ITEM_DONE.has(i.status)).length;
+  return (
+    <li className="card" data-node-id={nodeId} data-items={items.length}>
+      <details>
+        <summary>
+          <b>{nodeId}</b> <span className="muted">{items[0]?.type}</span>{" "}
+          <span aria-label="Items done">
+            {done}/{items.length} items
+          </span>
+        </summary>
+        <ol className="item-list">
+          {items.map((item) => (
+            <ItemRow key={item.item_index} item={item} />
+          ))}
+        </ol>
+      </details>
+    </li>
+  );
+}
+
+function ItemRow({ item }: { item: NodeRunEntry }) {
+  const [open, setOpen] = useState(false);
+  const index = (item.item_index ?? 0) + 1;
+  return (
+    <li data-item-index={item.item_index}>
+      <span>Item {index}</span> <Status status={item.status} cached={item.cached} />
+      {item.error && (
+        <span className="error-text">
+          {" "}
+          {String((item.error as { message?: string }).message ?? "")}
+        </span>
+      )}
+      {item.artifact_id && (
+        <button type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
+          {open ? `Hide item ${index}` : `Show item ${index}`}
+        </button>
+      )}
+      {open && item.artifact_id && <ArtifactPreview artifactId={item.artifact_id} />}
+    </li>
   );
 }

@@ -107,9 +107,15 @@ async def execute(
 
 
 def node_run_out(node: Any) -> dict[str, Any]:
-    """A node run row as the API shows it (``NodeRunOut``)."""
+    """A node run row as the API shows it (``NodeRunOut``). An item's node run is stored
+    under its instance id ``<node id>#<item>`` (engine/batches.py): shown as the drawn
+    node's id with the item index."""
+    node_id = node.node_id
+    if node.item_index is not None:
+        node_id = node_id.rpartition("#")[0]
     return {
-        "node_id": node.node_id,
+        "node_id": node_id,
+        "item_index": node.item_index,
         "type": node.type,
         "status": node.status,
         "artifact_id": node.artifact_id,

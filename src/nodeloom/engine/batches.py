@@ -1,0 +1,281 @@
+"""Batches in the graph — pure, no I/O (docs/adr/0013-batches.md, docs/batches.md).
+
+A ``ForEach`` node opens a *region*: every node reachable from it without passing a
+collector (``Collect``, ``CollectImages``, ``CollectVideos``). The region runs once per
+item. In the saved graph the region is drawn once; a run *expands* it when the ForEach
+completes and its item count is known:
+
+- the ForEach stays one node (its output: the items, a JSON array);
+- item k gets ``F#k`` (a ``ForEachItem`` picking item k out of the list) and one instance
+  ``x#k`` of every region node x, wired like the drawn nodes: an input from the ForEach
+  comes from ``F#k``, from a region node y from ``y#k``, from any other node from that
+  node itself (the same artifact for every item);
+- a collector takes, on each input the region fed, ``y#0 .. y#n-1`` in item order.
+
+Until then the run's graph leaves the region out and its collectors wait for the ForEach.
+A run's node rows are keyed by these instance ids (``x#k``, with the item index in their
+own column); the API shows the drawn node id and the item index. So that an instance id
+can never be a drawn node's id, a graph with a ForEach may not use ``#`` in node ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from nodeloom.errors import FieldError
+from nodeloom.nodes.batch import FOR_EACH_ITEM, ForEach, ForEachParams, ItemParams
+
+if TYPE_CHECKING:
+    from nodeloom.engine.graph import Graph
+
+SEPARATOR = "#"
+ROOT = "/graph_json"
+
+
+@dataclass(frozen=True)
+class Region:
+    """The nodes a ForEach runs once per item, and the collectors that gather them."""
+
+    for_each: str
+    nodes: tuple[str, ...]  # in graph order, the ForEach and collectors not included
+    collectors: tuple[str, ...]
+    concurrency: int
+    fail_fast: bool
+    max_items: int  # the param, or the server's cap: what the estimate holds for
+
+    @property
+    def members(self) -> frozenset[str]:
+        return frozenset(self.nodes)
+
+
+@dataclass
+class Batches:
+    """What a checked graph knows about its batches: regions by ForEach, the region of each
+    region node and collector, and (in a run's expanded graph) each instance's drawn node
+    and item index."""
+
+    regions: dict[str, Region] = field(default_factory=dict)
+    region_of: dict[str, str] = field(default_factory=dict)  # region node -> its ForEach
+    collected_by: dict[str, str] = field(default_factory=dict)  # collector -> its ForEach
+    # instance id -> (drawn node id, item index, item count); ForEach#k -> (ForEach id, k, n)
+    instances: dict[str, tuple[str, int, int]] = field(default_factory=dict)
+    counts: dict[str, int | None] = field(default_factory=dict)  # item count per ForEach
+    drawn: Graph | None = None  # in a run's graph: the graph as drawn
+
+    def __bool__(self) -> bool:
+        return bool(self.regions)
+
+    def region_of_instance(self, node_id: str) -> Region | None:
+        """The region an instance (not a ForEach's item pick) belongs to."""
+        found = self.instances.get(node_id)
+        if found is None or found[0] in self.regions:
+            return None
+        return self.regions[self.region_of[found[0]]]
+
+
+def instance_id(node_id: str, index: int) -> str:
+    return f"{node_id}{SEPARATOR}{index}"
+
+
+def find_regions(graph: Graph, batch_cap: int) -> list[FieldError]:
+    """Fill ``graph.batches`` from the drawn graph; the problems that make it unrunnable."""
+    problems: list[FieldError] = []
+    nodes = graph.nodes
+    for_eaches = [n for n in graph.order if nodes[n].node.batch_role == "for_each"]
+    collectors = {n for n in nodes if nodes[n].node.batch_role == "collect"}
+    if not for_eaches:
+        for node_id in sorted(collectors, key=graph.rank.__getitem__):
+            problems.append(_problem(graph, node_id, "gathers nothing: connect it after a ForEach"))
+        return problems
+    for node_id in graph.order:
+        if SEPARATOR in node_id:
+            problems.append(
+                FieldError(
+                    f"{ROOT}/nodes/{nodes[node_id].index}/id",
+                    f"node id {node_id!r}: a graph with a ForEach may not use {SEPARATOR!r} in "
+                    "node ids (the run names each item's node runs <node id>#<item>)",
+                )
+            )
+    batches = graph.batches
+    for for_each in for_eaches:
+        members: set[str] = set()
+        gathered: set[str] = set()
+        stack = list(graph.downstream[for_each])
+        while stack:
+            current = stack.pop()
+            if current in collectors:
+                gathered.add(current)
+                continue
+            if current in members:
+                continue
+            members.add(current)
+            stack.extend(graph.downstream[current])
+        for node_id in members:
+            if node_id in batches.region_of or nodes[node_id].node.batch_role == "for_each":
+                problems.append(
+                    _problem(graph, node_id, "is inside two ForEach regions (no nesting yet)")
+                )
+            batches.region_of.setdefault(node_id, for_each)
+        for collector in gathered:
+            if collector in batches.collected_by:
+                problems.append(_problem(graph, collector, "gathers the items of two ForEach"))
+            batches.collected_by.setdefault(collector, for_each)
+        params = nodes[for_each].params
+        assert isinstance(params, ForEachParams)
+        batches.regions[for_each] = Region(
+            for_each=for_each,
+            nodes=tuple(sorted(members, key=graph.rank.__getitem__)),
+            collectors=tuple(sorted(gathered, key=graph.rank.__getitem__)),
+            concurrency=params.concurrency,
+            fail_fast=params.fail_fast,
+            max_items=min(params.max_items or batch_cap, batch_cap),
+        )
+    for collector in sorted(collectors, key=graph.rank.__getitem__):
+        gatherer = batches.collected_by.get(collector)
+        if gatherer is None:
+            problems.append(
+                _problem(graph, collector, "gathers nothing: connect it after a ForEach")
+            )
+            continue
+        inside = batches.regions[gatherer].members | {gatherer}
+        for sources in graph.inputs[collector].values():
+            for source in sources:
+                if source not in inside:
+                    problems.append(
+                        _problem(
+                            graph,
+                            collector,
+                            f"takes {source}, which is not one of the items of {gatherer}",
+                        )
+                    )
+    return problems
+
+
+def _problem(graph: Graph, node_id: str, message: str) -> FieldError:
+    node = graph.nodes[node_id]
+    return FieldError(f"{ROOT}/nodes/{node.index}", f"{node_id} ({node.type}) {message}")
+
+
+def estimate(graph: Graph, known: Mapping[str, int]) -> int:
+    """Credits held for a run: every node outside a region once, a region's nodes once per
+    item — ``known`` items when the count is known before the run, else the region's
+    bound (its ``max_items``)."""
+    regions = graph.batches.regions
+    inside = graph.batches.region_of
+    total = sum(
+        n.node.estimate_credits(n.params) for n in graph.nodes.values() if n.id not in inside
+    )
+    for for_each, region in regions.items():
+        per_item = sum(
+            graph.nodes[n].node.estimate_credits(graph.nodes[n].params) for n in region.nodes
+        )
+        total += per_item * known.get(for_each, region.max_items)
+    return total
+
+
+def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
+    """The run's graph of ``template`` when each ForEach has ``counts[F]`` items (None: not
+    known yet — its region left out, its collectors waiting for it)."""
+    from nodeloom.engine.graph import Graph, GraphNode
+
+    template = template.batches.drawn or template
+    batches = template.batches
+    if not batches:
+        return template
+    nodes: dict[str, GraphNode] = {}
+    inputs: dict[str, dict[str, list[str]]] = {}
+    order: list[str] = []
+    out = Batches(
+        regions=batches.regions,
+        region_of=batches.region_of,
+        collected_by=batches.collected_by,
+        counts=dict(counts),
+        drawn=template,
+    )
+    for node_id in template.order:
+        if node_id in batches.region_of:
+            continue
+        node = template.nodes[node_id]
+        for_each = batches.collected_by.get(node_id)
+        if for_each is None:
+            nodes[node_id] = node
+            inputs[node_id] = {k: list(v) for k, v in template.inputs[node_id].items()}
+        else:
+            count = counts.get(for_each)
+            nodes[node_id] = node
+            inputs[node_id] = {
+                name: [for_each]
+                if count is None
+                else [_source(batches, for_each, s, k) for k in range(count) for s in sources]
+                for name, sources in template.inputs[node_id].items()
+            }
+        order.append(node_id)
+        region = batches.regions.get(node_id)
+        count = counts.get(node_id)
+        if region is None or count is None:
+            continue
+        for k in range(count):
+            pick = instance_id(node_id, k)
+            nodes[pick] = GraphNode(
+                pick, FOR_EACH_ITEM.spec.type, node.index, FOR_EACH_ITEM, ItemParams(index=k)
+            )
+            inputs[pick] = {"list": [node_id]}
+            out.instances[pick] = (node_id, k, count)
+            order.append(pick)
+            for member in region.nodes:
+                drawn = template.nodes[member]
+                one = instance_id(member, k)
+                nodes[one] = GraphNode(one, drawn.type, drawn.index, drawn.node, drawn.params)
+                inputs[one] = {
+                    name: [_source(batches, node_id, s, k) for s in sources]
+                    for name, sources in template.inputs[member].items()
+                }
+                out.instances[one] = (member, k, count)
+                order.append(one)
+    downstream: dict[str, list[str]] = {node_id: [] for node_id in nodes}
+    for target, by_input in inputs.items():
+        for sources in by_input.values():
+            for source in sources:
+                if target not in downstream[source]:
+                    downstream[source].append(target)
+    graph = Graph(nodes=nodes, inputs=inputs, downstream=downstream, order=order)
+    graph.batches = out
+    return graph
+
+
+def _source(batches: Batches, for_each: str, source: str, k: int) -> str:
+    """What feeds item k where the drawn graph has ``source``."""
+    if source == for_each or batches.region_of.get(source) == for_each:
+        return instance_id(source, k)
+    return source
+
+
+def count_at_submit(graph: Graph, run_input: Mapping[str, object] | None) -> dict[str, int]:
+    """The item count of each ForEach fed straight by a TextInput, known before the run
+    from its input data (the others are known when they run)."""
+    from nodeloom.nodes.base import NodeFailure
+    from nodeloom.nodes.batch import split_items
+    from nodeloom.nodes.text import TextInput, TextInputParams, text_input_value
+
+    found: dict[str, int] = {}
+    for for_each in graph.batches.regions:
+        sources = [s for srcs in graph.inputs[for_each].values() for s in srcs]
+        if len(sources) != 1 or not isinstance(graph.nodes[sources[0]].node, TextInput):
+            continue
+        params = graph.nodes[sources[0]].params
+        assert isinstance(params, TextInputParams)
+        text = text_input_value(params, run_input)
+        if text is None:
+            continue
+        node_params = graph.nodes[for_each].params
+        assert isinstance(node_params, ForEachParams)
+        try:
+            found[for_each] = len(split_items(text, node_params.split))
+        except NodeFailure:
+            continue  # the ForEach fails when it runs, saying why
+    return found
+
+
+__all__ = ["Batches", "ForEach", "Region", "estimate", "expand", "find_regions"]

@@ -1,0 +1,388 @@
+"""Batches over HTTP: a ForEach runs the nodes after it once per item, a Collect gathers the
+items' outputs; on SQLite (in-process driver) and PostgreSQL (queue workers) alike."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.api.test_auth import assert_problem
+from tests.conftest import User
+from tests.runs_helpers import balance, create_workflow, e, execute, g, n, wait_for_run
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def settings_overrides() -> dict[str, object]:
+    return {"rate_limit_api_key": 100_000, "rate_limit_jwt": 100_000, "batch_max_items": 50}
+
+
+def batch_graph(
+    *, fail_fast: bool = False, pick_word: bool = False, concurrency: int = 3, **for_each: Any
+) -> dict[str, Any]:
+    """in -> each -> [split ->] tpl (1 credit an item) -> all (Collect)."""
+    nodes = [
+        n("in", "TextInput"),
+        n("each", "ForEach", concurrency=concurrency, fail_fast=fail_fast, **for_each),
+        n("tpl", "TextTemplate", template="<{{ text }}>"),
+        n("all", "Collect"),
+    ]
+    edges = [e("in", "each"), e("tpl", "all")]
+    if pick_word:
+        # The second word of each item: an item of one word fails here.
+        nodes.append(n("word", "TextSplit", separator=" ", index=1))
+        edges += [e("each", "word"), e("word", "tpl")]
+    else:
+        edges.append(e("each", "tpl"))
+    return g(nodes, edges)
+
+
+async def run_batch(
+    client: httpx.AsyncClient, user: User, wf: str, text: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    r = await execute(client, user, wf, {"input": {"text": text}})
+    assert r.status_code == 202, r.text
+    return r.json(), await wait_for_run(client, user, wf, r.json()["run_id"], timeout=60)
+
+
+async def text_of(client: httpx.AsyncClient, user: User, artifact_id: str) -> str:
+    r = await client.get(f"/api/v1/artifacts/{artifact_id}", headers=user.headers)
+    assert r.status_code == 200, r.text
+    return r.text
+
+
+def of(run: dict[str, Any], node_id: str) -> list[dict[str, Any]]:
+    return [nr for nr in run["node_runs"] if nr["node_id"] == node_id]
+
+
+class TestFanOut:
+    async def test_each_line_runs_once_and_collect_keeps_order(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, batch_graph())
+        lines = [f"line {i}" for i in range(12)]
+        before = await balance(client, owner)
+        accepted, run = await run_batch(client, owner, wf, "\n".join(lines) + "\n\n")
+        # The count is known from the input: 12 items of 1 credit are held, not the cap.
+        assert accepted["estimated_credits"] == 12
+        assert run["status"] == "completed", run
+        tpl = of(run, "tpl")
+        assert [nr["item_index"] for nr in tpl] == list(range(12))
+        assert all(nr["status"] == "completed" and nr["credits_used"] == 1 for nr in tpl)
+        [each] = [nr for nr in of(run, "each") if nr["item_index"] is None]
+        assert each["status"] == "completed"
+        assert [nr["item_index"] for nr in of(run, "each") if nr["item_index"] is not None] == list(
+            range(12)
+        )
+        [collect] = of(run, "all")
+        assert collect["item_index"] is None
+        assert json.loads(await text_of(client, owner, collect["artifact_id"])) == [
+            f"<{line}>" for line in lines
+        ]
+        # One item's artifact opens on its own.
+        assert await text_of(client, owner, tpl[7]["artifact_id"]) == "<line 7>"
+        assert run["credits_used"] == 12
+        assert await balance(client, owner) == before - 12
+
+    async def test_json_array_items(self, client: httpx.AsyncClient, owner: User) -> None:
+        wf = await create_workflow(client, owner, batch_graph(split="json"))
+        _, run = await run_batch(client, owner, wf, json.dumps(["a", {"b": 1}, 3]))
+        assert run["status"] == "completed", run
+        [collect] = of(run, "all")
+        assert json.loads(await text_of(client, owner, collect["artifact_id"])) == [
+            "<a>",
+            '<{"b": 1}>',
+            "<3>",
+        ]
+
+    async def test_empty_list_collects_an_empty_array(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, batch_graph(split="json"))
+        accepted, run = await run_batch(client, owner, wf, "[]")
+        assert accepted["estimated_credits"] == 0
+        assert run["status"] == "completed", run
+        assert of(run, "tpl") == []
+        [collect] = of(run, "all")
+        assert await text_of(client, owner, collect["artifact_id"]) == "[]"
+
+    async def test_unknown_count_holds_the_bound_and_charges_what_ran(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # A template between the input and the ForEach: the count is known only when it runs.
+        graph = batch_graph(max_items=20)
+        graph["nodes"].append(n("pre", "TextTemplate", template="{{ text }}"))
+        graph["edges"] = [ed for ed in graph["edges"] if ed["source"] != "in"]
+        graph["edges"] += [e("in", "pre"), e("pre", "each")]
+        wf = await create_workflow(client, owner, graph)
+        before = await balance(client, owner)
+        accepted, run = await run_batch(client, owner, wf, "a\nb\nc")
+        assert accepted["estimated_credits"] == 1 + 20  # pre, and 20 items at most
+        assert run["status"] == "completed", run
+        assert run["credits_used"] == 1 + 3
+        assert await balance(client, owner) == before - 4
+
+    async def test_item_events_carry_the_item_index(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, batch_graph())
+        accepted, _ = await run_batch(client, owner, wf, "x\ny\nz")
+        # The run has ended: its event stream replays the log and closes.
+        async with client.stream(
+            "GET", f"/api/v1/workflows/{wf}/runs/{accepted['run_id']}/events", headers=owner.headers
+        ) as r:
+            assert r.status_code == 200
+            body = (await r.aread()).decode()
+        events = [
+            json.loads(line[len("data: ") :])
+            for line in body.splitlines()
+            if line.startswith("data: ")
+        ]
+        done = [
+            ev["data"]["item_index"]
+            for ev in events
+            if ev["type"] == "node.completed" and ev.get("node_id") == "tpl"
+        ]
+        assert sorted(done) == [0, 1, 2]
+
+
+class TestConcurrency:
+    async def test_at_most_concurrency_items_run_at_once(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("each", "ForEach", concurrency=2),
+                n("wait", "Delay", seconds=0.3),
+                n("all", "Collect"),
+            ],
+            [e("in", "each"), e("each", "wait"), e("wait", "all")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        _, run = await run_batch(client, owner, wf, "\n".join("abcdef"))
+        assert run["status"] == "completed", run
+        waits = of(run, "wait")
+        assert len(waits) == 6
+        spans = [(nr["started_at"], nr["finished_at"]) for nr in waits]
+        # At any item's start, fewer than 2 others were running.
+        for start, _ in spans:
+            overlapping = sum(1 for s, f in spans if s < start < f)
+            assert overlapping <= 1, spans
+        # And the bound was used: some two ran together.
+        assert any(s1 < s2 < f1 for s1, f1 in spans for s2, _ in spans), spans
+
+
+class TestCancel:
+    async def test_cancel_stops_the_items_not_finished(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("each", "ForEach", concurrency=1),
+                n("wait", "Delay", seconds=0.5),
+                n("all", "Collect"),
+            ],
+            [e("in", "each"), e("each", "wait"), e("wait", "all")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        r = await execute(client, owner, wf, {"input": {"text": "\n".join("abcdefgh")}})
+        run_id = r.json()["run_id"]
+        for _ in range(200):
+            run = (
+                await client.get(f"/api/v1/workflows/{wf}/runs/{run_id}", headers=owner.headers)
+            ).json()
+            if any(nr["status"] == "running" for nr in of(run, "wait")):
+                break
+            await asyncio.sleep(0.05)
+        r = await client.post(f"/api/v1/workflows/{wf}/runs/{run_id}/cancel", headers=owner.headers)
+        assert r.status_code == 202, r.text
+        run = await wait_for_run(client, owner, wf, run_id, timeout=60)
+        assert run["status"] == "cancelled", run
+        statuses = [nr["status"] for nr in of(run, "wait")]
+        assert "cancelled" in statuses and "running" not in statuses and "pending" not in statuses
+        assert of(run, "all")[0]["status"] == "cancelled"
+
+
+class TestFailures:
+    async def test_one_item_failing_fails_only_that_item(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, batch_graph(pick_word=True))
+        _, run = await run_batch(client, owner, wf, "a one\nlonely\nb two")
+        assert run["status"] == "completed", run
+        words = of(run, "word")
+        assert [nr["status"] for nr in words] == ["completed", "failed", "completed"]
+        assert [nr["status"] for nr in of(run, "tpl")] == ["completed", "skipped", "completed"]
+        assert run["credits_used"] == 2
+        [collect] = of(run, "all")
+        assert collect["status"] == "completed"
+        assert json.loads(await text_of(client, owner, collect["artifact_id"])) == [
+            "<one>",
+            None,
+            "<two>",
+        ]
+
+    async def test_fail_fast_fails_the_run(self, client: httpx.AsyncClient, owner: User) -> None:
+        wf = await create_workflow(
+            client, owner, batch_graph(pick_word=True, fail_fast=True, concurrency=1)
+        )
+        lines = ["lonely"] + [f"w {i}" for i in range(8)]
+        _, run = await run_batch(client, owner, wf, "\n".join(lines))
+        assert run["status"] == "failed", run
+        assert run["error"]["node_id"] == "word"
+        statuses = [nr["status"] for nr in of(run, "tpl")]
+        # No item starts after the failure; the collect never runs.
+        assert statuses.count("completed") < len(lines) - 1
+        assert of(run, "all")[0]["status"] == "skipped"
+
+    async def test_batch_over_the_cap_is_a_400(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, batch_graph())
+        before = await balance(client, owner)
+        r = await execute(client, owner, wf, {"input": {"text": "\n".join(["x"] * 51)}})
+        assert_problem(r, 400, "invalid_request")
+        assert "51 items" in r.json()["detail"] and "50" in r.json()["detail"]
+        r = await client.get(f"/api/v1/workflows/{wf}/runs", headers=owner.headers)
+        assert r.json() == []
+        assert await balance(client, owner) == before
+
+    async def test_batch_found_over_the_cap_fails_the_node(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = batch_graph(max_items=5)
+        graph["nodes"].append(n("pre", "TextTemplate", template="{{ text }}"))
+        graph["edges"] = [ed for ed in graph["edges"] if ed["source"] != "in"]
+        graph["edges"] += [e("in", "pre"), e("pre", "each")]
+        wf = await create_workflow(client, owner, graph)
+        _, run = await run_batch(client, owner, wf, "\n".join("abcdef"))
+        assert run["status"] == "failed"
+        [each] = of(run, "each")
+        assert each["status"] == "failed" and each["error"]["code"] == "batch_too_large"
+        assert "6 items" in each["error"]["message"]
+        assert of(run, "all")[0]["status"] == "skipped"
+
+
+class TestMedia:
+    async def test_collect_images_into_a_grid(self, client: httpx.AsyncClient, owner: User) -> None:
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("each", "ForEach"),
+                n("card", "RenderText", width=64, height=32),
+                n("grid", "CollectImages", columns=2, cell_width=40, cell_height=20, gap=2),
+            ],
+            [e("in", "each"), e("each", "card"), e("card", "grid")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        _, run = await run_batch(client, owner, wf, "one\ntwo\nthree")
+        assert run["status"] == "completed", run
+        cards = of(run, "card")
+        assert [nr["item_index"] for nr in cards] == [0, 1, 2]
+        [grid] = of(run, "grid")
+        r = await client.get(
+            f"/api/v1/artifacts/{grid['artifact_id']}/metadata", headers=owner.headers
+        )
+        meta = r.json()
+        assert meta["content_type"] == "image/png"
+        # Three cells, two columns: two rows.
+        assert (meta["width"], meta["height"]) == (2 * 40 + 3 * 2, 2 * 20 + 3 * 2)
+        r = await client.get(f"/api/v1/artifacts/{grid['artifact_id']}", headers=owner.headers)
+        assert r.content[:8] == b"\x89PNG\r\n\x1a\n"
+        assert run["credits_used"] == sum(nr["credits_used"] for nr in run["node_runs"])
+
+
+class TestCache:
+    async def test_cache_hits_per_item(self, client: httpx.AsyncClient, owner: User) -> None:
+        # TextTemplate's output may depend on the whole run input (its `input` variable), so
+        # the item's node here is one whose output depends on the item alone.
+        graph = batch_graph()
+        graph["nodes"][2] = n("tpl", "TextTransform", operation="upper")
+        wf = await create_workflow(client, owner, graph)
+        _, first = await run_batch(client, owner, wf, "a\nb\nc")
+        assert [nr["cached"] for nr in of(first, "tpl")] == [False, False, False]
+        _, again = await run_batch(client, owner, wf, "a\nbb\nc")
+        assert [nr["cached"] for nr in of(again, "tpl")] == [True, False, True]
+        [collect] = of(again, "all")
+        assert json.loads(await text_of(client, owner, collect["artifact_id"])) == [
+            "A",
+            "BB",
+            "C",
+        ]
+
+
+class TestValidation:
+    async def test_collect_without_for_each(self, client: httpx.AsyncClient, owner: User) -> None:
+        graph = g([n("in", "TextInput"), n("all", "Collect")], [e("in", "all")])
+        r = await client.post(
+            "/api/v1/workflows", json={"name": "x", "graph_json": graph}, headers=owner.headers
+        )
+        assert_problem(r, 400, "invalid_graph")
+        assert any("ForEach" in err["message"] for err in r.json()["errors"])
+
+    async def test_hash_in_node_ids_is_refused_with_a_for_each(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = batch_graph()
+        graph["nodes"][2]["id"] = "tpl#1"
+        for edge in graph["edges"]:
+            for key in ("source", "target"):
+                if edge[key] == "tpl":
+                    edge[key] = "tpl#1"
+        r = await client.post(
+            "/api/v1/workflows", json={"name": "x", "graph_json": graph}, headers=owner.headers
+        )
+        assert_problem(r, 400, "invalid_graph")
+        assert r.json()["errors"][0]["pointer"] == "/graph_json/nodes/2/id"
+
+    async def test_nested_for_each_is_refused(self, client: httpx.AsyncClient, owner: User) -> None:
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("outer", "ForEach"),
+                n("inner", "ForEach"),
+                n("all", "Collect"),
+            ],
+            [e("in", "outer"), e("outer", "inner"), e("inner", "all")],
+        )
+        r = await client.post(
+            "/api/v1/workflows", json={"name": "x", "graph_json": graph}, headers=owner.headers
+        )
+        assert_problem(r, 400, "invalid_graph")
+        assert any("two ForEach" in err["message"] for err in r.json()["errors"])
+
+    async def test_region_nodes_may_take_a_shared_input(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # A node outside the region feeds every item the same artifact.
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("prefix", "TextInput", key="prefix"),
+                n("each", "ForEach"),
+                n("join", "TextJoin", separator=": "),
+                n("all", "Collect"),
+            ],
+            [
+                e("in", "each"),
+                e("prefix", "join", "texts"),
+                e("each", "join", "texts"),
+                e("join", "all"),
+            ],
+        )
+        wf = await create_workflow(client, owner, graph)
+        r = await execute(client, owner, wf, {"input": {"text": "a\nb", "prefix": "P"}})
+        run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+        assert run["status"] == "completed", run
+        [collect] = of(run, "all")
+        assert json.loads(await text_of(client, owner, collect["artifact_id"])) == ["P: a", "P: b"]

@@ -283,12 +283,33 @@ def _queued_load(
         mark,
     )[0]
     _, failed1 = _completed(f.db_url)
+    # The claim latency of a node that waits for nothing but its claim: one run at a time
+    # (under (e)'s backlog a node's wait is mostly the runs queued before it).
+    scaleout._wait_idle(f)
+    (quiet,) = scaleout._sql(f.db_url, "select now()")[0]
+    done1 = sum(_completed(f.db_url))
+    peers.run_wrk(
+        f.base_url, paths, connections=1, seconds=120, server_pid=f.api.pid, stop_after=50
+    )
+    _wait_finished(f.db_url, done1 + 50)
+    idle = [
+        scaleout._ms(q, s)
+        for q, s in scaleout._sql(
+            f.db_url,
+            "select n.queued_at, n.started_at from node_runs n join runs r on r.id = n.run_id"
+            " where r.created_at > %s and n.queued_at is not null and n.started_at is not null",
+            quiet,
+        )
+    ]
     found = {
         "completed runs/s": f"{runs / (ended - started):,.0f}",
         "failed": str(failed1 - failed0),
         "nodes queued for a job, per run": f"{jobs / created:.2f}",
-        "claim latency p50 / p99 (ms)": (
+        "claim latency under that load, p50 / p99 (ms)": (
             f"{median(claims):.1f} / {percentile(claims, 99):.1f}" if claims else "-"
+        ),
+        "claim latency, one run at a time (c=1), p50 / p99 (ms)": (
+            f"{median(idle):.1f} / {percentile(idle, 99):.1f}" if idle else "-"
         ),
         "machine CPU ms per run": f"{1000 * sum(cpu.values()) / runs:.1f} ("
         + ", ".join(f"{k} {1000 * v / runs:.1f}" for k, v in cpu.items())

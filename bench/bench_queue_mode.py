@@ -225,7 +225,7 @@ def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
                 f.db_url,
                 "select n.queued_at, n.started_at from node_runs n join runs r on r.id = n.run_id"
                 " where r.created_at > %s and n.queued_at is not null"
-                " and n.started_at is not null",
+                " and n.claimed_by like 'job:%%' and n.started_at is not null",
                 mark,
             )
         ]
@@ -272,7 +272,8 @@ def _queued_load(
         for q, s in scaleout._sql(
             f.db_url,
             "select n.queued_at, n.started_at from node_runs n join runs r on r.id = n.run_id"
-            " where r.created_at > %s and n.queued_at is not null and n.started_at is not null",
+            " where r.created_at > %s and n.queued_at is not null and n.started_at is not null"
+            " and n.claimed_by like 'job:%%'",
             mark,
         )
     ]
@@ -297,7 +298,8 @@ def _queued_load(
         for q, s in scaleout._sql(
             f.db_url,
             "select n.queued_at, n.started_at from node_runs n join runs r on r.id = n.run_id"
-            " where r.created_at > %s and n.queued_at is not null and n.started_at is not null",
+            " where r.created_at > %s and n.queued_at is not null and n.started_at is not null"
+            " and n.claimed_by like 'job:%%'",
             quiet,
         )
     ]
@@ -502,14 +504,14 @@ def report(nl: QueueProduct, n8n: QueueProduct | None, args: argparse.Namespace)
     text += "\n\n"
     if claims:
         text += (
-            f"Nodeloom node claim latency (committed runnable -> started), {len(claims)} "
-            f"queued nodes of (b): p50 {median(claims):.1f} ms, p99 "
+            f"Nodeloom node claim latency (committed runnable -> started by a worker's job), "
+            f"{len(claims)} nodes of (b): p50 {median(claims):.1f} ms, p99 "
             f"{percentile(claims, 99):.1f} ms. "
         )
     else:
         text += (
-            "Nodeloom node claim latency: no node of (b) went through the queue (every run "
-            "was executed while the API replica accepted it). "
+            "Nodeloom node claim latency: no node of (b) was claimed by a worker's job (every "
+            "run was executed while the API replica accepted it). "
         )
     if nl.transactions_per_run is not None:
         text += (

@@ -1,5 +1,7 @@
 """The distributed executor (PostgreSQL): every runnable node is a job of a Procrastinate
-queue, taken by whichever worker process is free, on any host.
+queue, taken by whichever worker process is free, on any host — except instant nodes: a run
+made only of them is executed while it is accepted (engine/submit.py), and those a finishing
+job makes runnable are executed by that job (``_run_started``, ADR 0011).
 
 The database stays the truth; a job is a hint that a node is runnable. A node becomes
 runnable by a committed step (engine/steps.py) and its job is deferred right after the

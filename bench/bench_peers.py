@@ -792,7 +792,23 @@ def main() -> None:
         help="nodeloom serve --processes N (default 2: both cores, as n8n uses them)",
     )
     parser.add_argument("--no-write", action="store_true", help="do not touch docs/benchmarks.md")
+    parser.add_argument(
+        "--queue-mode",
+        action="store_true",
+        help="scaled out instead: Nodeloom on PostgreSQL (API replica + workers) against n8n's "
+        "queue mode (main + workers, Bull on Redis, PostgreSQL); bench/bench_queue_mode.py",
+    )
+    parser.add_argument("--workers", type=int, default=1, help="--queue-mode: workers of each")
+    parser.add_argument("--no-n8n", action="store_true", help="--queue-mode: Nodeloom only")
+    parser.add_argument("--queued-runs", type=int, default=1000, help="--queue-mode: runs of (e)")
     args = parser.parse_args()
+    if args.queue_mode:
+        from bench import bench_queue_mode
+
+        if "--runs" not in sys.argv:
+            args.runs = 3000
+        bench_queue_mode.main(args)
+        return
 
     ensure_wrk()
     folder = ensure_n8n()

@@ -8,7 +8,8 @@ Which dispatcher depends on the database:
 - SQLite (the embedded default): ``LocalDispatcher``; each process drives the runs it
   accepted, in memory, and adopts those of dead processes sharing the file.
 - PostgreSQL: ``QueueDispatcher``; every runnable node is a job of the Procrastinate queue,
-  run by whichever worker (``serve`` unless ``--no-worker``, or ``nodeloom worker``) takes it.
+  run by whichever worker (``serve`` unless ``--no-worker``, or ``nodeloom worker``) takes it;
+  instant nodes are executed by the step that makes them runnable instead (ADR 0011).
 """
 
 from __future__ import annotations

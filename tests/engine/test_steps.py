@@ -317,6 +317,82 @@ class TestSteps:
         ]
 
 
+class TestInstantNodesInTheFinishingJob:
+    """A finish step given ``instant_room`` starts the instant nodes it made runnable under
+    the finishing job's own claim; the job executes them and records them with
+    ``finish_many`` (which may start more): no job per instant node."""
+
+    async def test_instant_successors_run_under_the_job_that_made_them_runnable(
+        self, world: World
+    ) -> None:
+        run_id = await world.new_run()
+        await world.step(steps.claim, run_id, "a", job(1), world.graphs)
+        room = stepper.INSTANT_PER_STEP
+        first = await world.step(
+            steps.finish, run_id, "a", job(1), done("a", 0), world.graphs, room
+        )
+        # b and c (substituting templates) are started under job 1, nothing is queued.
+        assert [t.node.id for t in first.started] == ["b", "c"] and first.queued == []
+        assert (await world.statuses(run_id))["b"] == "running"
+        # Another job's report for them is dropped.
+        stale = {"b": done("b"), "c": done("c")}
+        assert (
+            await world.step(steps.finish_many, run_id, stale, job(9), world.graphs, room)
+            == StepResult()
+        )
+        both = await world.step(steps.finish_many, run_id, stale, job(1), world.graphs, room)
+        # d (TextJoin) is not instant: it gets a job of its own.
+        assert both.started == [] and both.queued == ["d"]
+        await world.step(steps.claim, run_id, "d", job(2), world.graphs)
+        joined = await world.step(
+            steps.finish, run_id, "d", job(2), done("d", 0), world.graphs, room
+        )
+        assert [t.node.id for t in joined.started] == ["e"]
+        last = await world.step(
+            steps.finish_many, run_id, {"e": done("e")}, job(2), world.graphs, room
+        )
+        assert last.events[-1].type == "run.completed" and last.started == []
+        run = await world.run_row(run_id)
+        assert run.status == "completed" and run.credits_used == 3
+        await world.assert_consistent(run_id)
+        # One start per node, each recorded once.
+        started = [n for _, t, n in await world.events(run_id) if t == "node.started"]
+        assert sorted(started) == ["a", "b", "c", "d", "e"]
+
+    async def test_a_cancel_stops_the_job_once_and_ends_the_run(self, world: World) -> None:
+        run_id = await world.new_run()
+        await world.step(steps.claim, run_id, "a", job(1), world.graphs)
+        room = stepper.INSTANT_PER_STEP
+        await world.step(steps.finish, run_id, "a", job(1), done("a", 0), world.graphs, room)
+        cancelled = await world.step(steps.request_cancel, run_id, world.graphs)
+        assert set(cancelled.abort) == {job(1)}
+        stopped = await world.step(
+            steps.finish_many, run_id, {"b": done("b"), "c": None}, job(1), world.graphs, room
+        )
+        assert stopped.events[-1].type == "run.cancelled" and stopped.started == []
+        assert await world.statuses(run_id) == {
+            "a": "completed",
+            "b": "completed",
+            "c": "cancelled",
+            "d": "cancelled",
+            "e": "cancelled",
+        }
+        await world.assert_consistent(run_id)
+
+    async def test_a_shutdown_gives_back_what_the_job_had_not_finished(self, world: World) -> None:
+        run_id = await world.new_run()
+        await world.step(steps.claim, run_id, "a", job(1), world.graphs)
+        room = stepper.INSTANT_PER_STEP
+        await world.step(steps.finish, run_id, "a", job(1), done("a", 0), world.graphs, room)
+        stopped = await world.step(
+            steps.finish_many, run_id, {"b": done("b"), "c": None}, job(1), world.graphs, room
+        )
+        assert stopped.queued == ["c"] and stopped.started == []
+        assert (await world.statuses(run_id))["c"] == "queued"
+        await world.ran(run_id, "c", job(2))
+        assert (await world.statuses(run_id))["d"] == "queued"
+
+
 class TestLoad:
     async def test_load_builds_the_state_the_steps_left(self, world: World) -> None:
         run_id = await world.new_run()

@@ -77,7 +77,10 @@ def create_app(
             bus=runtime.bus,
             dispatcher=runtime.dispatcher,
             metrics=runtime.metrics,
-            executor=NodeExecutor(runtime.env) if executes else None,
+            # Every process executes instant nodes while accepting a run, API-only replicas
+            # too: they need no sandbox, slot or scratch directory, so a run made only of
+            # them is accepted and finished in one transaction, never queued (ADR 0011).
+            executor=NodeExecutor(runtime.env),
             claimant=runtime.identity.token,
         ),
         metrics=runtime.metrics,

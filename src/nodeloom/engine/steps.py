@@ -42,6 +42,10 @@ class StepResult:
     queued: list[str] = field(default_factory=list)  # jobs to defer
     abort: list[str] = field(default_factory=list)  # claims of nodes to stop now
     task: NodeTask | None = None  # the node claimed (claim steps)
+    # Instant nodes this step made runnable and started under the finishing job's own claim
+    # (``finish`` given ``instant_room``): the same job executes them and records them with
+    # another ``finish``, instead of a job (defer, fetch, claim, finish) per node.
+    started: list[NodeTask] = field(default_factory=list)
 
 
 def guarded(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
@@ -71,11 +75,27 @@ def _cancel(conn: Connection, state: RunState, batch: Batch, now: datetime) -> S
     return _commit(conn, state, batch, StepResult(abort=abort))
 
 
-def _advance(conn: Connection, state: RunState, batch: Batch, now: datetime) -> StepResult:
-    """Queue what became runnable (a job each); end the run when every node ended."""
+def _advance(
+    conn: Connection,
+    state: RunState,
+    batch: Batch,
+    now: datetime,
+    claimed_by: str | None = None,
+    instant_room: int = 0,
+) -> StepResult:
+    """Queue what became runnable (a job each); end the run when every node ended. With
+    ``claimed_by``, up to ``instant_room`` runnable instant nodes (``stepper.is_instant``)
+    are started under that claim instead, for the caller to execute at once."""
     ready = state.runnable()
-    stepper.advance(state, batch, now)
-    return _commit(conn, state, batch, StepResult(queued=ready))
+    instant: list[str] = []
+    if claimed_by is not None:
+        instant = [n for n in ready if stepper.is_instant(state, n)][:instant_room]
+        for node_id in instant:
+            state.start(batch, node_id, now, claimed_by)
+    stepper.advance(state, batch, now)  # queues the rest; ends the run once all ended
+    started = [NodeTask.of(state, n) for n in instant]
+    queued = [n for n in ready if n not in set(instant)]
+    return _commit(conn, state, batch, StepResult(queued=queued, started=started))
 
 
 @guarded
@@ -110,24 +130,49 @@ def finish(
     claimed_by: str,
     outcome: Outcome | None,
     graphs: RunGraphs,
+    instant_room: int = 0,
 ) -> StepResult:
     """The node ran (``outcome``) or was stopped before it ended (None: cancelled, or its
-    worker shutting down). Queue what became runnable; end the run when all ended."""
-    state = _ours(stepper.load(conn, run_id, graphs), node_id, claimed_by)
-    if state is None:
+    worker shutting down). Queue what became runnable — or, up to ``instant_room`` of its
+    instant nodes, start them under ``claimed_by`` (``StepResult.started``); end the run
+    when all ended."""
+    return finish_many(conn, run_id, {node_id: outcome}, claimed_by, graphs, instant_room)
+
+
+@guarded
+def finish_many(
+    conn: Connection,
+    run_id: str,
+    outcomes: dict[str, Outcome | None],
+    claimed_by: str,
+    graphs: RunGraphs,
+    instant_room: int = 0,
+) -> StepResult:
+    """``finish`` for several nodes held under one claim (a job and the instant nodes it
+    started), one transaction. A node no longer ours (given back as stalled, or the run
+    ended) is dropped."""
+    loaded = stepper.load(conn, run_id, graphs)
+    ours = [n for n in outcomes if _ours(loaded, n, claimed_by) is not None]
+    if loaded is None or not ours:
         return StepResult()
+    state = loaded
     now = utcnow()
     batch = state.batch()
-    if outcome is not None:
-        state.record(batch, outcome)
-    elif state.cancel_requested:
-        state.cancel(batch, now, [node_id])  # stopped by the cancel
-    else:
-        state.queue(batch, [node_id], now)  # stopped by a shutdown: it runs again elsewhere
-        return _commit(conn, state, batch, StepResult(queued=[node_id]))
+    stopped = [n for n in ours if outcomes[n] is None]
+    for node_id in ours:
+        outcome = outcomes[node_id]
+        if outcome is not None:
+            state.record(batch, outcome)
+    if stopped and state.cancel_requested:
+        state.cancel(batch, now, stopped)  # stopped by the cancel
+    elif stopped:
+        state.queue(batch, stopped, now)  # stopped by a shutdown: they run again elsewhere
+        result = _advance(conn, state, batch, now)  # what the others made runnable: jobs
+        result.queued = stopped + result.queued
+        return result
     if state.cancel_requested:
         return _cancel(conn, state, batch, now)
-    return _advance(conn, state, batch, now)
+    return _advance(conn, state, batch, now, claimed_by, instant_room)
 
 
 @guarded

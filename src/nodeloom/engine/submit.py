@@ -331,8 +331,9 @@ async def check_credentials(db: Database, account_id: str, graph: Graph) -> None
 
 class Acceptor:
     """Accepts runs: the transaction above, then announcing the run and handing it to the
-    dispatcher (unless it already ended). ``executor``: this process executes nodes, so runs
-    of instant nodes are executed while they are accepted; None for an API-only replica."""
+    dispatcher (unless it already ended). ``executor``: runs made only of instant nodes are
+    executed while they are accepted — in every process, API-only replicas of a scaled-out
+    fleet included (an instant node needs no sandbox); None accepts every run pending."""
 
     def __init__(
         self,

@@ -1,5 +1,7 @@
 """The distributed executor (PostgreSQL): every runnable node is a job of a Procrastinate
-queue, taken by whichever worker process is free, on any host.
+queue, taken by whichever worker process is free, on any host — except instant nodes: a run
+made only of them is executed while it is accepted (engine/submit.py), and those a finishing
+job makes runnable are executed by that job (``_run_started``, ADR 0011).
 
 The database stays the truth; a job is a hint that a node is runnable. A node becomes
 runnable by a committed step (engine/steps.py) and its job is deferred right after the
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any, cast
 
@@ -35,8 +39,8 @@ from procrastinate.jobs import Status
 
 from nodeloom.db.models import NodeRun, utcnow
 from nodeloom.engine import stepper, steps
-from nodeloom.engine.executor import ExecutorEnv, NodeExecutor
-from nodeloom.engine.run_state import RunState
+from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
+from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs
 from nodeloom.engine.steps import StepResult
@@ -185,7 +189,7 @@ class QueueDispatcher:
                 )
 
     async def _abort(self, claims: list[str]) -> None:
-        for claim in claims:
+        for claim in dict.fromkeys(claims):  # a job's instant nodes share its claim
             job_id = job_of(claim)
             if job_id is None:
                 continue
@@ -218,16 +222,19 @@ class QueueDispatcher:
             return  # no longer queued: done or taken elsewhere
         self.claims_started += 1
 
-        async def report(fraction: float) -> None:
-            if not self._throttle.due((run_id, node_id), fraction):
+        async def report_of(node: str, fraction: float) -> None:
+            if not self._throttle.due((run_id, node), fraction):
                 return
             try:
                 events = await self.env.db.write(
-                    lambda c: stepper.progress(c, run_id, node_id, fraction)
+                    lambda c: stepper.progress(c, run_id, node, fraction)
                 )
                 await self._publish(events)
             except Exception:  # progress is advisory: never fail a node over it
-                log.warning("could not record progress of %s/%s", run_id, node_id, exc_info=True)
+                log.warning("could not record progress of %s/%s", run_id, node, exc_info=True)
+
+        async def report(fraction: float) -> None:
+            await report_of(node_id, fraction)
 
         try:
             outcome = await self.executor.execute(claimed.task, report)
@@ -240,7 +247,53 @@ class QueueDispatcher:
             raise
         finally:
             self._throttle.forget((run_id, node_id))
-        await self._step(lambda c: steps.finish(c, run_id, node_id, claim, outcome, self.graphs))
+        room = stepper.INSTANT_PER_STEP
+        done = await self._step(
+            lambda c: steps.finish(c, run_id, node_id, claim, outcome, self.graphs, room)
+        )
+        await self._run_started(run_id, claim, done.started, report_of)
+
+    async def _run_started(
+        self,
+        run_id: str,
+        claim: str,
+        started: list[NodeTask],
+        report: Callable[[str, float], Awaitable[None]],
+    ) -> None:
+        """Instant nodes a finish step started under this job's claim: executed here, right
+        away, and recorded together by the next step (which may start more), as the
+        in-process driver does within its steps. No job is deferred, fetched, claimed and
+        finished for them. Should the worker die meanwhile, the reconciler gives them back
+        like any node claimed by a job that stopped (``_STALE_CLAIMS``)."""
+        budget = stepper.INSTANT_PER_STEP
+        while started:
+            outcomes: dict[str, Outcome | None] = {}
+            try:
+                for task in started:
+                    outcome = await self.executor.execute_in_step(task)
+                    if outcome is None:  # needs a sandbox after all: executed as usual
+                        node_id = task.node.id
+                        try:
+                            outcome = await self.executor.execute(
+                                task, functools.partial(report, node_id)
+                            )
+                        finally:
+                            self._throttle.forget((run_id, node_id))
+                    outcomes[task.node.id] = outcome
+            except asyncio.CancelledError:
+                held = {t.node.id: outcomes.get(t.node.id) for t in started}
+                await asyncio.shield(
+                    self._step(
+                        lambda c, h=held: steps.finish_many(c, run_id, h, claim, self.graphs)
+                    )
+                )
+                raise
+            budget -= len(started)
+            room = max(0, min(stepper.INSTANT_PER_STEP, budget))
+            done = await self._step(
+                lambda c, o=outcomes, r=room: steps.finish_many(c, run_id, o, claim, self.graphs, r)
+            )
+            started = done.started
 
     async def _claim_of_node(self, run_id: str, node_id: str) -> str | None:
         query = sa.select(_NODES.c.claimed_by).where(

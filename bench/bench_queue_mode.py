@@ -1,0 +1,553 @@
+"""Scale-out side by side with n8n's queue mode, in one run on this machine: the same
+webhook load against each product's distributed topology, one product at a time.
+
+    .venv/bin/python -m bench.bench_peers --queue-mode [--seconds 15] [--runs 3000]
+
+- Nodeloom: one API replica (``serve --no-worker``) and ``--workers`` ``nodeloom worker``
+  on a scratch PostgreSQL database, Redis for events and limits (bench_scaleout's fleet).
+- n8n 2.8.4 in queue mode: ``n8n start`` (main) and ``n8n worker`` with
+  ``EXECUTIONS_MODE=queue``, Bull on Redis (``QUEUE_BULL_REDIS_*``, its own db index) and
+  ``DB_TYPE=postgresdb`` on a database of its own (dropped and created for each run).
+
+Both take the same 2-node text workflow by webhook (Nodeloom: TextInput -> TextTemplate;
+n8n: Webhook -> Edit Fields -> Respond to Webhook). Measured per product:
+
+(a) accepted triggers/s and p50/p99 at c=50 for ``--seconds`` (after a warm-up);
+(b) completed runs/s: ``--runs`` triggers at c=50, timed until the last run is completed
+    (Nodeloom: its database; n8n: the last request answered, its execution saved);
+(c) machine CPU per run during (b): every process of the product (API/main, workers and
+    their children) plus the PostgreSQL backends connected to its database;
+(d) Nodeloom only: node claim latency (a node committed runnable -> started) of the runs of
+    (b) that went through the queue, and database transactions per run (pg_stat_database).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import psycopg
+
+from bench import bench_peers as peers
+from bench import bench_scaleout as scaleout
+from bench.common import WEBHOOK_GRAPH, free_port, make_account, median, percentile, table
+
+N8N_DB = os.environ.get("NODELOOM_BENCH_N8N_DB", "n8n_bench")
+N8N_REDIS_DB = os.environ.get("NODELOOM_BENCH_N8N_REDIS_DB", "9")
+N8N_WORKER_CONCURRENCY = 10  # n8n's default for `n8n worker`
+# A run that must go through the workers: Delay is not instant (it waits, even 0 s), so the
+# run is accepted pending and each of its nodes is claimed by a worker (or, with instant
+# successors, executed by the job that made them runnable).
+QUEUED_GRAPH = {
+    "nodes": [
+        {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
+        {"id": "wait", "type": "Delay", "position": {"x": 1, "y": 0}, "data": {"seconds": 0}},
+        {
+            "id": "tpl",
+            "type": "TextTemplate",
+            "position": {"x": 2, "y": 0},
+            "data": {"template": "{{ text }} / done"},
+        },
+    ],
+    "edges": [
+        {"id": "e1", "source": "in", "target": "wait"},
+        {"id": "e2", "source": "wait", "target": "tpl"},
+    ],
+    "viewport": {"x": 0, "y": 0, "zoom": 1},
+}
+
+
+@dataclass
+class QueueProduct:
+    name: str
+    topology: str
+    load: peers.Load  # (a), c=50
+    runs: int
+    runs_seconds: float
+    failed: int
+    cpu_seconds: dict[str, float]  # (b): by part of the topology
+    claims_ms: list[float] = field(default_factory=list)
+    queued: dict[str, str] = field(default_factory=dict)  # the queued workflow's figures
+    transactions_per_run: float | None = None
+
+    @property
+    def runs_per_s(self) -> float:
+        return self.runs / self.runs_seconds
+
+    @property
+    def cpu_ms_per_run(self) -> float:
+        return 1000 * sum(self.cpu_seconds.values()) / self.runs
+
+
+# --------------------------------------------------------------------------- CPU
+
+
+def backends(admin_url: str, database: str) -> list[int]:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "select pid from pg_stat_activity where datname = %s", (database,)
+        ).fetchall()
+    return [int(r[0]) for r in rows]
+
+
+class CpuMeter:
+    """CPU seconds of process trees and of a database's PostgreSQL backends, between
+    ``start`` and ``stop`` (a backend that appears meanwhile counts from zero; one that
+    exits meanwhile is lost — the pools keep theirs for the whole load)."""
+
+    def __init__(self, roots: dict[str, list[int]], admin_url: str, database: str) -> None:
+        self.roots, self.admin_url, self.database = roots, admin_url, database
+        self._before: dict[str, dict[int, float]] = {}
+
+    def _sample(self) -> dict[str, dict[int, float]]:
+        found: dict[str, dict[int, float]] = {}
+        for part, roots in self.roots.items():
+            pids = [p for root in roots for p in peers.process_tree(root)]
+            found[part] = {p: s[1] for p in pids if (s := peers._proc_stat(p)) is not None}
+        pids = backends(self.admin_url, self.database)
+        found["PostgreSQL backends"] = {
+            p: s[1] for p in pids if (s := peers._proc_stat(p)) is not None
+        }
+        return found
+
+    def start(self) -> None:
+        self._before = self._sample()
+
+    def stop(self) -> dict[str, float]:
+        after = self._sample()
+        return {
+            part: sum(cpu - self._before.get(part, {}).get(pid, 0.0) for pid, cpu in now.items())
+            for part, now in after.items()
+        }
+
+
+# --------------------------------------------------------------------------- Nodeloom
+
+
+def _pg_admin_dsn() -> str:
+    return scaleout.PG_ADMIN
+
+
+def _transactions(admin_url: str, database: str) -> int:
+    """Transactions committed or rolled back in ``database`` so far (pg_stat_database: no
+    extension needed; its counters reach the view within a second or so of idling)."""
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute(
+            "select xact_commit + xact_rollback from pg_stat_database where datname = %s",
+            (database,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _completed(url: str) -> tuple[int, int]:
+    rows = dict(
+        scaleout._sql(
+            url,
+            "select status, count(*) from runs where status in ('completed', 'failed') "
+            "group by status",
+        )
+    )
+    return int(rows.get("completed", 0)), int(rows.get("failed", 0))
+
+
+def _wait_finished(url: str, target: int, timeout: float = 900) -> float:
+    deadline = time.monotonic() + timeout
+    while sum(_completed(url)) < target:
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"only {sum(_completed(url))} of {target} runs finished")
+        time.sleep(0.02)
+    return time.monotonic()
+
+
+def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
+    with scaleout.fleet(args.workers) as f:
+        _jwt, key = make_account(f.base_url)
+        scaleout._grant(f)
+        with httpx.Client(
+            base_url=f.base_url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as http:
+            wf = http.post(
+                "/api/v1/workflows", json={"name": "queue", "graph_json": WEBHOOK_GRAPH}
+            ).json()["id"]
+            token = http.post(
+                f"/api/v1/workflows/{wf}/webhooks", json={"name": "h", "active": True}
+            ).json()["token"]
+            queued_wf = http.post(
+                "/api/v1/workflows", json={"name": "queued", "graph_json": QUEUED_GRAPH}
+            ).json()["id"]
+            queued_token = http.post(
+                f"/api/v1/workflows/{queued_wf}/webhooks", json={"name": "q", "active": True}
+            ).json()["token"]
+        paths = [f"/api/v1/webhooks/{token}"]
+        api = f.api.pid
+        peers.log("Nodeloom scaled out: warm-up")
+        peers.run_wrk(f.base_url, paths, connections=10, seconds=3, server_pid=api)
+        scaleout._wait_idle(f)
+        peers.log(f"Nodeloom scaled out: (a) c=50 for {args.seconds} s")
+        base = sum(_completed(f.db_url))
+        load = peers.run_wrk(
+            f.base_url, paths, connections=50, seconds=args.seconds, server_pid=api
+        )
+        _wait_finished(f.db_url, base + load.ok)
+        peers.log(f"  {peers._short(load)}")
+        scaleout._wait_idle(f)
+        peers.log(f"Nodeloom scaled out: (b) {args.runs} runs at c=50")
+        (mark,) = scaleout._sql(f.db_url, "select now()")[0]
+        done0, failed0 = _completed(f.db_url)
+        database = f.db_url.rsplit("/", 1)[1]
+        meter = CpuMeter(
+            {"API replica": [api], "workers": [w.pid for w in f.workers]},
+            _pg_admin_dsn(),
+            database,
+        )
+        time.sleep(2)  # let the counters of the warm-up reach pg_stat_database
+        xacts0 = _transactions(_pg_admin_dsn(), database)
+        meter.start()
+        started = time.monotonic()
+        peers.run_wrk(
+            f.base_url, paths, connections=50, seconds=600, server_pid=api, stop_after=args.runs
+        )
+        ended = _wait_finished(f.db_url, done0 + failed0 + args.runs)
+        cpu = meter.stop()
+        time.sleep(2)
+        xacts1 = _transactions(_pg_admin_dsn(), database)
+        _, failed1 = _completed(f.db_url)
+        claims = [
+            scaleout._ms(q, s)
+            for q, s in scaleout._sql(
+                f.db_url,
+                "select n.queued_at, n.started_at from node_runs n join runs r on r.id = n.run_id"
+                " where r.created_at > %s and n.queued_at is not null"
+                " and n.claimed_by like 'job:%%' and n.started_at is not null",
+                mark,
+            )
+        ]
+        per_run = (xacts1 - xacts0) / args.runs
+        peers.log(f"  {args.runs} runs in {ended - started:.2f} s, CPU {cpu}")
+        queued = _queued_load(f, [f"/api/v1/webhooks/{queued_token}"], meter, args)
+    return QueueProduct(
+        name="Nodeloom",
+        topology=f"`serve --no-worker` + {args.workers} `nodeloom worker`",
+        load=load,
+        runs=args.runs,
+        runs_seconds=ended - started,
+        failed=failed1 - failed0,
+        cpu_seconds=cpu,
+        claims_ms=claims,
+        transactions_per_run=per_run,
+        queued=queued,
+    )
+
+
+def _queued_load(
+    f: scaleout.Fleet, paths: list[str], meter: CpuMeter, args: argparse.Namespace
+) -> dict[str, str]:
+    """``--queued-runs`` runs of QUEUED_GRAPH at c=50: every run goes through the workers."""
+    runs = args.queued_runs
+    scaleout._wait_idle(f)
+    peers.log(f"Nodeloom scaled out: (e) {runs} runs through the workers at c=50")
+    (mark,) = scaleout._sql(f.db_url, "select now()")[0]
+    done0, failed0 = _completed(f.db_url)
+    database = f.db_url.rsplit("/", 1)[1]
+    time.sleep(2)
+    xacts0 = _transactions(_pg_admin_dsn(), database)
+    meter.start()
+    started = time.monotonic()
+    peers.run_wrk(
+        f.base_url, paths, connections=50, seconds=600, server_pid=f.api.pid, stop_after=runs
+    )
+    ended = _wait_finished(f.db_url, done0 + failed0 + runs)
+    cpu = meter.stop()
+    time.sleep(2)
+    xacts = (_transactions(_pg_admin_dsn(), database) - xacts0) / runs
+    claims = [
+        scaleout._ms(q, s)
+        for q, s in scaleout._sql(
+            f.db_url,
+            "select n.queued_at, n.started_at from node_runs n join runs r on r.id = n.run_id"
+            " where r.created_at > %s and n.queued_at is not null and n.started_at is not null"
+            " and n.claimed_by like 'job:%%'",
+            mark,
+        )
+    ]
+    jobs, created = scaleout._sql(
+        f.db_url,
+        "select count(*) filter (where n.queued_at is not null), count(distinct r.id)"
+        " from node_runs n join runs r on r.id = n.run_id where r.created_at > %s",
+        mark,
+    )[0]
+    _, failed1 = _completed(f.db_url)
+    # The claim latency of a node that waits for nothing but its claim: one run at a time
+    # (under (e)'s backlog a node's wait is mostly the runs queued before it).
+    scaleout._wait_idle(f)
+    (quiet,) = scaleout._sql(f.db_url, "select now()")[0]
+    done1 = sum(_completed(f.db_url))
+    peers.run_wrk(
+        f.base_url, paths, connections=1, seconds=120, server_pid=f.api.pid, stop_after=50
+    )
+    _wait_finished(f.db_url, done1 + 50)
+    idle = [
+        scaleout._ms(q, s)
+        for q, s in scaleout._sql(
+            f.db_url,
+            "select n.queued_at, n.started_at from node_runs n join runs r on r.id = n.run_id"
+            " where r.created_at > %s and n.queued_at is not null and n.started_at is not null"
+            " and n.claimed_by like 'job:%%'",
+            quiet,
+        )
+    ]
+    found = {
+        "completed runs/s": f"{runs / (ended - started):,.0f}",
+        "failed": str(failed1 - failed0),
+        "nodes queued for a job, per run": f"{jobs / created:.2f}",
+        "claim latency under that load, p50 / p99 (ms)": (
+            f"{median(claims):.1f} / {percentile(claims, 99):.1f}" if claims else "-"
+        ),
+        "claim latency, one run at a time (c=1), p50 / p99 (ms)": (
+            f"{median(idle):.1f} / {percentile(idle, 99):.1f}" if idle else "-"
+        ),
+        "machine CPU ms per run": f"{1000 * sum(cpu.values()) / runs:.1f} ("
+        + ", ".join(f"{k} {1000 * v / runs:.1f}" for k, v in cpu.items())
+        + ")",
+        "database transactions per run": f"{xacts:.1f}",
+    }
+    peers.log(f"  {found}")
+    return found
+
+
+# --------------------------------------------------------------------------- n8n
+
+
+def _n8n_queue_env(folder: Path, port: int) -> dict[str, str]:
+    env = peers._n8n_env(folder, port, free_port())
+    env.update(
+        {
+            "N8N_USER_FOLDER": str(folder / "data-queue"),
+            "EXECUTIONS_MODE": "queue",
+            "QUEUE_BULL_REDIS_HOST": "127.0.0.1",
+            "QUEUE_BULL_REDIS_PORT": "6379",
+            "QUEUE_BULL_REDIS_DB": N8N_REDIS_DB,
+            "QUEUE_HEALTH_CHECK_PORT": str(free_port()),
+            "DB_TYPE": "postgresdb",
+            "DB_POSTGRESDB_HOST": "127.0.0.1",
+            "DB_POSTGRESDB_PORT": "5432",
+            "DB_POSTGRESDB_DATABASE": N8N_DB,
+            "DB_POSTGRESDB_USER": "postgres",
+            "DB_POSTGRESDB_PASSWORD": "",
+            "N8N_LOG_LEVEL": "warn",
+        }
+    )
+    return env
+
+
+def _fresh_n8n_database() -> None:
+    with psycopg.connect(_pg_admin_dsn(), autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{N8N_DB}" WITH (FORCE)')  # type: ignore[arg-type]
+        conn.execute(f'CREATE DATABASE "{N8N_DB}"')  # type: ignore[arg-type]
+    subprocess.run(
+        ["redis-cli", "-h", "127.0.0.1", "-n", N8N_REDIS_DB, "flushdb"],
+        check=True,
+        capture_output=True,
+    )
+
+
+def _n8n(folder: Path, env: dict[str, str], *args: str, log: str) -> subprocess.Popen[bytes]:
+    with (folder / log).open("wb") as out:
+        return subprocess.Popen(
+            [str(folder / "node_modules" / ".bin" / "n8n"), *args],
+            cwd=folder,
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+
+
+@contextlib.contextmanager
+def n8n_queue(folder: Path, workers: int) -> Iterator[tuple[str, int, list[int]]]:
+    """n8n main + ``workers`` workers in queue mode; stopped by their PIDs at the end."""
+    _fresh_n8n_database()
+    port = free_port()
+    env = _n8n_queue_env(folder, port)
+    env["N8N_LOG_LEVEL"] = "info"
+    for step in (
+        ["import:workflow", "--input=n8n-bench-workflow.json"],
+        ["publish:workflow", f"--id={peers.N8N_WORKFLOW_ID}"],
+    ):
+        proc = _n8n(folder, env, *step, log="queue-import.log")
+        if proc.wait(300) != 0:
+            raise RuntimeError((folder / "queue-import.log").read_text(errors="replace")[-3000:])
+    env["N8N_LOG_LEVEL"] = "warn"
+    procs = [_n8n(folder, env, "start", log="queue-main.log")]
+    for i in range(workers):
+        worker_env = {
+            **env,
+            "N8N_RUNNERS_BROKER_PORT": str(free_port()),
+            "QUEUE_HEALTH_CHECK_PORT": str(free_port()),
+        }
+        procs.append(
+            _n8n(
+                folder,
+                worker_env,
+                "worker",
+                f"--concurrency={N8N_WORKER_CONCURRENCY}",
+                log=f"queue-worker{i}.log",
+            )
+        )
+    base_url = f"http://127.0.0.1:{port}"
+    peers.log(f"n8n queue mode: main pid {procs[0].pid}, workers {[p.pid for p in procs[1:]]}")
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.post(f"{base_url}/webhook/bench", json={}, timeout=10).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if any(p.poll() is not None for p in procs) or time.monotonic() > deadline:
+                tail = (folder / "queue-main.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"n8n (queue mode) did not answer:\n{tail}")
+            time.sleep(1)
+        yield base_url, procs[0].pid, [p.pid for p in procs[1:]]
+    finally:
+        trees = {p.pid: peers.process_tree(p.pid)[1:] for p in procs}
+        for p in procs:
+            peers.stop_pid(p.pid)
+            for child in trees[p.pid]:
+                if peers._proc_stat(child) is not None:
+                    peers.stop_pid(child)
+        peers.log("n8n queue mode: stopped")
+
+
+def measure_n8n(folder: Path, args: argparse.Namespace) -> QueueProduct:
+    with n8n_queue(folder, args.workers) as (base_url, main, workers):
+        paths = ["/webhook/bench"]
+        peers.log("n8n queue mode: warm-up")
+        peers.run_wrk(base_url, paths, connections=10, seconds=3, server_pid=main)
+        time.sleep(2)
+        peers.log(f"n8n queue mode: (a) c=50 for {args.seconds} s")
+        load = peers.run_wrk(base_url, paths, connections=50, seconds=args.seconds, server_pid=main)
+        peers.log(f"  {peers._short(load)}")
+        time.sleep(2)
+        peers.log(f"n8n queue mode: (b) {args.runs} runs at c=50")
+        meter = CpuMeter({"main": [main], "workers": workers}, _pg_admin_dsn(), N8N_DB)
+        meter.start()
+        started = time.monotonic()
+        runs_load = peers.run_wrk(
+            base_url, paths, connections=50, seconds=600, server_pid=main, stop_after=args.runs
+        )
+        ended = time.monotonic()
+        cpu = meter.stop()
+        peers.log(f"  {args.runs} runs in {ended - started:.2f} s, CPU {cpu}")
+    return QueueProduct(
+        name="n8n",
+        topology=f"`n8n start` + {args.workers} `n8n worker --concurrency="
+        f"{N8N_WORKER_CONCURRENCY}` (EXECUTIONS_MODE=queue)",
+        load=load,
+        runs=args.runs,
+        runs_seconds=ended - started,
+        failed=runs_load.non_2xx,
+        cpu_seconds=cpu,
+    )
+
+
+# --------------------------------------------------------------------------- report
+
+
+def report(nl: QueueProduct, n8n: QueueProduct | None, args: argparse.Namespace) -> str:
+    products = [p for p in (nl, n8n) if p is not None]
+    rows = []
+    for p in products:
+        cpu = ", ".join(f"{k} {1000 * v / p.runs:.1f}" for k, v in p.cpu_seconds.items())
+        rows.append(
+            (
+                p.name,
+                p.topology,
+                f"{p.load.rps_ok:,.0f}",
+                f"{p.load.p50_ms:.1f} / {p.load.p99_ms:.1f}",
+                f"{p.runs_per_s:,.0f}",
+                str(p.failed),
+                f"{p.cpu_ms_per_run:.1f} ({cpu})",
+            )
+        )
+    if n8n is not None:
+        rows.append(
+            (
+                "Nodeloom/n8n",
+                "",
+                peers._ratio(nl.load.rps_ok, n8n.load.rps_ok),
+                "",
+                peers._ratio(nl.runs_per_s, n8n.runs_per_s),
+                "",
+                peers._ratio(n8n.cpu_ms_per_run, nl.cpu_ms_per_run) + " less CPU",
+            )
+        )
+    text = table(
+        rows,
+        (
+            "product",
+            "topology",
+            "(a) accepted/s c=50",
+            "(a) p50 / p99 ms",
+            f"(b) completed runs/s ({args.runs} at c=50)",
+            "failed",
+            "(c) machine CPU ms per run (parts)",
+        ),
+    )
+    claims = nl.claims_ms
+    text += "\n\n"
+    if claims:
+        text += (
+            f"Nodeloom node claim latency (committed runnable -> started by a worker's job), "
+            f"{len(claims)} nodes of (b): p50 {median(claims):.1f} ms, p99 "
+            f"{percentile(claims, 99):.1f} ms. "
+        )
+    else:
+        text += (
+            "Nodeloom node claim latency: no node of (b) was claimed by a worker's job (every "
+            "run was executed while the API replica accepted it). "
+        )
+    if nl.transactions_per_run is not None:
+        text += (
+            f"Database transactions per run during (b) (pg_stat_database, the workers' "
+            f"polls and heartbeats included): {nl.transactions_per_run:.1f}. "
+        )
+    if nl.queued:
+        text += (
+            f"\n\n(e) Nodeloom, {args.queued_runs} runs at c=50 of TextInput -> Delay (0 s) -> "
+            "TextTemplate, a workflow that must go through the workers (Delay is not "
+            "instant):\n\n"
+        )
+        text += table(list(nl.queued.items()), ("measure", "value"))
+    text += (
+        "\n\nBoth products on the same 2 cores, PostgreSQL and Redis, one product at a time, "
+        "measured in one run of the command above; other work on the machine at the time "
+        "makes absolute figures noisy, the ratio is what this section is for. n8n answers a "
+        "trigger once the execution finished on a worker and was saved; Nodeloom answers 202 "
+        "once the run is committed (for this all-instant workflow, executed in that same "
+        "transaction on the API replica)."
+    )
+    return text
+
+
+def main(args: argparse.Namespace) -> None:
+    peers.ensure_wrk()
+    nodeloom = measure_nodeloom(args)
+    n8n = None
+    if not args.no_n8n:
+        n8n = measure_n8n(peers.ensure_n8n(), args)
+    text = "### Scaled out: Nodeloom vs n8n queue mode\n\n" + report(nodeloom, n8n, args)
+    print(text)
+    if not args.no_write:
+        peers.write_section(
+            "peers-queue",
+            f".venv/bin/python -m bench.bench_peers --queue-mode --runs {args.runs} "
+            f"--seconds {args.seconds} --workers {args.workers}",
+            text,
+        )

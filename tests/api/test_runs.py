@@ -68,8 +68,11 @@ class TestExecute:
             "node_runs",
             "trigger",
             "webhook_id",
+            "retried_from",
+            "retries",
         }
         assert run["input"] == {"text": "there"} and run["workflow_id"] == wf
+        assert run["retried_from"] is None and run["retries"] == []
         assert set(run["node_runs"][0]) == {
             "node_id",
             "type",

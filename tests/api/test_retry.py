@@ -12,8 +12,9 @@ import pytest
 from fastapi import FastAPI
 
 from nodeloom.engine.credits import ledger_balance
+from nodeloom.schemas.events import MESSAGE
 from tests.api.test_auth import assert_problem
-from tests.api.test_instant_runs import ledger_of
+from tests.api.test_instant_runs import events_of, ledger_of
 from tests.api.test_webhooks import set_credits
 from tests.conftest import User, text_graph
 from tests.runs_helpers import balance, create_workflow, e, execute, g, n, wait_for_run
@@ -121,6 +122,15 @@ class TestRetry:
         r = await client.get(f"/api/v1/workflows/{wf}/runs", headers=owner.headers)
         listed = {item["id"]: item["retried_from"] for item in r.json()}
         assert listed == {first["id"]: None, retry["id"]: first["id"]}
+        # The retry's events: reused nodes complete (cached) at once, then the rest run.
+        events = await events_of(client, owner, wf, retry["id"])
+        for event in events:
+            MESSAGE.validate_python(event)
+        assert events[0]["data"] == {"estimated_credits": 2, "retried_from": first["id"]}
+        reused = [ev["node_id"] for ev in events[1:4]]
+        assert sorted(reused) == ["a", "in", "side"]
+        assert all(ev["type"] == "node.completed" and ev["data"]["cached"] for ev in events[1:4])
+        assert [ev["seq"] for ev in events] == list(range(1, len(events) + 1))
 
     async def test_retry_without_changes_fails_again_and_charges_nothing(
         self, client: httpx.AsyncClient, owner: User, app: FastAPI

@@ -299,6 +299,9 @@ class TestWorkflowsAndRuns:
         assert [nr["cached"] for nr in run["node_runs"]] == [True, True, False]
         shown = json.loads(cli("runs", "show", workflow_id, run_id, "--json", env=logged_in).stdout)
         assert shown["retries"] == [run["id"]]
+        table = cli("runs", "show", workflow_id, run["id"], env=logged_in)
+        assert f"retry of run {run_id}" in table.stderr
+        assert "bad" in table.stdout and "completed (cached)" in table.stdout
         again = cli("runs", "retry", workflow_id, run["id"], env=logged_in)
         assert again.returncode == 1 and "completed" in again.stderr
 

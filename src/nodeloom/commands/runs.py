@@ -196,6 +196,10 @@ def show(
         f"run {run.id} · {run.status} · {run.credits_used} credits · {run.duration_ms} ms{error}",
         markup=False,
     )
+    if run.retried_from:
+        err().print(f"retry of run {run.retried_from}", markup=False)
+    if run.retries:
+        err().print("retried as run " + ", ".join(run.retries), markup=False)
     print_table(
         ("node", "type", "status", "credits", "ms", "artifact", "error"),
         (

@@ -225,6 +225,10 @@ class TestRetry:
         r = await _retry(client, owner, wf, first["id"], {"params": {"bad": {"template": 5}}})
         assert_problem(r, 400, "invalid_graph")
         assert [err["pointer"] for err in r.json()["errors"]] == ["/params/bad/template"]
+        r = await _retry(client, owner, wf, first["id"], {"params": {"bad": {"tempalte": "x"}}})
+        assert_problem(r, 400, "invalid_request")
+        assert [err["pointer"] for err in r.json()["errors"]] == ["/params/bad/tempalte"]
+        assert "template" in r.json()["errors"][0]["message"]
         r = await _retry(client, owner, wf, first["id"], {"params": ["x"]})
         assert_problem(r, 400, "invalid_request")
         r = await client.post(

@@ -97,6 +97,24 @@ def blame_params(problem: InvalidGraph, positions: dict[str, int]) -> InvalidGra
     return InvalidGraph(detail, errors=errors)
 
 
+def unknown_params(graph: Graph, params: dict[str, dict[str, Any]]) -> None:
+    """A param name the node's type does not have is refused (400 at
+    ``/params/<node>/<name>``). A saved graph's node data may hold fields of the editor's
+    beside the params, which the graph check ignores; a retry names params on purpose, and
+    a misspelt one would otherwise change nothing."""
+    errors: list[FieldError] = []
+    for node_id, values in params.items():
+        spec = graph.nodes[node_id].node.spec
+        known = spec.params.model_fields
+        for name in values:
+            if name not in known:
+                listed = ", ".join(known) or "none"
+                message = f"{spec.type} has no param {name!r} (its params: {listed})"
+                errors.append(FieldError(f"/params/{_escape(node_id)}/{_escape(name)}", message))
+    if errors:
+        raise InvalidRequest("; ".join(e.message for e in errors), errors=errors)
+
+
 def reusable(
     graph: Graph,
     completed: dict[str, str],
@@ -151,6 +169,7 @@ def plan(
         graph = check(graph_json)
     except InvalidGraph as problem:
         raise blame_params(problem, positions) from None
+    unknown_params(graph, params or {})
     nodes = run_store.node_states(conn, run_id)
     done = NodeStatus.COMPLETED
     completed = {n.node_id: n.artifact_id for n in nodes if n.status == done and n.artifact_id}

@@ -129,3 +129,95 @@ def test_sigkill_mid_run_then_restart(tmp_path: Path) -> None:
         )
     assert all(count == 1 for _, _, count in charges) and len(charges) == 10
     assert attempts["t1"] == 1 and attempts["d"] == 2
+
+
+RETRIED = {
+    **GRAPH,
+    "nodes": [
+        *GRAPH["nodes"][:2],
+        {
+            "id": "bad",
+            "type": "TextTemplate",
+            "position": {"x": 2, "y": 1},
+            "data": {"template": "{{ 1 / 0 }}"},
+        },
+        *GRAPH["nodes"][2:],
+    ],
+    "edges": [
+        {"id": "a", "source": "in", "target": "t1"},
+        {"id": "x", "source": "t1", "target": "bad"},
+        {"id": "b", "source": "bad", "target": "d"},
+        {"id": "c", "source": "d", "target": "t2"},
+    ],
+}
+
+
+def test_sigkill_mid_retry_then_restart(tmp_path: Path) -> None:
+    """A retry killed while its re-run nodes run resumes like any run: the nodes it reused
+    stay reused and uncharged, each re-run node is charged once."""
+    server = ServerProcess(tmp_path / "data", env={"NODELOOM_RATE_LIMIT_API_KEY": "10000"})
+    server.start()
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=10) as http:
+            account = {"email": "retry-crash@example.com", "password": PASSWORD}
+            assert http.post("/api/v1/auth/signup", json=account).status_code == 201
+            jwt = http.post("/api/v1/auth/login", json=account).json()["access_token"]
+            http.headers["Authorization"] = f"Bearer {jwt}"
+            start_balance = http.get("/api/v1/me").json()["credits_balance"]
+            made = http.post("/api/v1/workflows", json={"name": "retried", "graph_json": RETRIED})
+            wf = made.json()["id"]
+            first = http.post(f"/api/v1/workflows/{wf}/execute", json={"input": {"text": "r"}})
+            first_id = first.json()["run_id"]
+            deadline = time.monotonic() + 20
+            while _run(http, wf, first_id)["status"] == "running":
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            params = {"params": {"bad": {"template": "fixed {{ text }}"}}}
+            retry = http.post(f"/api/v1/workflows/{wf}/runs/{first_id}/retry", json=params)
+            assert retry.status_code == 202, retry.text
+            retry_id = retry.json()["run_id"]
+            deadline = time.monotonic() + 10
+            while True:
+                nodes = {n["node_id"]: n for n in _run(http, wf, retry_id)["node_runs"]}
+                if nodes["d"]["status"] == "running":
+                    break
+                assert time.monotonic() < deadline, nodes
+                time.sleep(0.05)
+
+        server.kill()
+        server.start()
+
+        with httpx.Client(
+            base_url=server.base_url, timeout=10, headers={"Authorization": f"Bearer {jwt}"}
+        ) as http:
+            deadline = time.monotonic() + 20
+            run = _run(http, wf, retry_id)
+            while run["status"] == "running":
+                assert time.monotonic() < deadline, run
+                time.sleep(0.1)
+                run = _run(http, wf, retry_id)
+            assert run["status"] == "completed", run
+            nodes = {n["node_id"]: n for n in run["node_runs"]}
+            old = {n["node_id"]: n for n in _run(http, wf, first_id)["node_runs"]}
+            assert nodes["t1"]["cached"] is True and nodes["t1"]["credits_used"] == 0
+            assert nodes["t1"]["artifact_id"] == old["t1"]["artifact_id"]
+            assert run["credits_used"] == 2  # bad and t2; t1 was paid by the first run
+            text = http.get(f"/api/v1/artifacts/{nodes['t2']['artifact_id']}").text
+            assert text.startswith("two fixed one r")
+            balance = http.get("/api/v1/me").json()["credits_balance"]
+            assert balance == start_balance - 1 - 2
+    finally:
+        server.stop()
+    with sqlite3.connect(tmp_path / "data" / "nodeloom.db") as db:
+        charges = db.execute(
+            "select node_id, count(*) from credit_ledger"
+            " where kind = 'charge' and run_id = ? group by node_id",
+            (retry_id,),
+        ).fetchall()
+        attempts = dict(
+            db.execute(
+                "select node_id, attempts from node_runs where run_id = ?", (retry_id,)
+            ).fetchall()
+        )
+    assert sorted(charges) == [("bad", 1), ("t2", 1)]
+    assert attempts["t1"] == 0 and attempts["d"] == 2

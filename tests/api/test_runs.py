@@ -69,8 +69,11 @@ class TestExecute:
             "trigger",
             "webhook_id",
             "workflow_version",
+            "retried_from",
+            "retries",
         }
         assert run["input"] == {"text": "there"} and run["workflow_id"] == wf
+        assert run["retried_from"] is None and run["retries"] == []
         assert set(run["node_runs"][0]) == {
             "node_id",
             "type",

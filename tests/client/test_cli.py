@@ -265,6 +265,46 @@ class TestWorkflowsAndRuns:
         assert done.stdout.splitlines()[-1].split()[3] == "run.cancelled"
         assert '"code": "cancelled"' in done.stdout
 
+    def test_retry(self, logged_in: Env, tmp_path: Path) -> None:
+        failing = tmp_path / "retry-cli.json"
+        graph = g(
+            [
+                n("in", "TextInput", text="x"),
+                n("a", "TextTemplate", template="A {{ text }}"),
+                n("bad", "TextTemplate", template="{{ 1 / 0 }}"),
+            ],
+            [e("in", "a"), e("a", "bad")],
+        )
+        failing.write_text(json.dumps(graph))
+        workflow_id = cli("workflows", "push", str(failing), env=logged_in).stdout.strip()
+        failed = cli("run", "retry-cli", "--wait", "--json", env=logged_in)
+        assert failed.returncode == 1
+        run_id = json.loads(failed.stdout)["run"]["id"]
+        bad = cli("runs", "retry", workflow_id, run_id, "--set", "nodot", env=logged_in)
+        assert bad.returncode == 1 and "--set takes node.param=value" in bad.stderr
+        done = cli(
+            "runs",
+            "retry",
+            workflow_id,
+            run_id,
+            "--set",
+            "bad.template={{ text }}!",
+            "--wait",
+            "--json",
+            env=logged_in,
+        )
+        assert done.returncode == 0, done.stderr
+        run = json.loads(done.stdout)["run"]
+        assert run["retried_from"] == run_id and run["status"] == "completed"
+        assert [nr["cached"] for nr in run["node_runs"]] == [True, True, False]
+        shown = json.loads(cli("runs", "show", workflow_id, run_id, "--json", env=logged_in).stdout)
+        assert shown["retries"] == [run["id"]]
+        table = cli("runs", "show", workflow_id, run["id"], env=logged_in)
+        assert f"retry of run {run_id}" in table.stderr
+        assert "bad" in table.stdout and "completed (cached)" in table.stdout
+        again = cli("runs", "retry", workflow_id, run["id"], env=logged_in)
+        assert again.returncode == 1 and "completed" in again.stderr
+
 
 class TestWebhooksAndKeys:
     def test_webhooks(self, logged_in: Env) -> None:

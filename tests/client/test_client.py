@@ -141,6 +141,30 @@ class TestRuns:
         again = nl.workflows.execute(wf.id, idempotency_key="same-key")
         assert again.id == first.id
 
+    def test_retry_from_the_failed_node(self, nl: Client) -> None:
+        graph = g(
+            [
+                n("in", "TextInput", text="x"),
+                n("a", "TextTemplate", template="A {{ text }}"),
+                n("bad", "TextTemplate", template="{{ 1 / 0 }}"),
+            ],
+            [e("in", "a"), e("a", "bad")],
+        )
+        wf = nl.workflows.create({"name": "retry", "graph_json": graph})
+        failed = nl.workflows.execute(wf.id).wait(timeout=30)
+        assert failed.status == "failed"
+        retry = nl.runs.retry(wf.id, failed.id, params={"bad": {"template": "{{ text }}!"}})
+        assert retry.retried_from == failed.id
+        done = retry.wait(timeout=30)
+        assert done.status == "completed" and done.credits_used == 1
+        assert done.outputs()["bad"].size_bytes == len("A x!")
+        assert [nr.cached for nr in done.node_runs] == [True, True, False]
+        assert nl.runs.get(wf.id, failed.id).retries == [done.id]
+        again = failed.retry(params={"bad": {"template": "B"}}).wait(timeout=30)
+        assert again.status == "completed" and again.retried_from == failed.id
+        with pytest.raises(errors.Conflict):
+            nl.runs.retry(wf.id, again.id)
+
     def test_get_list_and_events(self, nl: Client) -> None:
         wf = nl.workflows.create({"name": "g", "graph_json": greeting()})
         runs = [nl.workflows.execute(wf.id, {"text": str(i)}).wait(timeout=30) for i in range(3)]

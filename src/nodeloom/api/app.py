@@ -45,7 +45,7 @@ from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
 from nodeloom.runtime import Runtime, build_windows
 from nodeloom.schemas.events import openapi_schemas as event_schemas
-from nodeloom.schemas.runs import ExecuteRequest
+from nodeloom.schemas.runs import ExecuteRequest, RetryRequest
 from nodeloom.schemas.workflows import RestoreRequest, WorkflowCreate, WorkflowUpdate
 from nodeloom.settings import Settings
 
@@ -148,7 +148,7 @@ def _document_manual_bodies(app: FastAPI) -> None:
             routes=app.routes,
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for model in (WorkflowCreate, WorkflowUpdate, ExecuteRequest, RestoreRequest):
+        for model in (WorkflowCreate, WorkflowUpdate, ExecuteRequest, RestoreRequest, RetryRequest):
             model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
             for name, sub in model_schema.pop("$defs", {}).items():
                 components.setdefault(name, sub)

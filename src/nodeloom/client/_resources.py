@@ -247,6 +247,33 @@ class AsyncRuns(_Resource):
         )
         return RunSummary.model_validate(response.json())
 
+    async def retry(
+        self,
+        workflow_id: str,
+        run_id: str,
+        *,
+        params: Mapping[str, Mapping[str, Any]] | None = None,
+        cache: bool = True,
+        idempotency_key: str | None = None,
+    ) -> AsyncRun:
+        """Retry a failed or cancelled run from where it stopped: a new run (its
+        ``retried_from`` is ``run_id``) that reuses every completed node's output, uncharged,
+        and runs the rest. ``params`` gives nodes new params (node id -> params merged into
+        theirs); such a node runs again, with every node after it. As with ``execute``, an
+        ``idempotency_key`` is made up when none is given. Raises ``Conflict`` while the run
+        is running or when it completed."""
+        key = idempotency_key or f"client-{uuid.uuid4()}"
+        body: dict[str, Any] = {"cache": cache}
+        if params is not None:
+            body["params"] = {node: dict(values) for node, values in params.items()}
+        response = await self._client.request(
+            "POST",
+            f"/workflows/{_seg(workflow_id)}/runs/{_seg(run_id)}/retry",
+            json=body,
+            headers={"Idempotency-Key": key},
+        )
+        return await self.get(workflow_id, response.json()["run_id"])
+
     async def events(
         self, workflow_id: str, run_id: str, *, after_seq: int = 0
     ) -> AsyncIterator[RunEvent]:

@@ -241,6 +241,13 @@ class AsyncRun(RunOut):
         client: AsyncClient = self._client
         return await client.runs.cancel(self.workflow_id, self.id)
 
+    async def retry(
+        self, *, params: dict[str, dict[str, Any]] | None = None, cache: bool = True
+    ) -> AsyncRun:
+        """Retry this failed or cancelled run from where it stopped (``runs.retry``)."""
+        client: AsyncClient = self._client
+        return await client.runs.retry(self.workflow_id, self.id, params=params, cache=cache)
+
     async def wait(
         self,
         timeout: float | None = None,  # noqa: ASYNC109 - raises WaitTimeout, the run goes on

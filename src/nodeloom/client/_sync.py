@@ -163,6 +163,12 @@ class Run(RunOut):
     def cancel(self) -> RunSummary:
         return self._runner.run(self._async.cancel())
 
+    def retry(self, *, params: dict[str, dict[str, Any]] | None = None, cache: bool = True) -> Run:
+        """Retry this failed or cancelled run from where it stopped (``runs.retry``)."""
+        return Run._wrap(
+            self._runner.run(self._async.retry(params=params, cache=cache)), self._runner
+        )
+
     def follow(
         self,
         timeout: float | None = None,
@@ -219,6 +225,7 @@ class Runs:
         self.get = loop.converting(inner.get, lambda run: Run._wrap(run, loop))
         self.list = loop.iterating(inner.list)
         self.cancel = loop.blocking(inner.cancel)
+        self.retry = loop.converting(inner.retry, lambda run: Run._wrap(run, loop))
         self.events = loop.iterating(inner.events)
 
 

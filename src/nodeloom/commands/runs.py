@@ -1,4 +1,4 @@
-"""``nodeloom run`` and ``nodeloom runs list|show|cancel|events``."""
+"""``nodeloom run`` and ``nodeloom runs list|show|cancel|retry|events``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from nodeloom.commands.common import (
 from nodeloom.commands.progress import ProgressView
 from nodeloom.schemas.runs import RunStatusName
 
-app = typer.Typer(help="Runs of a workflow: list, show, cancel, events.")
+app = typer.Typer(help="Runs of a workflow: list, show, cancel, retry, events.")
 
 RunArg = Annotated[str, typer.Argument(help="Run id.")]
 
@@ -103,6 +103,21 @@ def run_command(
         _report(c, run, download, all_nodes, as_json)
     if run.status != "completed":
         raise typer.Exit(1)
+
+
+def parse_params(pairs: list[str]) -> dict[str, dict[str, Any]] | None:
+    """Each ``--set node.param=value`` (a string) or ``node.param:=json`` (any JSON value),
+    grouped by node. The node id is what comes before the last dot (node ids may hold
+    dots, param names do not)."""
+    params: dict[str, dict[str, Any]] = {}
+    for pair in pairs:
+        target, sep, value = pair.partition("=")
+        is_json = target.endswith(":")
+        node_id, dot, name = target.removesuffix(":").rpartition(".")
+        if not sep or not dot or not node_id or not name:
+            raise ValueError(f"--set takes node.param=value or node.param:=json, not {pair!r}")
+        params.setdefault(node_id, {})[name] = json.loads(value) if is_json else value
+    return params or None
 
 
 def _report(c: Client, run: Run, download: Path | None, all_nodes: bool, as_json: bool) -> None:
@@ -181,6 +196,10 @@ def show(
         f"run {run.id} · {run.status} · {run.credits_used} credits · {run.duration_ms} ms{error}",
         markup=False,
     )
+    if run.retried_from:
+        err().print(f"retry of run {run.retried_from}", markup=False)
+    if run.retries:
+        err().print("retried as run " + ", ".join(run.retries), markup=False)
     print_table(
         ("node", "type", "status", "credits", "ms", "artifact", "error"),
         (
@@ -233,3 +252,60 @@ def events(
                         f"{event.seq:>4} {when(event.ts)} {event.type}{node} {data}".rstrip() + "\n"
                     )
                 sys.stdout.flush()
+
+
+@app.command("retry")
+def retry(
+    workflow: WorkflowArg,
+    run_id: RunArg,
+    sets: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            "-s",
+            help="New param for a node: node.param=value (text) or node.param:=json; repeat.",
+        ),
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", "-w", help="Follow the new run live until it ends.")
+    ] = False,
+    download: Annotated[
+        Path | None,
+        typer.Option("--download", "-d", help="Save the outputs into this directory (waits)."),
+    ] = None,
+    all_nodes: Annotated[
+        bool, typer.Option("--all", help="Every node's artifact, not just the outputs.")
+    ] = False,
+    timeout: Annotated[
+        float | None, typer.Option(help="Give up waiting after this many seconds.")
+    ] = None,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Nodes that run again ignore earlier outputs.")
+    ] = False,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Retry a failed or cancelled run from the node that stopped it.
+
+    Every node that completed is reused (its output kept, no credits); the failed node and
+    everything after it run again, with the new params given by --set. Prints the new
+    run's id; with --wait follows it like `nodeloom run --wait`. Exit status 1 when the
+    new run fails or is cancelled.
+    """
+    with client(url, api_key) as c:
+        params = parse_params(sets or [])
+        found = c.workflows.find(workflow)
+        run = c.runs.retry(found.id, run_id, params=params, cache=not no_cache)
+        if not (wait or download):
+            if as_json:
+                print_json(run)
+            else:
+                err().print(f"retrying run {run_id} as a new run; follow it with --wait")
+                sys.stdout.write(run.id + "\n")
+            return
+        with ProgressView(run, err()) as view:
+            run = run.wait(timeout, on_event=view.on_event)
+        _report(c, run, download, all_nodes, as_json)
+    if run.status != "completed":
+        raise typer.Exit(1)

@@ -182,6 +182,8 @@ class Run(Base):
     # The server process driving the run in the embedded mode (engine/dispatch/local.py);
     # NULL when queue workers drive it node by node (engine/dispatch/queue.py).
     driver: Mapped[str | None] = mapped_column(sa.String(64))
+    # The failed or cancelled run this one retries (engine/retry.py); NULL otherwise.
+    retried_from: Mapped[str | None] = mapped_column(sa.String(36))
     # Large columns last (see Workflow). The graph as it was when the run started: later
     # edits never change a run.
     input: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
@@ -192,6 +194,7 @@ class Run(Base):
     __table_args__ = (
         sa.Index("ix_runs_workflow_created", "workflow_id", "created_at", "id"),
         sa.Index("ix_runs_account_created", "account_id", "created_at", "id"),
+        sa.Index("ix_runs_retried_from", "retried_from"),
         sa.Index(
             "ix_runs_running",
             "driver",

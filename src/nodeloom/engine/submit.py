@@ -32,10 +32,11 @@ from sqlalchemy.exc import IntegrityError
 from nodeloom.db.engine import Database
 from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
-from nodeloom.engine import batches, stepper
+from nodeloom.engine import batches, retry, stepper
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
 from nodeloom.engine.graph import Graph, unavailable_nodes, validate_graph
+from nodeloom.engine.retry import RetrySource
 from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.engine.stepper import INSTANT_PER_STEP, count_events, run_instant
@@ -83,6 +84,15 @@ class GraphCache:
         graph = self.peek(workflow_id, updated_at)
         if graph is not None:
             return graph
+        checked = self.check(graph_json)
+        self._items[(workflow_id, updated_at)] = checked
+        if len(self._items) > self._size:
+            self._items.popitem(last=False)
+        return checked
+
+    def check(self, graph_json: Any) -> Graph:
+        """``graph_json`` checked against the catalog and what this server can run now
+        (InvalidGraph otherwise), without keeping it (a retry's graph is its own)."""
         checked = validate_graph(graph_json, self._registry, self._settings)
         if isinstance(checked, list):
             raise InvalidGraph(
@@ -97,9 +107,6 @@ class GraphCache:
                 + "; ".join(p.message for p in unavailable),
                 errors=unavailable,
             )
-        self._items[(workflow_id, updated_at)] = checked
-        if len(self._items) > self._size:
-            self._items.popitem(last=False)
         return checked
 
 
@@ -160,6 +167,10 @@ class RunRequest:
     # The workflow's updated_at when the caller has already read it (a webhook's look-up):
     # its checked graph may then come from the cache without reading the workflow again.
     workflow_version: datetime | None = None
+    # A retry (engine/retry.py): the failed or cancelled run it retries, and the params it
+    # changes (node id -> params). The input is the retried run's.
+    retry_of: str | None = None
+    retry_params: dict[str, dict[str, Any]] | None = None
 
 
 @dataclass(frozen=True)
@@ -173,15 +184,19 @@ class WorkflowVersion:
     id: str
     updated_at: datetime
     graph: Graph
+    retry: RetrySource | None = None
 
 
 def request_hash(request: RunRequest) -> str:
     """What an Idempotency-Key promises to repeat: this workflow, this input, this cache."""
-    material = {
+    material: dict[str, Any] = {
         "workflow_id": request.workflow_id,
         "input": request.run_input,
         "cache": request.use_cache,
     }
+    if request.retry_of is not None:
+        material["retry_of"] = request.retry_of
+        material["params"] = request.retry_params or {}
     return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -235,30 +250,60 @@ def _check_batch_sizes(graph: Graph, items: dict[str, int]) -> None:
         )
 
 
+def read_retry(request: RunRequest, graphs: GraphCache, conn: Connection) -> WorkflowVersion:
+    """The retried run's graph (with the retry's params) and the artifacts it reuses."""
+    assert request.retry_of is not None
+    planned = retry.plan(
+        conn,
+        request.account_id,
+        request.workflow_id,
+        request.retry_of,
+        request.retry_params,
+        graphs.check,
+    )
+    return WorkflowVersion(
+        planned.workflow_id, planned.workflow_version, planned.graph, planned.source
+    )
+
+
 def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, Batch]:
     """A run of ``workflow`` as accepting it leaves it: a batch that creates the run with
-    its nodes pending (roots queued when queue workers run it) and its first event."""
+    its nodes pending (roots queued when queue workers run it) and its first event. A
+    retry's reused nodes are completed in it at once, uncharged (engine/retry.py): its
+    roots are the nodes they alone feed, and its estimate what the other nodes cost."""
     run_id = uuid7()
     now = utcnow()
     drawn = workflow.graph
+    source = workflow.retry
+    reuse = source.reuse if source is not None else {}
+    run_input = source.run_input if source is not None else request.run_input
     items: dict[str, int] = {}
     graph = drawn
     if drawn.batches:
         # A ForEach's items are added to the run when it completes (engine/batches.py);
         # their count, when the input data tells it now, is checked and priced now.
-        items = batches.count_at_submit(drawn, request.run_input)
+        items = batches.count_at_submit(drawn, run_input)
         _check_batch_sizes(drawn, items)
         graph = batches.expand(drawn, dict.fromkeys(drawn.batches.regions))
     roots: frozenset[str] = frozenset()
     if request.driver is None:
-        roots = frozenset(n for n in graph.nodes if not any(graph.inputs[n].values()))
-    estimate = drawn.estimate_credits(items)
+        # A root has no input left to wait for: every node feeding it is reused (a plain
+        # run reuses nothing, so its roots are the nodes without inputs).
+        roots = frozenset(
+            n
+            for n in graph.nodes
+            if n not in reuse and all(s in reuse for ss in graph.inputs[n].values() for s in ss)
+        )
+    # Reused nodes are never charged again (a retry reuses no node of a batch region).
+    estimate = drawn.estimate_credits(items) - sum(
+        drawn.nodes[n].node.estimate_credits(drawn.nodes[n].params) for n in reuse
+    )
     state = RunState(
         run_id=run_id,
         account_id=request.account_id,
         workflow_id=workflow.id,
         graph=graph,
-        run_input=request.run_input,
+        run_input=run_input,
         use_cache=request.use_cache,
         estimate=estimate,
         created_at=now,
@@ -273,12 +318,23 @@ def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, B
         estimate=estimate,
         created_at=now,
         driver=request.driver,
-        run_input=request.run_input,
+        run_input=run_input,
         workflow_version=workflow.updated_at,
         nodes=tuple((n.id, n.type) for n in graph.nodes.values()),
         queued=roots,
+        retried_from=source.retried_from if source is not None else None,
+        graph_json=source.graph_json if source is not None else None,
     )
-    batch.event(EventType.RUN_STARTED, now, None, estimated_credits=estimate)
+    started: dict[str, Any] = {"estimated_credits": estimate}
+    if source is not None:
+        started["retried_from"] = source.retried_from
+    batch.event(EventType.RUN_STARTED, now, None, **started)
+    for node_id in graph.order:
+        if node_id in reuse:
+            outcome = Outcome(node_id, NodeStatus.COMPLETED, now, reuse[node_id], cached=True)
+            state.record(batch, outcome)
+    if reuse and len(reuse) == len(graph.nodes):
+        state.finish(batch, now)  # nothing left to run (a run cancelled as it completed)
     return state, batch
 
 
@@ -374,11 +430,13 @@ class Acceptor:
                 workflow = await self._workflow(request)
                 await self._check_credentials(request, workflow)
                 state, batch = await self._prepare(request, workflow)
-                answer = {
+                answer: dict[str, Any] = {
                     "run_id": batch.run_id,
                     "status": RunStatus.RUNNING.value,
                     "estimated_credits": state.estimate,
                 }
+                if request.retry_of is not None:
+                    answer["retried_from"] = request.retry_of
                 write = functools.partial(
                     write_run, request=request, state=state, batch=batch, answer=answer
                 )
@@ -411,6 +469,8 @@ class Acceptor:
         return await self.db.read(functools.partial(earlier_answer, request=request))
 
     async def _workflow(self, request: RunRequest) -> WorkflowVersion:
+        if request.retry_of is not None:
+            return await self.db.read(functools.partial(read_retry, request, self.graphs))
         if request.workflow_version is not None:
             graph = self.graphs.peek(request.workflow_id, request.workflow_version)
             if graph is not None:

@@ -91,6 +91,10 @@ class NewRun:
     workflow_version: datetime
     nodes: tuple[tuple[str, str], ...]  # (node id, type)
     queued: frozenset[str] = frozenset()
+    # A retry (engine/retry.py): the run it retries, and the graph it runs — that run's
+    # copy with the retry's params — instead of the workflow's current one.
+    retried_from: str | None = None
+    graph_json: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -387,6 +391,7 @@ _NEW_RUN_VALUES = (
     "cancel_requested",
     "driver",
     "input",
+    "retried_from",
 )
 # The run row with a copy of the workflow's graph and its version number, only if the
 # workflow is still the version that was read (and not deleted): the check and the copy in
@@ -402,6 +407,21 @@ _INSERT_RUN = Prepared(
             _WORKFLOW.c.id == sa.bindparam("workflow_id"),
             _WORKFLOW.c.account_id == sa.bindparam("account_id"),
             _WORKFLOW.c.updated_at == sa.bindparam("version", type_=_WORKFLOW.c.updated_at.type),
+            _WORKFLOW.c.deleted_at.is_(None),
+        ),
+    )
+)
+# A retry's run row with its own graph, only if the workflow still exists (its version does
+# not matter: a retry runs the graph of the run it retries).
+_INSERT_RETRY = Prepared(
+    sa.insert(_RUN).from_select(
+        [*_NEW_RUN_VALUES, "graph_json"],
+        sa.select(
+            *(sa.bindparam(name, type_=_RUN.c[name].type) for name in _NEW_RUN_VALUES),
+            sa.bindparam("graph_json", type_=_RUN.c.graph_json.type),
+        ).where(
+            _WORKFLOW.c.id == sa.bindparam("workflow_id"),
+            _WORKFLOW.c.account_id == sa.bindparam("account_id"),
             _WORKFLOW.c.deleted_at.is_(None),
         ),
     )
@@ -535,27 +555,30 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
         status, finished_at, error, used, _ = ended
         if release > 0:
             rows.ledger.append(_ledger_row(batch, "", "release", release, finished_at))
-    inserted = _INSERT_RUN.run(
-        conn,
-        {
-            "id": batch.run_id,
-            "account_id": batch.account_id,
-            "workflow_id": batch.workflow_id,
-            "webhook_id": new.webhook_id,
-            "status": status.value,
-            "trigger": new.trigger,
-            "use_cache": new.use_cache,
-            "estimated_credits": new.estimate,
-            "credits_used": used,
-            "error": error,
-            "created_at": new.created_at,
-            "finished_at": finished_at,
-            "cancel_requested": False,
-            "driver": new.driver,
-            "input": new.run_input,
-            "version": new.workflow_version,
-        },
-    )
+    statement = _INSERT_RUN if new.graph_json is None else _INSERT_RETRY
+    values: dict[str, Any] = {
+        "id": batch.run_id,
+        "account_id": batch.account_id,
+        "workflow_id": batch.workflow_id,
+        "webhook_id": new.webhook_id,
+        "status": status.value,
+        "trigger": new.trigger,
+        "use_cache": new.use_cache,
+        "estimated_credits": new.estimate,
+        "credits_used": used,
+        "error": error,
+        "created_at": new.created_at,
+        "finished_at": finished_at,
+        "cancel_requested": False,
+        "driver": new.driver,
+        "input": new.run_input,
+        "retried_from": new.retried_from,
+    }
+    if new.graph_json is None:
+        values["version"] = new.workflow_version
+    else:
+        values["graph_json"] = new.graph_json
+    inserted = statement.run(conn, values)
     if inserted.rowcount != 1:
         raise WorkflowChanged(batch.workflow_id)
     if new.nodes:  # an empty graph is valid: its run completes at once

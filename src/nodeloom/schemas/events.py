@@ -25,6 +25,9 @@ class Empty(_Data):
 
 class RunStartedData(_Data):
     estimated_credits: int
+    retried_from: str | None = Field(
+        default=None, description="The run this one retries (only on a retry's first event)."
+    )
 
 
 class NodeProgressData(_Data):

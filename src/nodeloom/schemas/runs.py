@@ -36,6 +36,27 @@ class ExecuteResponse(BaseModel):
     estimated_credits: int
 
 
+class RetryRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+
+    params: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="New params by node id, merged into those nodes' params (a key given "
+        "replaces its value; the others are kept). A node given new params runs again, with "
+        "every node after it.",
+    )
+    cache: bool = Field(
+        default=True, description="Reuse earlier identical outputs for the nodes that run again."
+    )
+    trigger: Literal["api", "editor"] = Field(
+        default="api", description='What started the retry; the web app sends "editor".'
+    )
+
+
+class RetryResponse(ExecuteResponse):
+    retried_from: str = Field(description="The run this one retries.")
+
+
 class RunError(BaseModel):
     code: str
     message: str
@@ -77,6 +98,9 @@ class RunSummary(BaseModel):
         description="The workflow version the run was started from (GET .../versions/{n}); "
         "null for runs started before versions were kept.",
     )
+    retried_from: str | None = Field(
+        default=None, description="The failed or cancelled run this run retries, if any."
+    )
 
 
 class RunListItem(RunSummary):
@@ -109,6 +133,9 @@ class RunEstimate(BaseModel):
 class RunOut(RunSummary):
     input: dict[str, Any] | None
     node_runs: list[NodeRunOut]
+    retries: list[str] = Field(
+        default_factory=list, description="The runs that retry this one, oldest first."
+    )
 
 
 class ArtifactMetadata(BaseModel):

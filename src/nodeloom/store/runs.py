@@ -32,6 +32,7 @@ SUMMARY_COLUMNS = (
     _RUNS.c.trigger,
     _RUNS.c.webhook_id,
     _RUNS.c.workflow_version,
+    _RUNS.c.retried_from,
 )
 _RUN = Prepared(
     sa.select(*SUMMARY_COLUMNS, _RUNS.c.input).where(
@@ -77,6 +78,42 @@ def run(conn: Connection, account_id: str, workflow_id: str, run_id: str) -> Rec
     """The run's summary columns and input, when it is the account's, of that workflow."""
     params = {"run": run_id, "account": account_id, "workflow": workflow_id}
     return _RUN.run(conn, params).first()
+
+
+_RETRIES = Prepared(
+    sa.select(_RUNS.c.id)
+    .where(_RUNS.c.retried_from == sa.bindparam("run"))
+    .order_by(_RUNS.c.created_at, _RUNS.c.id)
+)
+_RETRY_SOURCE = Prepared(
+    sa.select(
+        _RUNS.c.id,
+        _RUNS.c.workflow_id,
+        _RUNS.c.status,
+        _RUNS.c.input,
+        _RUNS.c.graph_json,
+        _WORKFLOWS.c.updated_at.label("workflow_version"),
+    )
+    .join(_WORKFLOWS, _WORKFLOWS.c.id == _RUNS.c.workflow_id)
+    .where(
+        _RUNS.c.id == sa.bindparam("run"),
+        _RUNS.c.account_id == sa.bindparam("account"),
+        _RUNS.c.workflow_id == sa.bindparam("workflow"),
+        _WORKFLOWS.c.deleted_at.is_(None),
+    )
+)
+
+
+def retries(conn: Connection, run_id: str) -> list[str]:
+    """The ids of the runs that retry ``run_id``, oldest first."""
+    return [row.id for row in _RETRIES.run(conn, {"run": run_id})]
+
+
+def retry_source(conn: Connection, account_id: str, workflow_id: str, run_id: str) -> Record | None:
+    """What a retry of the run starts from (its status, input and graph), when the run is
+    the account's, of that workflow, and the workflow is not deleted."""
+    params = {"run": run_id, "account": account_id, "workflow": workflow_id}
+    return _RETRY_SOURCE.run(conn, params).first()
 
 
 def owned(

@@ -24,7 +24,7 @@ import {
 
 /** One run: its nodes, every artifact with a download link, and its events replayed from
  * the server's log (then live, while it runs, folded by reduceRun); run it again, with or
- * without the cache. */
+ * without the cache, or retry a failed or cancelled run from the node that stopped it. */
 export function RunPage() {
   const { runId = "" } = useParams();
   // A new run (after "Run again") starts from an empty state.
@@ -71,6 +71,21 @@ function RunDetails() {
       navigate(`/workflows/${workflowId}/runs/${accepted.run_id}`);
     });
 
+  // A failed or cancelled run goes on from where it stopped: completed nodes are reused
+  // (no credits), the failed node and everything after it run again.
+  const retry = () =>
+    act(async () => {
+      const accepted = unwrap(
+        await api.POST("/api/v1/workflows/{workflow_id}/runs/{run_id}/retry", {
+          params: { path: { workflow_id: workflowId, run_id: runId } },
+          body: { trigger: "editor" } as never,
+        }),
+      );
+      void client.invalidateQueries({ queryKey: keys.runs(workflowId) });
+      void client.invalidateQueries({ queryKey: keys.run(workflowId, runId) });
+      navigate(`/workflows/${workflowId}/runs/${accepted.run_id}`);
+    });
+
   if (run.error)
     return (
       <main className="page narrow">
@@ -83,6 +98,7 @@ function RunDetails() {
   const status =
     live.run?.runId === r.id && r.status === "running" ? live.run.status : shownRunStatus(r);
   const running = status === "running";
+  const retryable = status === "failed" || status === "cancelled";
   return (
     <main className="page narrow">
       <h1>Run {r.id.slice(0, 8)}</h1>
@@ -96,10 +112,43 @@ function RunDetails() {
         <Link to={`/workflows/${workflowId}`}>Workflow</Link>
         <Link to={`/workflows/${workflowId}/runs`}>All runs of it</Link>
       </p>
+      {(r.retried_from || (r.retries && r.retries.length > 0)) && (
+        <p className="row small" aria-label="Retries">
+          {r.retried_from && (
+            <span>
+              Retry of{" "}
+              <Link to={`/workflows/${workflowId}/runs/${r.retried_from}`}>
+                run {r.retried_from}
+              </Link>
+            </span>
+          )}
+          {r.retries && r.retries.length > 0 && (
+            <span>
+              Retried as{" "}
+              {r.retries.map((id, i) => (
+                <span key={id}>
+                  {i > 0 ? ", " : ""}
+                  <Link to={`/workflows/${workflowId}/runs/${id}`}>run {id}</Link>
+                </span>
+              ))}
+            </span>
+          )}
+        </p>
+      )}
       <div className="row" role="group" aria-label="Run actions">
+        {retryable && (
+          <button
+            type="button"
+            className="primary"
+            onClick={() => void retry()}
+            title="Reuse every completed node (no credits) and run the failed node and everything after it"
+          >
+            Retry from failed node
+          </button>
+        )}
         <button
           type="button"
-          className="primary"
+          className={retryable ? undefined : "primary"}
           disabled={running}
           onClick={() => void again(true)}
         >

@@ -110,7 +110,10 @@ export function RunsPage() {
                       <span className="muted small"> {run.error.code}</span>
                     )}
                   </td>
-                  <td>{TRIGGER_LABEL[run.trigger] ?? run.trigger}</td>
+                  <td>
+                    {TRIGGER_LABEL[run.trigger] ?? run.trigger}
+                    {run.retried_from && <span className="muted small"> · retry</span>}
+                  </td>
                   <td>
                     {run.credits_used} / {run.estimated_credits}
                   </td>

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 from sqlalchemy.engine import Connection
 
 from nodeloom.api.body import read_json
@@ -18,6 +18,7 @@ from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.db.models import utcnow
+from nodeloom.engine.states import RunStatus
 from nodeloom.engine.submit import RunRequest, check_credentials
 from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound
 from nodeloom.schemas.common import format_timestamp
@@ -25,6 +26,8 @@ from nodeloom.schemas.runs import (
     ExecuteRequest,
     ExecuteResponse,
     NodeEstimate,
+    RetryRequest,
+    RetryResponse,
     RunEstimate,
     RunListItem,
     RunOut,
@@ -38,6 +41,7 @@ from nodeloom.store import runs as run_store
 from nodeloom.store import workflows as workflow_store
 from nodeloom.store.paging import encode_cursor
 
+_Body = TypeVar("_Body", bound=BaseModel)
 router = APIRouter(route_class=GuardedRoute, tags=["runs"])
 
 MAX_EXECUTE_BODY = 1024 * 1024
@@ -86,8 +90,7 @@ async def execute(
     ] = None,
 ) -> dict[str, Any]:
     """Start a run. The body is optional: ``{"input": {...}, "cache": true}``."""
-    raw = await read_json(request, MAX_EXECUTE_BODY, allow_empty=True)
-    body = _execute_body(raw)
+    body = await _body(request, ExecuteRequest)
     accepted = await ctx.acceptor.accept(
         RunRequest(
             account_id=principal.account_id,
@@ -97,6 +100,84 @@ async def execute(
             plan=principal.plan.value,
             idempotency_key=idempotency_key,
             trigger=body.trigger,
+        ),
+    )
+    answer = accepted.answer
+    if accepted.replayed:
+        response.headers["Idempotent-Replayed"] = "true"
+    response.headers["Location"] = _run_location(workflow_id, answer["run_id"])
+    return answer
+
+
+async def _body(request: Request, model: type[_Body]) -> _Body:
+    """The optional JSON body of an execute or a retry, validated (400 with pointers)."""
+    return _validated(model, await read_json(request, MAX_EXECUTE_BODY, allow_empty=True))
+
+
+def _validated(model: type[_Body], raw: Any) -> _Body:
+    """A body as ``model``, or InvalidRequest naming each problem."""
+    try:
+        return model.model_validate(raw or {})
+    except ValidationError as exc:
+        errors = [
+            FieldError("/" + "/".join(str(p) for p in e["loc"]), e["msg"])
+            for e in exc.errors(include_url=False)
+        ]
+        raise InvalidRequest(
+            "; ".join(f"{e.pointer}: {e.message}" for e in errors), errors=errors
+        ) from exc
+
+
+@router.post(
+    "/workflows/{workflow_id}/runs/{run_id}/retry",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=RetryResponse,
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/RetryRequest"}}
+            },
+        }
+    },
+    responses={
+        400: {"description": "A node in params does not exist, or its params are invalid"},
+        402: {"description": "Insufficient credits for the nodes that run again"},
+        404: {"description": "No such run of this workflow (not_found)"},
+        409: {"description": "The run has not failed and was not cancelled (conflict)"},
+        422: {
+            "description": "Idempotency-Key already used for a different request "
+            "(idempotency_key_reused)"
+        },
+    },
+)
+async def retry_run(
+    workflow_id: str,
+    run_id: str,
+    request: Request,
+    response: Response,
+    principal: PrincipalDep,
+    ctx: CtxDep,
+    idempotency_key: Annotated[
+        str | None,
+        Header(max_length=255, description="Repeat-safe: the same key within 24 h replays."),
+    ] = None,
+) -> dict[str, Any]:
+    """Retry a failed or cancelled run from where it stopped: a new run of the same graph
+    and input that reuses every completed node's artifact (uncharged, ``cached``) and runs
+    the rest. The body is optional: ``{"params": {"<node id>": {...}}, "cache": true}``."""
+    body = await _body(request, RetryRequest)
+    accepted = await ctx.acceptor.accept(
+        RunRequest(
+            account_id=principal.account_id,
+            workflow_id=workflow_id,
+            run_input=None,
+            use_cache=body.cache,
+            plan=principal.plan.value,
+            idempotency_key=idempotency_key,
+            trigger=body.trigger,
+            retry_of=run_id,
+            retry_params=body.params,
         ),
     )
     answer = accepted.answer
@@ -145,6 +226,7 @@ def run_summary(run: Any, credits_so_far: int | None = None) -> dict[str, Any]:
         "trigger": run.trigger,
         "webhook_id": run.webhook_id,
         "workflow_version": run.workflow_version,
+        "retried_from": run.retried_from,
     }
 
 
@@ -169,18 +251,25 @@ async def get_run(
     """The run with every node. Built straight from two indexed reads (this endpoint is
     polled), so the body is encoded once, without a validation pass."""
 
-    def read(conn: Connection) -> tuple[Record, list[Record]] | None:
+    def read(conn: Connection) -> tuple[Record, list[Record], list[str]] | None:
         run = run_store.run(conn, principal.account_id, workflow_id, run_id)
-        return None if run is None else (run, run_store.node_runs(conn, run_id))
+        if run is None:
+            return None
+        # Only a run that failed or was cancelled can have been retried: a poll of a
+        # running run costs no statement more.
+        retryable = run.status in (RunStatus.FAILED, RunStatus.CANCELLED)
+        retries = run_store.retries(conn, run_id) if retryable else []
+        return run, run_store.node_runs(conn, run_id), retries
 
     found = await ctx.db.read(read)
     if found is None:
         raise NotFound("No such run of this workflow.")
-    run, node_rows = found
+    run, node_rows, retries = found
     nodes = [node_run_out(n) for n in node_rows]
     body = run_summary(run, sum(n["credits_used"] for n in nodes))
     body["input"] = run.input
     body["node_runs"] = nodes
+    body["retries"] = retries
     return OrjsonResponse(body)
 
 
@@ -267,18 +356,6 @@ def _runs_response(
     return OrjsonResponse(body, headers=headers)
 
 
-def _execute_body(raw: Any) -> ExecuteRequest:
-    """An execute (or estimate) body, or InvalidRequest naming each problem."""
-    try:
-        return ExecuteRequest.model_validate(raw or {})
-    except ValidationError as exc:
-        errors = [
-            FieldError("/" + "/".join(str(p) for p in e["loc"]), e["msg"])
-            for e in exc.errors(include_url=False)
-        ]
-        raise InvalidRequest(
-            "; ".join(f"{e.pointer}: {e.message}" for e in errors), errors=errors
-        ) from exc
 
 
 async def _estimate(ctx: CtxDep, account_id: str, workflow_id: str) -> RunEstimate:
@@ -342,7 +419,7 @@ async def estimate_run(
     checks it; nothing is held, charged or created. A balance below the estimate is no
     error here (``sufficient`` is false): execute would answer 402."""
     raw = await read_json(request, MAX_EXECUTE_BODY, allow_empty=True)
-    _execute_body(raw)
+    _validated(ExecuteRequest, raw)
     return await _estimate(ctx, principal.account_id, workflow_id)
 
 

@@ -1,0 +1,74 @@
+"""The run page's "Retry from failed node": one click on a cancelled run starts a retry that
+reuses the completed nodes (shown cached, 0 credits) and runs the rest; each run page links
+to the other."""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+from tests.e2e.conftest import api, enter, shot, token, wait_for_run
+from tests.server import ServerProcess
+
+pytest.importorskip("playwright")
+from playwright.sync_api import Page, expect
+
+EMAIL = "retry@example.com"
+PASSWORD = "a long password"
+
+
+def test_retry_a_cancelled_run_from_where_it_stopped(page: Page, server: ServerProcess) -> None:
+    enter(page, EMAIL, PASSWORD, "Sign up")
+    graph = {
+        "nodes": [
+            {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {"text": "x"}},
+            {
+                "id": "a",
+                "type": "TextTemplate",
+                "position": {"x": 300, "y": 0},
+                "data": {"template": "A {{ text }}"},
+            },
+            {"id": "wait", "type": "Delay", "position": {"x": 600, "y": 0}, "data": {"seconds": 3}},
+        ],
+        "edges": [
+            {"id": "e1", "source": "in", "target": "a"},
+            {"id": "e2", "source": "a", "target": "wait"},
+        ],
+        "viewport": {"x": 0, "y": 0, "zoom": 1},
+    }
+    with api(server, token(page)) as client:
+        made = client.post("/workflows", json={"name": "Retried", "graph_json": graph})
+        assert made.status_code == 201, made.text
+        wf = made.json()["id"]
+        run_id = client.post(f"/workflows/{wf}/execute", json={}).json()["run_id"]
+        deadline = time.monotonic() + 20
+        while True:
+            run = client.get(f"/workflows/{wf}/runs/{run_id}").json()
+            waiting = next(nr for nr in run["node_runs"] if nr["node_id"] == "wait")
+            if waiting["status"] == "running":
+                break
+            assert time.monotonic() < deadline, run
+            time.sleep(0.05)
+        assert client.post(f"/workflows/{wf}/runs/{run_id}/cancel").status_code == 202
+        assert wait_for_run(client, wf, run_id)["status"] == "cancelled"
+
+    page.goto(f"/workflows/{wf}/runs/{run_id}")
+    retry = page.get_by_role("button", name="Retry from failed node")
+    expect(retry).to_be_visible()
+    shot(page, "retry-1-cancelled-run")
+    retry.click()
+    expect(page).not_to_have_url(re.compile(rf"/runs/{run_id}$"))
+    new_id = page.url.rsplit("/", 1)[1]
+    expect(page.get_by_label("Retries")).to_contain_text(f"Retry of run {run_id}")
+    node_a = page.locator('[data-node-id="a"]')
+    expect(node_a.locator(".status")).to_have_attribute("data-status", "cached")
+    expect(node_a).to_contain_text("0 credits (cached: output reused)")
+    wait = page.locator('[data-node-id="wait"]')
+    expect(wait.locator(".status")).to_have_attribute("data-status", "completed", timeout=20_000)
+    # A completed run has nothing to retry.
+    expect(page.get_by_role("button", name="Retry from failed node")).to_have_count(0)
+    shot(page, "retry-2-completed-retry")
+    page.get_by_role("link", name=f"run {run_id}").click()
+    expect(page.get_by_label("Retries")).to_contain_text(f"Retried as run {new_id}")

@@ -30,6 +30,9 @@ ORDER = (
     "credit_ledger",
     "idempotency_keys",
     "webhooks",
+    "schedules",
+    "callback_deliveries",
+    "callback_attempts",
     "run_events",
     "credential_revocations",
 )

@@ -157,6 +157,8 @@ class RunRequest:
     # The workflow's updated_at when the caller has already read it (a webhook's look-up):
     # its checked graph may then come from the cache without reading the workflow again.
     workflow_version: datetime | None = None
+    # Where the run's record is POSTed, signed, when it ends (engine/callbacks.py).
+    callback_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,8 @@ def request_hash(request: RunRequest) -> str:
         "input": request.run_input,
         "cache": request.use_cache,
     }
+    if request.callback_url is not None:  # absent otherwise: earlier keys keep their hash
+        material["callback_url"] = request.callback_url
     return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -251,6 +255,7 @@ def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, B
         workflow_version=workflow.updated_at,
         nodes=tuple((n.id, n.type) for n in graph.nodes.values()),
         queued=roots,
+        callback_url=request.callback_url,
     )
     batch.event(EventType.RUN_STARTED, now, None, estimated_credits=estimate)
     return state, batch

@@ -15,6 +15,7 @@ export const keys = {
   credentials: ["credentials"] as const,
   ledger: ["ledger"] as const,
   webhooks: (workflowId: string) => ["webhooks", workflowId] as const,
+  schedules: (workflowId: string) => ["schedules", workflowId] as const,
 };
 
 export function useMe() {

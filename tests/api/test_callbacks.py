@@ -22,9 +22,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
+from nodeloom.api.app import create_app
+from nodeloom.settings import Settings
 from tests.api.test_auth import assert_problem
 from tests.api.test_webhooks import set_plan
-from tests.conftest import User, text_graph
+from tests.conftest import User, make_user, text_graph
 from tests.fakes import FakeServer, Recorded, serve
 from tests.runs_helpers import create_workflow, execute, wait_for_run
 
@@ -378,3 +380,36 @@ class TestTriggers:
             secret, state.requests[0][1].headers, state.requests[0][1].body
         )
         assert payload["data"]["trigger"] == "schedule"
+
+
+class TestDurability:
+    async def test_a_pending_delivery_survives_a_restart(
+        self, settings: Settings, receiver: tuple[Receiver, FakeServer]
+    ) -> None:
+        """The first attempt fails; the server stops before the retry; a new server on the
+        same database makes the retry."""
+        state, server = receiver
+        state.script = [500]
+        settings.callback_retry_delays = [1.0]
+        first = create_app(settings)
+        async with first.router.lifespan_context(first):
+            transport = httpx.ASGITransport(app=first)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+                user = await make_user(c, "restart@example.com")
+                secret = await make_secret(c, user)
+                wf = await create_workflow(c, user, text_graph())
+                run_id = (await execute(c, user, wf, {"callback_url": server.url})).json()["run_id"]
+                deadline = time.monotonic() + 15
+                while not (found := await deliveries(c, user, wf, run_id))[0]["attempts"]:
+                    assert time.monotonic() < deadline
+                    await asyncio.sleep(0.05)
+                assert found[0]["state"] == "pending" and found[0]["next_attempt_at"]
+        assert len(state.requests) == 1
+        second = create_app(settings)
+        async with second.router.lifespan_context(second):
+            transport = httpx.ASGITransport(app=second)
+            async with httpx.AsyncClient(transport=transport, base_url="http://testserver") as c:
+                delivery = await wait_delivery(c, user, wf, run_id)
+        assert delivery["state"] == "delivered"
+        assert [a["status_code"] for a in delivery["attempts"]] == [500, 200]
+        verify_standard_webhook(secret, state.requests[1][1].headers, state.requests[1][1].body)

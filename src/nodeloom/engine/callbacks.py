@@ -97,7 +97,11 @@ async def check_url(settings: Settings, url: str | None, pointer: str) -> None:
         parsed = httpx.URL(url)
         if len(url) > MAX_URL:
             raise ValueError(f"longer than {MAX_URL} characters")
-        await http.checked_addresses(parsed, http.Allowlist.from_settings(settings))
+        async with asyncio.timeout(settings.callback_timeout_seconds):  # a slow resolver
+            await http.checked_addresses(parsed, http.Allowlist.from_settings(settings))
+    except TimeoutError as exc:
+        message = "callback_url cannot be used: its host name did not resolve in time"
+        raise InvalidRequest(message, errors=[FieldError(pointer, message)]) from exc
     except (httpx.InvalidURL, ValueError, NodeFailure) as exc:
         message = f"callback_url cannot be used: {exc}"
         raise InvalidRequest(message, errors=[FieldError(pointer, message)]) from exc

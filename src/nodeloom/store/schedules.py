@@ -101,8 +101,8 @@ class DueSchedule:
 
 
 def due(conn: Connection, now: datetime, limit: int) -> list[DueSchedule]:
-    """Active schedules whose time has come, of workflows that still exist, with the
-    owner's current plan."""
+    """Active schedules whose time has come, of workflows that still exist and accounts
+    that are not disabled, with the owner's current plan."""
     query = (
         sa.select(
             SCHEDULES.c.id,
@@ -121,6 +121,7 @@ def due(conn: Connection, now: datetime, limit: int) -> list[DueSchedule]:
             SCHEDULES.c.active.is_(True),
             SCHEDULES.c.next_run_at <= now,
             _WORKFLOWS.c.deleted_at.is_(None),
+            _ACCOUNTS.c.disabled_at.is_(None),
         )
         .order_by(SCHEDULES.c.next_run_at)
         .limit(limit)

@@ -194,6 +194,9 @@ async def real_ids(client: httpx.AsyncClient, owner: User) -> dict[str, str]:
     assert done["status"] == "completed", done
     artifact = next(n["artifact_id"] for n in done["node_runs"] if n["artifact_id"])
     webhook = await post(f"/workflows/{workflow['id']}/webhooks", {"name": "hook"}, owner.headers)
+    schedule = await post(
+        f"/workflows/{workflow['id']}/schedules", {"name": "s", "cron": "0 3 * * *"}, owner.headers
+    )
     spare_key = await post("/api-keys", {"name": "spare"}, owner.jwt_headers)
     # Loopback and not allow-listed: its connection test is refused before any traffic.
     fields = {"base_url": "http://127.0.0.1:9/v1", "api_key": "sk-contract-000000"}
@@ -206,6 +209,7 @@ async def real_ids(client: httpx.AsyncClient, owner: User) -> dict[str, str]:
         "run_id": run["run_id"],
         "artifact_id": artifact,
         "webhook_id": webhook["id"],
+        "schedule_id": schedule["id"],
         "token": webhook["token"],
         "key_id": spare_key["id"],
         "credential_id": credential["id"],
@@ -242,6 +246,8 @@ def _order(label: str) -> tuple[int, str]:
     if label == "POST /api/v1/webhooks/{token}":
         return -1, label
     if label.startswith("DELETE /api/v1/workflows/{workflow_id}/webhooks"):
+        return 1, label
+    if label.startswith("DELETE /api/v1/workflows/{workflow_id}/schedules"):
         return 1, label
     if label.startswith("DELETE"):
         return 2, label

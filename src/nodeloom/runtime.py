@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from nodeloom.artifacts.store import ArtifactStore, LocalArtifactStore
 from nodeloom.auth.revocation import RevocationFeed, Revocations
 from nodeloom.db.engine import Database
+from nodeloom.engine.callbacks import CallbackSender
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.dispatch.local import LocalDispatcher
 from nodeloom.engine.dispatch.queue import QueueDispatcher
@@ -90,6 +91,7 @@ class Runtime:
     revocations: Revocations
     revocation_feed: RevocationFeed
     retention: Retention
+    callbacks: CallbackSender
 
     @classmethod
     def build(
@@ -138,6 +140,7 @@ class Runtime:
             revocations=revocations,
             revocation_feed=RevocationFeed(db, revocations),
             retention=Retention(settings, db, store),
+            callbacks=CallbackSender(settings, db),
         )
         runtime._gauges()
         return runtime
@@ -210,8 +213,10 @@ class Runtime:
         await self.sandbox.start()
         await self.dispatcher.start()
         await self.retention.start()
+        await self.callbacks.start()
 
     async def stop(self) -> None:
+        await self.callbacks.stop()
         await self.retention.stop()
         await self.dispatcher.stop()
         await self.sandbox.stop()

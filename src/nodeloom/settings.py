@@ -192,6 +192,29 @@ class Settings(BaseSettings):
     retention_check_seconds: float = Field(
         default=3600.0, gt=0, description="How often retention runs."
     )
+    schedule_tick_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="How often each server process looks for schedules that are due "
+        "(docs/schedules.md).",
+    )
+    schedule_min_interval_seconds: float = Field(
+        default=60.0,
+        ge=0,
+        description="The shortest gap a schedule's cron expression may leave between two "
+        "firings (a six-field expression can fire every second).",
+    )
+    callback_poll_seconds: float = Field(
+        default=1.0, gt=0, description="How often each process looks for callbacks to send."
+    )
+    callback_retry_delays: list[float] = Field(
+        default_factory=lambda: [5.0, 300.0, 1800.0, 7200.0, 18000.0, 36000.0, 36000.0],
+        description="Seconds between a failed callback attempt and the next one; after the "
+        "last, the delivery is given up (the default spans about 27 hours).",
+    )
+    callback_timeout_seconds: float = Field(
+        default=15.0, gt=0, description="Time limit of one callback POST."
+    )
     rate_limit_api_key: int = Field(default=100, description="Requests per 60 s per API key.")
     rate_limit_jwt: int = Field(default=300, description="Requests per 60 s per JWT account.")
     rate_limit_webhook: int = Field(default=10, description="Triggers per 60 s per webhook.")

@@ -119,6 +119,7 @@ class TestManagement:
             "url",
             "active",
             "signed",
+            "callback_url",
             "created_at",
         }
         assert body["name"] == "orders" and body["active"] is True and body["signed"] is False

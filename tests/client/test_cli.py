@@ -324,6 +324,53 @@ class TestWebhooksAndKeys:
         table = cli("webhooks", "list", workflow_id, env=logged_in)
         assert table.returncode == 0 and hook_id not in table.stdout
 
+    def test_schedules_and_callbacks(self, logged_in: Env) -> None:
+        pushed = cli(
+            "workflows", "push", str(EXAMPLES / "greeting.json"), "--name", "Nightly", env=logged_in
+        )
+        workflow_id = pushed.stdout.strip()
+        created = cli(
+            "schedules",
+            "create",
+            "Nightly",
+            "--name",
+            "night",
+            "--cron",
+            "0 3 * * *",
+            "--tz",
+            "Europe/Berlin",
+            "--input",
+            '{"text": "moon"}',
+            "--json",
+            env=logged_in,
+        )
+        assert created.returncode == 0, created.stderr
+        schedule = json.loads(created.stdout)
+        assert schedule["timezone"] == "Europe/Berlin" and schedule["input"] == {"text": "moon"}
+        paused = cli("schedules", "pause", workflow_id, schedule["id"], env=logged_in)
+        assert paused.returncode == 0 and "paused" in paused.stderr
+        table = cli("schedules", "list", workflow_id, env=logged_in)
+        assert schedule["id"] in table.stdout and "0 3 * * *" in table.stdout
+        resumed = cli("schedules", "resume", workflow_id, schedule["id"], env=logged_in)
+        assert "active" in resumed.stderr and "next run" in resumed.stderr
+        bad = cli(
+            "schedules", "update", workflow_id, schedule["id"], "--cron", "nope", env=logged_in
+        )
+        assert bad.returncode == 1 and "/cron" in bad.stderr
+        assert (
+            cli("schedules", "delete", workflow_id, schedule["id"], env=logged_in).returncode == 0
+        )
+
+        secret = cli("callbacks", "secret", "--rotate", env=logged_in)
+        assert secret.returncode == 0 and secret.stdout.startswith("whsec_")
+        shown = cli("callbacks", "secret", env=logged_in)
+        assert shown.returncode == 0 and "whsec_" not in shown.stdout + shown.stderr
+        refused = cli("run", "Nightly", "--callback-url", "http://192.168.1.1/x", env=logged_in)
+        assert refused.returncode == 1 and "/callback_url" in refused.stderr
+        started = cli("run", "Nightly", env=logged_in)
+        log = cli("callbacks", "log", workflow_id, started.stdout.strip(), env=logged_in)
+        assert log.returncode == 0 and "without a callback_url" in log.stderr
+
     def test_keys(self, logged_in: Env) -> None:
         created = cli("keys", "create", "ci", env=logged_in)
         assert created.returncode == 0 and created.stdout.startswith("nlk_")

@@ -231,6 +231,37 @@ class TestWebhooksAndKeys:
         nl.webhooks.delete(wf.id, hook.id)
         assert list(nl.webhooks.list(wf.id)) == []
 
+    def test_schedules(self, nl: Client) -> None:
+        wf = nl.workflows.create({"name": "g", "graph_json": greeting()})
+        made = nl.schedules.create(
+            wf.id, "mornings", "0 9 * * 1-5", timezone="Europe/Berlin", input={"text": "hi"}
+        )
+        assert made.active and made.next_run_at is not None and made.input == {"text": "hi"}
+        assert [s.id for s in nl.schedules.list(wf.id)] == [made.id]
+        paused = nl.schedules.set_active(wf.id, made.id, False)
+        assert not paused.active and paused.next_run_at is None
+        changed = nl.schedules.update(wf.id, made.id, cron="0 7 * * *", active=True)
+        assert changed.cron == "0 7 * * *" and changed.next_run_at is not None
+        assert nl.schedules.get(wf.id, made.id) == changed
+        with pytest.raises(errors.InvalidRequest) as caught:
+            nl.schedules.create(wf.id, "bad", "0 9 * * *", timezone="Nowhere/Never")
+        assert caught.value.errors[0].pointer == "/timezone"
+        nl.schedules.delete(wf.id, made.id)
+        assert list(nl.schedules.list(wf.id)) == []
+
+    def test_callbacks(self, nl: Client) -> None:
+        wf = nl.workflows.create({"name": "g", "graph_json": greeting()})
+        with pytest.raises(errors.NotFound):
+            nl.callbacks.secret_info()
+        created = nl.callbacks.rotate_secret()
+        assert created.secret.startswith("whsec_")
+        assert nl.callbacks.secret_info().created_at == created.created_at
+        with pytest.raises(errors.InvalidRequest) as caught:  # a private address
+            nl.workflows.execute(wf.id, callback_url="http://10.1.2.3/hook")
+        assert caught.value.errors[0].pointer == "/callback_url"
+        run = nl.workflows.execute(wf.id).wait(timeout=30)
+        assert nl.callbacks.deliveries(wf.id, run.id) == []
+
     def test_keys_need_a_login_token(self, live: Live, account: Account, nl: Client) -> None:
         with pytest.raises(errors.JwtRequired):
             nl.keys.list()

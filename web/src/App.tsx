@@ -11,6 +11,7 @@ import { EditorPage } from "./pages/EditorPage";
 import { RunsPage } from "./pages/RunsPage";
 import { RunPage } from "./pages/RunPage";
 import { ProfilePage } from "./pages/ProfilePage";
+import { SchedulesPage } from "./pages/SchedulesPage";
 import { WebhooksPage } from "./pages/WebhooksPage";
 
 /** After logging in: the page the visitor first asked for, else the workflows. */
@@ -67,6 +68,7 @@ export function App() {
         <Route path="/workflows/:workflowId/runs" element={<RunsPage />} />
         <Route path="/workflows/:workflowId/runs/:runId" element={<RunPage />} />
         <Route path="/workflows/:workflowId/webhooks" element={<WebhooksPage />} />
+        <Route path="/workflows/:workflowId/schedules" element={<SchedulesPage />} />
         <Route path="/runs" element={<RunsPage />} />
         <Route path="/profile" element={<ProfilePage />} />
         <Route path="/login" element={<BackToWhereItWas />} />

@@ -24,6 +24,7 @@ from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes import (
     artifacts,
     auth,
+    callbacks,
     credentials,
     events,
     health,
@@ -31,6 +32,7 @@ from nodeloom.api.routes import (
     node_types,
     problem_types,
     runs,
+    schedules,
     versions,
     webhooks,
     workflows,
@@ -39,6 +41,7 @@ from nodeloom.api.serving import RefuseWhileDraining
 from nodeloom.api.state import AppContext
 from nodeloom.auth.usage import KeyUsage
 from nodeloom.engine.executor import NodeExecutor
+from nodeloom.engine.schedules import ScheduleFirer
 from nodeloom.engine.submit import Acceptor, GraphCache
 from nodeloom.events.links import readiness
 from nodeloom.nodes.registry import Registry
@@ -91,12 +94,18 @@ def create_app(
     if redis_ready is not None:
         ctx.readiness_checks["Redis"] = redis_ready
 
+    # Schedules fire through the acceptor, so every API process runs the loop (exactly one
+    # of them wins each firing: engine/schedules.py).
+    firer = ScheduleFirer(settings, runtime.db, ctx.acceptor)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await runtime.start()
+        await firer.start()
         try:
             yield
         finally:
+            await firer.stop()
             await ctx.key_usage.close()
             await ctx.limiter.close()
             await runtime.stop()
@@ -123,6 +132,8 @@ def create_app(
     app.include_router(health.router)
     for module in (auth, keys, workflows, versions, runs, artifacts, webhooks, events, node_types):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(schedules.router, prefix=API_PREFIX)
+    app.include_router(callbacks.router, prefix=API_PREFIX)
     app.include_router(credentials.router, prefix=API_PREFIX)
     app.include_router(problem_types.router, prefix=API_PREFIX)
     _document_manual_bodies(app)

@@ -18,9 +18,11 @@ from nodeloom import __version__
 from nodeloom.client import _config
 from nodeloom.client._resources import (
     AsyncArtifacts,
+    AsyncCallbacks,
     AsyncCredentials,
     AsyncKeys,
     AsyncRuns,
+    AsyncSchedules,
     AsyncWebhooks,
     AsyncWorkflows,
 )
@@ -111,6 +113,8 @@ class AsyncClient:
         self.runs = AsyncRuns(self)
         self.artifacts = AsyncArtifacts(self)
         self.webhooks = AsyncWebhooks(self)
+        self.schedules = AsyncSchedules(self)
+        self.callbacks = AsyncCallbacks(self)
         self.keys = AsyncKeys(self)
         self.credentials = AsyncCredentials(self)
 

@@ -1,5 +1,5 @@
-"""The API's resources as methods: workflows, runs, artifacts, webhooks, API keys,
-credentials.
+"""The API's resources as methods: workflows, runs, artifacts, webhooks, schedules,
+callbacks, API keys, credentials.
 
 Every answer is parsed into the server's own response models (``nodeloom.schemas``), so the
 client and the server cannot drift apart. Lists are async iterators that fetch the next page
@@ -24,8 +24,14 @@ import anyio
 from nodeloom.client._runs import AsyncRun, RunEvent, extension_for
 from nodeloom.client.errors import AmbiguousWorkflow, NotFound
 from nodeloom.schemas.accounts import ApiKeyCreated, ApiKeyOut
+from nodeloom.schemas.callbacks import (
+    CallbackDeliveryOut,
+    CallbackSecretCreated,
+    CallbackSecretInfo,
+)
 from nodeloom.schemas.credentials import CredentialOut, CredentialTestResult
 from nodeloom.schemas.runs import ArtifactMetadata, RunEstimate, RunStatusName, RunSummary
+from nodeloom.schemas.schedules import ScheduleOut
 from nodeloom.schemas.webhooks import WebhookOut
 from nodeloom.schemas.workflows import (
     WorkflowOut,
@@ -207,13 +213,17 @@ class AsyncWorkflows(_Resource):
         *,
         cache: bool = True,
         idempotency_key: str | None = None,
+        callback_url: str | None = None,
     ) -> AsyncRun:
         """Start a run. Without an ``idempotency_key`` one is made up, so that a retried
-        request (429, 503) can never start a second run."""
+        request (429, 503) can never start a second run. ``callback_url``: the run's record
+        is POSTed there, signed, when it ends (``client.callbacks``, docs/callbacks.md)."""
         key = idempotency_key or f"client-{uuid.uuid4()}"
         body: dict[str, Any] = {"cache": cache}
         if input is not None:
             body["input"] = dict(input)
+        if callback_url is not None:
+            body["callback_url"] = callback_url
         response = await self._client.request(
             "POST",
             f"/workflows/{_seg(workflow_id)}/execute",
@@ -325,12 +335,21 @@ class AsyncArtifacts(_Resource):
 
 class AsyncWebhooks(_Resource):
     async def create(
-        self, workflow_id: str, name: str, *, active: bool = True, secret: str | None = None
+        self,
+        workflow_id: str,
+        name: str,
+        *,
+        active: bool = True,
+        secret: str | None = None,
+        callback_url: str | None = None,
     ) -> WebhookOut:
-        """A trigger URL for the workflow; ``secret`` makes triggers carry a signature."""
+        """A trigger URL for the workflow; ``secret`` makes triggers carry a signature;
+        ``callback_url`` makes the runs it starts call back when they end."""
         body: dict[str, Any] = {"name": name, "active": active}
         if secret is not None:
             body["secret"] = secret
+        if callback_url is not None:
+            body["callback_url"] = callback_url
         response = await self._client.request(
             "POST", f"/workflows/{_seg(workflow_id)}/webhooks", json=body
         )
@@ -363,6 +382,81 @@ class AsyncWebhooks(_Resource):
         await self._client.request(
             "DELETE", f"/workflows/{_seg(workflow_id)}/webhooks/{_seg(webhook_id)}"
         )
+
+
+class AsyncSchedules(_Resource):
+    """Cron triggers of a workflow (docs/schedules.md)."""
+
+    async def create(
+        self,
+        workflow_id: str,
+        name: str,
+        cron: str,
+        *,
+        timezone: str = "UTC",
+        input: Mapping[str, Any] | None = None,
+        active: bool = True,
+        callback_url: str | None = None,
+    ) -> ScheduleOut:
+        body: dict[str, Any] = {"name": name, "cron": cron, "timezone": timezone, "active": active}
+        if input is not None:
+            body["input"] = dict(input)
+        if callback_url is not None:
+            body["callback_url"] = callback_url
+        response = await self._client.request(
+            "POST", f"/workflows/{_seg(workflow_id)}/schedules", json=body
+        )
+        return ScheduleOut.model_validate(response.json())
+
+    def list(self, workflow_id: str, *, page_size: int = 50) -> AsyncIterator[ScheduleOut]:
+        return self._client.paginate(
+            f"/workflows/{_seg(workflow_id)}/schedules", ScheduleOut, {"limit": page_size}
+        )
+
+    async def get(self, workflow_id: str, schedule_id: str) -> ScheduleOut:
+        response = await self._client.request(
+            "GET", f"/workflows/{_seg(workflow_id)}/schedules/{_seg(schedule_id)}"
+        )
+        return ScheduleOut.model_validate(response.json())
+
+    async def update(self, workflow_id: str, schedule_id: str, **changes: Any) -> ScheduleOut:
+        """Change ``name``, ``cron``, ``timezone``, ``input``, ``active`` or
+        ``callback_url`` (None removes ``input`` / ``callback_url``)."""
+        response = await self._client.request(
+            "PATCH",
+            f"/workflows/{_seg(workflow_id)}/schedules/{_seg(schedule_id)}",
+            json=changes,
+        )
+        return ScheduleOut.model_validate(response.json())
+
+    async def set_active(self, workflow_id: str, schedule_id: str, active: bool) -> ScheduleOut:
+        """Pause (False) or resume (True); resuming fires next at the next future time."""
+        return await self.update(workflow_id, schedule_id, active=active)
+
+    async def delete(self, workflow_id: str, schedule_id: str) -> None:
+        await self._client.request(
+            "DELETE", f"/workflows/{_seg(workflow_id)}/schedules/{_seg(schedule_id)}"
+        )
+
+
+class AsyncCallbacks(_Resource):
+    """Run callbacks: the account's signing secret and a run's delivery log
+    (docs/callbacks.md)."""
+
+    async def rotate_secret(self) -> CallbackSecretCreated:
+        """Create the signing secret, or replace it; the value is in this answer only."""
+        response = await self._client.request("POST", "/callbacks/secret")
+        return CallbackSecretCreated.model_validate(response.json())
+
+    async def secret_info(self) -> CallbackSecretInfo:
+        response = await self._client.request("GET", "/callbacks/secret")
+        return CallbackSecretInfo.model_validate(response.json())
+
+    async def deliveries(self, workflow_id: str, run_id: str) -> builtins.list[CallbackDeliveryOut]:
+        response = await self._client.request(
+            "GET", f"/workflows/{_seg(workflow_id)}/runs/{_seg(run_id)}/callbacks"
+        )
+        return [CallbackDeliveryOut.model_validate(d) for d in response.json()]
 
 
 class AsyncKeys(_Resource):

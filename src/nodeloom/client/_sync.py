@@ -25,9 +25,11 @@ from pydantic import PrivateAttr
 from nodeloom.client._core import AsyncClient, ClientOptions
 from nodeloom.client._resources import (
     AsyncArtifacts,
+    AsyncCallbacks,
     AsyncCredentials,
     AsyncKeys,
     AsyncRuns,
+    AsyncSchedules,
     AsyncWebhooks,
     AsyncWorkflows,
 )
@@ -245,6 +247,23 @@ class Webhooks:
         self.delete = loop.blocking(inner.delete)
 
 
+class Schedules:
+    def __init__(self, inner: AsyncSchedules, loop: _Loop) -> None:
+        self.create = loop.blocking(inner.create)
+        self.list = loop.iterating(inner.list)
+        self.get = loop.blocking(inner.get)
+        self.update = loop.blocking(inner.update)
+        self.set_active = loop.blocking(inner.set_active)
+        self.delete = loop.blocking(inner.delete)
+
+
+class Callbacks:
+    def __init__(self, inner: AsyncCallbacks, loop: _Loop) -> None:
+        self.rotate_secret = loop.blocking(inner.rotate_secret)
+        self.secret_info = loop.blocking(inner.secret_info)
+        self.deliveries = loop.blocking(inner.deliveries)
+
+
 class Keys:
     def __init__(self, inner: AsyncKeys, loop: _Loop) -> None:
         self.create = loop.blocking(inner.create)
@@ -285,6 +304,8 @@ class Client:
         self.runs = Runs(inner.runs, loop)
         self.artifacts = Artifacts(inner.artifacts, loop)
         self.webhooks = Webhooks(inner.webhooks, loop)
+        self.schedules = Schedules(inner.schedules, loop)
+        self.callbacks = Callbacks(inner.callbacks, loop)
         self.keys = Keys(inner.keys, loop)
         self.credentials = Credentials(inner.credentials, loop)
         self.me = loop.blocking(inner.me)

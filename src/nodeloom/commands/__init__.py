@@ -6,6 +6,8 @@
     run WORKFLOW --wait --download DIR    run, follow live, save the outputs
     runs list|show|cancel|events          a workflow's runs
     webhooks create|list|enable|disable|delete
+    schedules create|list|show|update|pause|resume|delete   cron triggers
+    callbacks secret [--rotate] | log WORKFLOW RUN          signed run callbacks
     keys create|list|revoke               API keys (with a log-in token)
     credentials create|list|show|update|delete|test   provider credentials
     accounts create|set|list              server-side administration, on the database
@@ -22,7 +24,7 @@ from typing import Annotated
 import typer
 
 from nodeloom import __version__
-from nodeloom.commands import accounts, credentials, keys, runs, webhooks, workflows
+from nodeloom.commands import accounts, credentials, keys, runs, schedules, webhooks, workflows
 from nodeloom.commands.login import login_command, logout_command
 
 
@@ -49,6 +51,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(workflows.app, name="workflows")
     app.add_typer(runs.app, name="runs")
     app.add_typer(webhooks.app, name="webhooks")
+    app.add_typer(schedules.app, name="schedules")
+    app.add_typer(schedules.callbacks_app, name="callbacks")
     app.add_typer(keys.app, name="keys")
     app.add_typer(credentials.app, name="credentials")
     app.add_typer(accounts.app, name="accounts")

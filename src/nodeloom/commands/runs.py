@@ -78,6 +78,10 @@ def run_command(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Run every node again, even unchanged ones.")
     ] = False,
+    callback_url: Annotated[
+        str | None,
+        typer.Option("--callback-url", help="POST the run's record here, signed, when it ends."),
+    ] = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,
@@ -90,7 +94,7 @@ def run_command(
     with client(url, api_key) as c:
         data = parse_inputs(inputs or [], input_file)
         found = c.workflows.find(workflow)
-        run = c.workflows.execute(found.id, data, cache=not no_cache)
+        run = c.workflows.execute(found.id, data, cache=not no_cache, callback_url=callback_url)
         if not (wait or download):
             if as_json:
                 print_json(run)

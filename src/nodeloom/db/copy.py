@@ -31,6 +31,9 @@ ORDER = (
     "credit_ledger",
     "idempotency_keys",
     "webhooks",
+    "schedules",
+    "callback_deliveries",
+    "callback_attempts",
     "run_events",
     "credential_revocations",
 )

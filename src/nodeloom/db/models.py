@@ -79,6 +79,10 @@ class Account(Base):
     # disabled) refuses them all at once.
     token_version: Mapped[int] = mapped_column(default=0, server_default="0")
     disabled_at: Mapped[datetime | None]
+    # The Standard Webhooks signing secret of run callbacks (``whsec_...``), encrypted with
+    # the server secret; NULL until the account creates one (engine/callbacks.py).
+    callback_secret_encrypted: Mapped[str | None] = mapped_column(sa.Text)
+    callback_secret_created_at: Mapped[datetime | None]
 
     __table_args__ = (sa.CheckConstraint("credits_balance >= 0", name="ck_accounts_balance"),)
 
@@ -337,8 +341,88 @@ class Webhook(Base):
     secret_encrypted: Mapped[str | None] = mapped_column(sa.Text)
     created_at: Mapped[datetime]
     deleted_at: Mapped[datetime | None]
+    # Where the runs it starts report when they end (engine/callbacks.py), or NULL.
+    callback_url: Mapped[str | None] = mapped_column(sa.String(2048))
 
     __table_args__ = (sa.Index("ix_webhooks_workflow", "workflow_id", "created_at"),)
+
+
+class Schedule(Base):
+    """A cron trigger of a workflow (engine/schedules.py). ``next_run_at`` is the claim: the
+    process whose conditional UPDATE moves it on from the value it read fires that time."""
+
+    __tablename__ = "schedules"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    workflow_id: Mapped[str] = mapped_column(sa.ForeignKey("workflows.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(sa.String(200))
+    cron: Mapped[str] = mapped_column(sa.String(200))
+    timezone: Mapped[str] = mapped_column(sa.String(64))
+    active: Mapped[bool]
+    callback_url: Mapped[str | None] = mapped_column(sa.String(2048))
+    next_run_at: Mapped[datetime | None]
+    last_fired_at: Mapped[datetime | None]
+    last_run_id: Mapped[str | None] = mapped_column(sa.String(36))
+    # Why the last firing started no run ({code, message}), NULL when it did.
+    last_error: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    input: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+
+    __table_args__ = (
+        sa.Index("ix_schedules_workflow", "workflow_id", "created_at", "id"),
+        sa.Index(
+            "ix_schedules_due",
+            "next_run_at",
+            sqlite_where=sa.text("active"),
+            postgresql_where=sa.text("active"),
+        ),
+    )
+
+
+class CallbackDelivery(Base):
+    """The callback of one run: written with the run when it is accepted, sent by whichever
+    process claims it once the run has ended, retried with back-off (engine/callbacks.py)."""
+
+    __tablename__ = "callback_deliveries"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    run_id: Mapped[str] = mapped_column(sa.String(36), unique=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    url: Mapped[str] = mapped_column(sa.String(2048))
+    # pending (waiting for the run to end, or for its next attempt), delivered, failed.
+    state: Mapped[str] = mapped_column(sa.String(16))
+    attempts: Mapped[int] = mapped_column(default=0)
+    next_attempt_at: Mapped[datetime]
+    claimed_until: Mapped[datetime | None]
+    created_at: Mapped[datetime]
+    finished_at: Mapped[datetime | None]
+
+    __table_args__ = (
+        sa.Index(
+            "ix_callback_deliveries_due",
+            "next_attempt_at",
+            sqlite_where=sa.text("state = 'pending'"),
+            postgresql_where=sa.text("state = 'pending'"),
+        ),
+    )
+
+
+class CallbackAttempt(Base):
+    """One POST of a callback: when, what came back (the start of the body) or what failed."""
+
+    __tablename__ = "callback_attempts"
+
+    delivery_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("callback_deliveries.id", ondelete="CASCADE"), primary_key=True
+    )
+    attempt: Mapped[int] = mapped_column(primary_key=True)
+    at: Mapped[datetime]
+    duration_ms: Mapped[int]
+    status_code: Mapped[int | None]
+    response: Mapped[str | None] = mapped_column(sa.Text)
+    error: Mapped[str | None] = mapped_column(sa.Text)
 
 
 class RunEvent(Base):

@@ -43,6 +43,7 @@ from nodeloom.db.models import (
 )
 from nodeloom.engine.states import RunStatus
 from nodeloom.settings import Settings
+from nodeloom.store import callbacks as callback_store
 
 log = logging.getLogger("nodeloom.retention")
 
@@ -110,6 +111,7 @@ def prune_runs(conn: Connection, cutoff: datetime) -> tuple[int, int]:
         conn.execute(sa.delete(_ARTIFACTS).where(_ARTIFACTS.c.id.in_(_IDS)), {"ids": artifact_ids})
     # Idempotency keys that answered with these runs go with them.
     conn.execute(sa.delete(_IDEMPOTENCY).where(_IDEMPOTENCY.c.run_id.in_(_IDS)), {"ids": run_ids})
+    callback_store.delete_of_runs(conn, run_ids)
     conn.execute(sa.delete(_EVENTS).where(_EVENTS.c.run_id.in_(_IDS)), {"ids": run_ids})
     conn.execute(sa.delete(_NODES).where(_NODES.c.run_id.in_(_IDS)), {"ids": run_ids})
     conn.execute(sa.delete(_RUNS).where(_RUNS.c.id.in_(_IDS)), {"ids": run_ids})

@@ -171,6 +171,8 @@ class RunRequest:
     # changes (node id -> params). The input is the retried run's.
     retry_of: str | None = None
     retry_params: dict[str, dict[str, Any]] | None = None
+    # Where the run's record is POSTed, signed, when it ends (engine/callbacks.py).
+    callback_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -197,6 +199,8 @@ def request_hash(request: RunRequest) -> str:
     if request.retry_of is not None:
         material["retry_of"] = request.retry_of
         material["params"] = request.retry_params or {}
+    if request.callback_url is not None:  # absent otherwise: earlier keys keep their hash
+        material["callback_url"] = request.callback_url
     return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
@@ -324,6 +328,7 @@ def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, B
         queued=roots,
         retried_from=source.retried_from if source is not None else None,
         graph_json=source.graph_json if source is not None else None,
+        callback_url=request.callback_url,
     )
     started: dict[str, Any] = {"estimated_credits": estimate}
     if source is not None:

@@ -28,6 +28,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import (
     Account,
     Artifact,
+    CallbackDelivery,
     CreditEntry,
     NodeRun,
     Run,
@@ -95,6 +96,9 @@ class NewRun:
     # copy with the retry's params — instead of the workflow's current one.
     retried_from: str | None = None
     graph_json: dict[str, Any] | None = None
+    # Where the run reports when it ends: its callback delivery is written with the run, so
+    # it cannot be lost between the run ending and someone noticing (engine/callbacks.py).
+    callback_url: str | None = None
 
 
 @dataclass(frozen=True)
@@ -429,6 +433,7 @@ _INSERT_RETRY = Prepared(
 _ARTIFACT_EXISTS = Prepared(sa.select(_ARTIFACT.c.id).where(_ARTIFACT.c.id == sa.bindparam("id")))
 _INSERT_ARTIFACT = Prepared(sa.insert(_ARTIFACT))
 _INSERT_EVENTS = Prepared(sa.insert(_EVENTS))
+_INSERT_CALLBACK = Prepared(sa.insert(_t(CallbackDelivery)))
 
 
 def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
@@ -583,6 +588,22 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
         raise WorkflowChanged(batch.workflow_id)
     if new.nodes:  # an empty graph is valid: its run completes at once
         _INSERT_NODES.run(conn, _folded_nodes(batch, new))
+    if new.callback_url is not None:
+        _INSERT_CALLBACK.run(
+            conn,
+            {
+                "id": batch.run_id,  # one delivery per run: the run's id is its webhook-id
+                "run_id": batch.run_id,
+                "account_id": batch.account_id,
+                "url": new.callback_url,
+                "state": "pending",
+                "attempts": 0,
+                "next_attempt_at": new.created_at,
+                "claimed_until": None,
+                "created_at": new.created_at,
+                "finished_at": None,
+            },
+        )
 
 
 def _added_row(run_id: str, node: AddedNode) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from nodeloom.schemas.common import Timestamp
 # schemas, the OpenAPI document, the typed web client and the Python client cannot drift.
 RunStatusName = RunStatus
 NodeStatusName = NodeStatus
-RunTrigger = Literal["api", "webhook", "editor"]
+RunTrigger = Literal["api", "webhook", "editor", "schedule"]
 
 
 class ExecuteRequest(BaseModel):
@@ -27,6 +27,14 @@ class ExecuteRequest(BaseModel):
         default="api",
         description="What started the run, as the run lists show it; the web app's editor "
         'sends "editor". It changes nothing else.',
+    )
+    callback_url: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description="When the run ends, its record is POSTed here, signed with the account's "
+        "callback secret (Standard Webhooks), retried with back-off for about a day. Needs "
+        "the secret to exist (POST /api/v1/callbacks/secret); private addresses are refused.",
     )
 
 
@@ -91,7 +99,9 @@ class RunSummary(BaseModel):
     created_at: Timestamp
     finished_at: Timestamp | None
     error: RunError | None
-    trigger: RunTrigger = Field(description="What started the run: api, webhook or editor.")
+    trigger: RunTrigger = Field(
+        description="What started the run: api, webhook, editor or schedule."
+    )
     webhook_id: str | None = Field(default=None, description="The webhook, for webhook runs.")
     workflow_version: int | None = Field(
         default=None,

@@ -22,6 +22,13 @@ class WebhookCreate(BaseModel):
         description="Optional HMAC-SHA256 signing secret. When set, every trigger must carry "
         "X-Nodeloom-Signature (see docs/webhooks.md). Stored encrypted, never returned.",
     )
+    callback_url: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description="Where each run it starts POSTs its record, signed, when it ends "
+        "(docs/callbacks.md).",
+    )
 
 
 class WebhookUpdate(BaseModel):
@@ -38,6 +45,12 @@ class WebhookUpdate(BaseModel):
         repr=False,
         description="A new signing secret; null removes it.",
     )
+    callback_url: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=2048,
+        description="A new callback URL for the runs it starts; null removes it.",
+    )
 
 
 class WebhookOut(BaseModel):
@@ -48,6 +61,9 @@ class WebhookOut(BaseModel):
     url: str = Field(description="{base_url}/api/v1/webhooks/{token}")
     active: bool
     signed: bool = Field(description="Whether triggers must carry X-Nodeloom-Signature.")
+    callback_url: str | None = Field(
+        default=None, description="Where the runs it starts report when they end."
+    )
     created_at: Timestamp
 
 

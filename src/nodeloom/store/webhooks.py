@@ -37,6 +37,7 @@ def create(
     token_hash: str,
     token_encrypted: str,
     secret_encrypted: str | None,
+    callback_url: str | None = None,
 ) -> Record:
     return conn.execute(
         sa.insert(WEBHOOKS)
@@ -49,6 +50,7 @@ def create(
             token_hash=token_hash,
             token_encrypted=token_encrypted,
             secret_encrypted=secret_encrypted,
+            callback_url=callback_url,
             created_at=utcnow(),
             deleted_at=None,
         )
@@ -98,6 +100,8 @@ def update(
     active: bool | None = None,
     change_secret: bool = False,
     secret_encrypted: str | None = None,
+    change_callback: bool = False,
+    callback_url: str | None = None,
 ) -> Record | None:
     """Change what is given; the secret only with ``change_secret`` (None then removes it).
     The webhook as changed, or None when it is not there."""
@@ -108,6 +112,8 @@ def update(
         values["active"] = active
     if change_secret:
         values["secret_encrypted"] = secret_encrypted
+    if change_callback:
+        values["callback_url"] = callback_url
     if not values:
         return get(conn, account_id, workflow_id, webhook_id)
     return conn.execute(
@@ -136,6 +142,7 @@ class TriggerTarget:
     plan: str
     secret_encrypted: str | None
     workflow_version: datetime  # the workflow's updated_at
+    callback_url: str | None
 
 
 _FOR_TRIGGER = Prepared(
@@ -147,6 +154,7 @@ _FOR_TRIGGER = Prepared(
         _ACCOUNTS.c.plan,
         WEBHOOKS.c.secret_encrypted,
         _WORKFLOWS.c.updated_at,
+        WEBHOOKS.c.callback_url,
     )
     .join(_WORKFLOWS, _WORKFLOWS.c.id == WEBHOOKS.c.workflow_id)
     .join(_ACCOUNTS, _ACCOUNTS.c.id == WEBHOOKS.c.account_id)
@@ -168,4 +176,4 @@ def for_trigger(conn: Connection, token_hash: str) -> TriggerTarget | None:
     row = _FOR_TRIGGER.run(conn, {"hash": token_hash}).first()
     if row is None:
         return None
-    return TriggerTarget(row[0], row[1], row[2], bool(row[3]), row[4], row[5], row[6])
+    return TriggerTarget(row[0], row[1], row[2], bool(row[3]), row[4], row[5], row[6], row[7])

@@ -17,6 +17,7 @@ export const keys = {
   webhooks: (workflowId: string) => ["webhooks", workflowId] as const,
   versions: (workflowId: string) => ["versions", workflowId] as const,
   version: (workflowId: string, version: number) => ["version", workflowId, version] as const,
+  schedules: (workflowId: string) => ["schedules", workflowId] as const,
 };
 
 export function useMe() {

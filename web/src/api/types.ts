@@ -18,6 +18,7 @@ export type Run = Schemas["RunOut"];
 export type NodeRun = Schemas["NodeRunOut"];
 export type ArtifactMetadata = Schemas["ArtifactMetadata"];
 export type Webhook = Schemas["WebhookOut"];
+export type Schedule = Schemas["ScheduleOut"];
 export type RunEstimate = Schemas["RunEstimate"];
 export type SetupStatus = Schemas["SetupStatus"];
 export type Credential = Schemas["CredentialOut"];

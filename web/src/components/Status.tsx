@@ -47,4 +47,5 @@ export const TRIGGER_LABEL: Record<string, string> = {
   api: "API",
   webhook: "Webhook",
   editor: "Editor",
+  schedule: "Schedule",
 };

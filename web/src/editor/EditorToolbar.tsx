@@ -132,6 +132,9 @@ export function EditorToolbar({
       <Link className="button" to={`/workflows/${workflowId}/webhooks`}>
         Webhooks
       </Link>
+      <Link className="button" to={`/workflows/${workflowId}/schedules`}>
+        Schedules
+      </Link>
     </div>
   );
 }

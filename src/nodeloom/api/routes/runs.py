@@ -18,6 +18,7 @@ from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.db.models import utcnow
+from nodeloom.engine import callbacks
 from nodeloom.engine.states import RunStatus
 from nodeloom.engine.submit import RunRequest, check_credentials
 from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound
@@ -91,6 +92,11 @@ async def execute(
 ) -> dict[str, Any]:
     """Start a run. The body is optional: ``{"input": {...}, "cache": true}``."""
     body = await _body(request, ExecuteRequest)
+    if body.callback_url is not None:
+        await callbacks.check_url(ctx.settings, body.callback_url, "/callback_url")
+        await ctx.db.read(
+            lambda c: callbacks.require_secret(c, principal.account_id, "/callback_url")
+        )
     accepted = await ctx.acceptor.accept(
         RunRequest(
             account_id=principal.account_id,
@@ -100,6 +106,7 @@ async def execute(
             plan=principal.plan.value,
             idempotency_key=idempotency_key,
             trigger=body.trigger,
+            callback_url=body.callback_url,
         ),
     )
     answer = accepted.answer
@@ -275,7 +282,8 @@ async def get_run(
 
 StatusQuery = Annotated[RunStatusName | None, Query(alias="status")]
 TriggerQuery = Annotated[
-    RunTrigger | None, Query(description="Only runs started this way: api, webhook or editor")
+    RunTrigger | None,
+    Query(description="Only runs started this way: api, webhook, editor or schedule"),
 ]
 
 

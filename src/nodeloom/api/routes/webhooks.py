@@ -41,6 +41,7 @@ from nodeloom.auth import signatures
 from nodeloom.auth.plans import require_webhook_management, require_webhook_trigger
 from nodeloom.auth.principal import Principal
 from nodeloom.auth.tokens import decrypt, encrypt, keyed_hash
+from nodeloom.engine import callbacks
 from nodeloom.engine.submit import RunRequest
 from nodeloom.errors import (
     NodeloomError,
@@ -88,6 +89,7 @@ def _out(ctx: AppContext, request: Request, row: Record) -> WebhookOut:
         url=f"{base}/api/v1/webhooks/{token}",
         active=row.active,
         signed=row.secret_encrypted is not None,
+        callback_url=row.callback_url,
         created_at=row.created_at,
     )
 
@@ -111,10 +113,13 @@ async def create_webhook(
     encrypted (to show the URL again) and finds it by a keyed hash."""
     token = secrets.token_urlsafe(TOKEN_BYTES)
     secret = ctx.settings.secret
+    await callbacks.check_url(ctx.settings, body.callback_url, "/callback_url")
 
     def create(conn: Connection) -> Record:
         if not workflows.exists(conn, principal.account_id, workflow_id):
             raise NotFound("No such workflow.")
+        if body.callback_url is not None:
+            callbacks.require_secret(conn, principal.account_id, "/callback_url")
         return webhook_store.create(
             conn,
             account_id=principal.account_id,
@@ -124,6 +129,7 @@ async def create_webhook(
             token_hash=_token_hash(ctx, token),
             token_encrypted=encrypt(secret, token),
             secret_encrypted=encrypt(secret, body.secret) if body.secret else None,
+            callback_url=body.callback_url,
         )
 
     return _out(ctx, request, await ctx.db.write(create))
@@ -184,8 +190,12 @@ async def update_webhook(
     The token never changes: to rotate it, create a new webhook and delete the old one."""
     change_secret = "secret" in body.model_fields_set
     secret = encrypt(ctx.settings.secret, body.secret) if body.secret else None
+    change_callback = "callback_url" in body.model_fields_set
+    await callbacks.check_url(ctx.settings, body.callback_url, "/callback_url")
 
     def update(conn: Connection) -> Record:
+        if body.callback_url is not None:
+            callbacks.require_secret(conn, principal.account_id, "/callback_url")
         row = webhook_store.update(
             conn,
             principal.account_id,
@@ -195,6 +205,8 @@ async def update_webhook(
             active=body.active,
             change_secret=change_secret,
             secret_encrypted=secret,
+            change_callback=change_callback,
+            callback_url=body.callback_url,
         )
         _found(conn, row, principal.account_id, workflow_id)
         return row
@@ -309,6 +321,7 @@ async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
                     webhook_id=target.webhook_id,
                     trigger="webhook",
                     workflow_version=target.workflow_version,
+                    callback_url=target.callback_url,
                 ),
             )
     finally:

@@ -1,0 +1,192 @@
+"""Schedules under a workflow: create, list, get, change, pause, delete.
+
+Management follows the webhook plan rules (auth/plans.py): schedules are triggers. How and
+when they fire is engine/schedules.py; docs/schedules.md is the user's guide.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response, status
+from sqlalchemy.engine import Connection
+
+from nodeloom.api.deps import CtxDep
+from nodeloom.api.paging import link_next
+from nodeloom.api.routes.webhooks import ManagerDep
+from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
+from nodeloom.api.routing import GuardedRoute
+from nodeloom.api.state import AppContext
+from nodeloom.engine import callbacks, schedules
+from nodeloom.errors import FieldError, InvalidRequest, NotFound
+from nodeloom.schemas.schedules import ScheduleCreate, ScheduleOut, ScheduleUpdate
+from nodeloom.store import Record, workflows
+from nodeloom.store import schedules as schedule_store
+from nodeloom.store.paging import encode_cursor
+
+router = APIRouter(route_class=GuardedRoute, tags=["schedules"])
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {
+        "description": "Bad cron expression, unknown time zone or callback URL (invalid_request)"
+    },
+    403: {"description": "The plan or credential does not allow triggers (plan_upgrade_required)"},
+    404: {"description": "No such workflow or schedule (not_found)"},
+}
+
+
+def _out(row: Record) -> ScheduleOut:
+    return ScheduleOut.model_validate(row, from_attributes=True)
+
+
+def _check(ctx: AppContext, cron: str, timezone: str) -> None:
+    schedules.check(cron, timezone, ctx.settings.schedule_min_interval_seconds)
+
+
+@router.post(
+    "/workflows/{workflow_id}/schedules",
+    status_code=status.HTTP_201_CREATED,
+    response_model=ScheduleOut,
+    responses=_ERRORS,
+)
+async def create_schedule(
+    workflow_id: str, body: ScheduleCreate, principal: ManagerDep, ctx: CtxDep
+) -> ScheduleOut:
+    """Create a schedule; ``next_run_at`` says when it fires first."""
+    _check(ctx, body.cron, body.timezone)
+    await callbacks.check_url(ctx.settings, body.callback_url, "/callback_url")
+    next_run_at = schedules.first_run_at(body.cron, body.timezone, body.active)
+
+    def create(conn: Connection) -> Record:
+        if not workflows.exists(conn, principal.account_id, workflow_id):
+            raise NotFound("No such workflow.")
+        if body.callback_url is not None:
+            callbacks.require_secret(conn, principal.account_id, "/callback_url")
+        return schedule_store.create(
+            conn,
+            account_id=principal.account_id,
+            workflow_id=workflow_id,
+            name=body.name,
+            cron=body.cron,
+            timezone=body.timezone,
+            input=body.input,
+            active=body.active,
+            callback_url=body.callback_url,
+            next_run_at=next_run_at,
+        )
+
+    return _out(await ctx.db.write(create))
+
+
+@router.get(
+    "/workflows/{workflow_id}/schedules", response_model=list[ScheduleOut], responses=_ERRORS
+)
+async def list_schedules(
+    workflow_id: str,
+    request: Request,
+    response: Response,
+    principal: ManagerDep,
+    ctx: CtxDep,
+    limit: LimitQuery = 50,
+    cursor: CursorQuery = None,
+) -> list[ScheduleOut]:
+    """Newest first; the next page is in the ``Link: <...>; rel="next"`` header."""
+
+    def read(conn: Connection) -> list[Record]:
+        if not workflows.exists(conn, principal.account_id, workflow_id):
+            raise NotFound("No such workflow.")
+        return schedule_store.page(conn, principal.account_id, workflow_id, limit, cursor)
+
+    rows = await ctx.db.read(read)
+    if len(rows) > limit:
+        rows = rows[:limit]
+        response.headers["Link"] = link_next(
+            request, encode_cursor(rows[-1].created_at, rows[-1].id)
+        )
+    return [_out(row) for row in rows]
+
+
+def _found(conn: Connection, row: Record | bool, account_id: str, workflow_id: str) -> None:
+    if not workflows.exists(conn, account_id, workflow_id):
+        raise NotFound("No such workflow.")
+    if row is None or row is False:
+        raise NotFound("No such schedule of this workflow.")
+
+
+@router.get(
+    "/workflows/{workflow_id}/schedules/{schedule_id}",
+    response_model=ScheduleOut,
+    responses=_ERRORS,
+)
+async def get_schedule(
+    workflow_id: str, schedule_id: str, principal: ManagerDep, ctx: CtxDep
+) -> ScheduleOut:
+    def read(conn: Connection) -> Record:
+        row = schedule_store.get(conn, principal.account_id, workflow_id, schedule_id)
+        _found(conn, row, principal.account_id, workflow_id)
+        return row
+
+    return _out(await ctx.db.read(read))
+
+
+@router.patch(
+    "/workflows/{workflow_id}/schedules/{schedule_id}",
+    response_model=ScheduleOut,
+    responses=_ERRORS,
+)
+async def update_schedule(
+    workflow_id: str, schedule_id: str, body: ScheduleUpdate, principal: ManagerDep, ctx: CtxDep
+) -> ScheduleOut:
+    """Change what is sent. Changing the expression or the zone, or switching a schedule on,
+    computes ``next_run_at`` afresh from now (a paused schedule does not catch up)."""
+    sent = body.model_fields_set
+    for field in ("name", "cron", "timezone", "active"):
+        if field in sent and getattr(body, field) is None:
+            message = f"{field} cannot be null"
+            raise InvalidRequest(message, errors=[FieldError(f"/{field}", message)])
+    if "callback_url" in sent:
+        await callbacks.check_url(ctx.settings, body.callback_url, "/callback_url")
+
+    def update(conn: Connection) -> Record:
+        row: Record = schedule_store.get(conn, principal.account_id, workflow_id, schedule_id)
+        _found(conn, row, principal.account_id, workflow_id)
+        values: dict[str, Any] = {
+            f: getattr(body, f) for f in sent if f in ScheduleUpdate.model_fields
+        }
+        cron = values.get("cron", row.cron)
+        timezone = values.get("timezone", row.timezone)
+        active = values.get("active", row.active)
+        if "cron" in values or "timezone" in values:
+            _check(ctx, cron, timezone)
+        if values.get("callback_url") is not None:
+            callbacks.require_secret(conn, principal.account_id, "/callback_url")
+        if {"cron", "timezone", "active"} & values.keys() and (
+            not active or not row.active or cron != row.cron or timezone != row.timezone
+        ):
+            values["next_run_at"] = schedules.first_run_at(cron, timezone, active)
+        changed = schedule_store.update(
+            conn, principal.account_id, workflow_id, schedule_id, values
+        )
+        assert changed is not None
+        return changed
+
+    return _out(await ctx.db.write(update))
+
+
+@router.delete(
+    "/workflows/{workflow_id}/schedules/{schedule_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    response_class=Response,
+    responses=_ERRORS,
+)
+async def delete_schedule(
+    workflow_id: str, schedule_id: str, principal: ManagerDep, ctx: CtxDep
+) -> Response:
+    """Delete at once: it never fires again. Runs it started stay."""
+
+    def delete(conn: Connection) -> None:
+        deleted = schedule_store.delete(conn, principal.account_id, workflow_id, schedule_id)
+        _found(conn, deleted, principal.account_id, workflow_id)
+
+    await ctx.db.write(delete)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

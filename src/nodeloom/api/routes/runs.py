@@ -364,8 +364,6 @@ def _runs_response(
     return OrjsonResponse(body, headers=headers)
 
 
-
-
 async def _estimate(ctx: CtxDep, account_id: str, workflow_id: str) -> RunEstimate:
     """What execute would hold for a run of the workflow as saved now, node by node,
     checked as execute checks it (the graph against this server's catalog, the

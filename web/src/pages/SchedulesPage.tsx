@@ -16,7 +16,14 @@ function localZone(): string {
 }
 
 function emptyDraft(): ScheduleDraft {
-  return { name: "", cron: "0 9 * * *", timezone: localZone(), input: "", active: true };
+  return {
+    name: "",
+    cron: "0 9 * * *",
+    timezone: localZone(),
+    input: "",
+    callbackUrl: "",
+    active: true,
+  };
 }
 
 /** A workflow's schedules: add, edit, pause/resume, delete; each shows when it fires next. */
@@ -87,6 +94,7 @@ function ScheduleManager({ workflowId }: { workflowId: string }) {
         cron: draft.cron.trim(),
         timezone: draft.timezone.trim() || "UTC",
         input,
+        callback_url: draft.callbackUrl.trim() || null,
         active: draft.active,
       };
       if (editing) {
@@ -113,6 +121,7 @@ function ScheduleManager({ workflowId }: { workflowId: string }) {
       cron: s.cron,
       timezone: s.timezone,
       input: s.input ? JSON.stringify(s.input) : "",
+      callbackUrl: s.callback_url ?? "",
       active: s.active,
     });
   };
@@ -181,6 +190,15 @@ function ScheduleManager({ workflowId }: { workflowId: string }) {
             value={draft.input}
             onChange={set("input")}
             placeholder='{"text": "today"}'
+          />
+        </label>
+        <label>
+          Callback URL (optional: each run POSTs its record here, signed, when it ends)
+          <input
+            type="url"
+            value={draft.callbackUrl}
+            onChange={set("callbackUrl")}
+            placeholder="https://hooks.example.com/nodeloom"
           />
         </label>
         <div className="row">

@@ -5,6 +5,7 @@ export interface ScheduleDraft {
   cron: string;
   timezone: string;
   input: string;
+  callbackUrl: string;
   active: boolean;
 }
 

@@ -72,6 +72,7 @@ class TestExecute:
         assert run["input"] == {"text": "there"} and run["workflow_id"] == wf
         assert set(run["node_runs"][0]) == {
             "node_id",
+            "item_index",  # null but for a batch's items (docs/batches.md)
             "type",
             "status",
             "artifact_id",
@@ -82,6 +83,7 @@ class TestExecute:
             "duration_ms",
             "error",
         }
+        assert run["node_runs"][0]["item_index"] is None
 
     @pytest.mark.parametrize(
         ("data", "body", "expected"),

@@ -76,6 +76,7 @@ class TestExecute:
         assert run["retried_from"] is None and run["retries"] == []
         assert set(run["node_runs"][0]) == {
             "node_id",
+            "item_index",  # null but for a batch's items (docs/batches.md)
             "type",
             "status",
             "artifact_id",
@@ -86,6 +87,7 @@ class TestExecute:
             "duration_ms",
             "error",
         }
+        assert run["node_runs"][0]["item_index"] is None
 
     @pytest.mark.parametrize(
         ("data", "body", "expected"),

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from nodeloom.errors import FieldError
-from nodeloom.nodes.batch import FOR_EACH_ITEM, ForEach, ForEachParams, ItemParams
+from nodeloom.nodes.batch import FOR_EACH_ITEM, ForEachParams, ItemParams
 
 if TYPE_CHECKING:
     from nodeloom.engine.graph import Graph
@@ -276,6 +276,3 @@ def count_at_submit(graph: Graph, run_input: Mapping[str, object] | None) -> dic
         except NodeFailure:
             continue  # the ForEach fails when it runs, saying why
     return found
-
-
-__all__ = ["Batches", "ForEach", "Region", "estimate", "expand", "find_regions"]

@@ -548,6 +548,6 @@ def main(args: argparse.Namespace) -> None:
         peers.write_section(
             "peers-queue",
             f".venv/bin/python -m bench.bench_peers --queue-mode --runs {args.runs} "
-            f"--seconds {args.seconds} --workers {args.workers}",
+            f"--seconds {args.seconds} --workers {args.workers} --queued-runs {args.queued_runs}",
             text,
         )

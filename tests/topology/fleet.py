@@ -44,6 +44,19 @@ TEXT = {
     ],
     "viewport": {"x": 0, "y": 0, "zoom": 1},
 }
+INSTANT = {  # instant nodes only: executed while the run is accepted, on any process
+    "nodes": [
+        {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
+        {
+            "id": "tpl",
+            "type": "TextTemplate",
+            "position": {"x": 1, "y": 0},
+            "data": {"template": "now: {{ text }}"},
+        },
+    ],
+    "edges": [{"id": "e1", "source": "in", "target": "tpl"}],
+    "viewport": {"x": 0, "y": 0, "zoom": 1},
+}
 MEDIA = {
     "nodes": [
         {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},

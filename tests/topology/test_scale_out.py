@@ -28,6 +28,7 @@ from tests.s3 import s3_server as s3_server  # the fixture
 from tests.server import ServerProcess, WorkerProcess
 from tests.services import RedisServer, redis_server_available
 from tests.topology.fleet import (
+    INSTANT,
     MEDIA,
     OPEN_LIMITS,
     SLOW,
@@ -139,6 +140,31 @@ def _fleet_scenario(
     pids = {int(c[0].split("@", 1)[1].split("-", 1)[0]) for c in claims}
     assert pids == {w.pid for w in workers}
     assert_nothing_ran_twice_and_the_books_balance(url)
+
+    # A run of instant nodes only is executed by the API replica that accepts it, within
+    # the acceptance: completed when the trigger is answered, no queue job, no worker claim.
+    instant_wf = (
+        clients[0]
+        .post("/api/v1/workflows", json={"name": "instant", "graph_json": INSTANT})
+        .json()["id"]
+    )
+    instant_token = (
+        clients[0]
+        .post(f"/api/v1/workflows/{instant_wf}/webhooks", json={"name": "i", "active": True})
+        .json()["token"]
+    )
+    answer = clients[1].post(f"/api/v1/webhooks/{instant_token}", json={"text": "now"})
+    assert answer.status_code == 202, answer.text
+    instant_run = answer.json()["run_id"]
+    status = clients[0].get(f"/api/v1/workflows/{instant_wf}/runs/{instant_run}").json()
+    assert status["status"] == "completed", status
+    claims = query(url, f"SELECT claimed_by FROM node_runs WHERE run_id = '{instant_run}'")
+    assert len(claims) == 2 and not any(c[0].startswith("job:") for c in claims), claims
+    jobs = query(
+        url,
+        f"SELECT count(*) FROM procrastinate_jobs WHERE args->>'run_id' = '{instant_run}'",
+    )
+    assert jobs[0][0] == 0
 
     # A worker killed while it holds a node: the node runs again on the other worker.
     wf, token = hooks["slow"]

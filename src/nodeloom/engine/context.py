@@ -33,6 +33,7 @@ class RunNodeContext:
         self.input = run_input
         self.settings = settings
         self.inline = True
+        self.credential_kind: str | None = None  # a node naming a credential runs sandboxed
         self._report = report
         self._scratch = scratch
 

@@ -33,7 +33,6 @@ from nodeloom.events.bus import EventBus
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
-from nodeloom.nodes.providers import CREDENTIAL_KIND
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
 from nodeloom.sandbox import budget
@@ -171,23 +170,26 @@ class NodeExecutor:
         }
         settings = self.env.settings
         if credential is not None:
-            settings = settings.model_copy(
-                update={"provider_base_url": credential.fields["base_url"]}
-            )
+            endpoint = str(credential.fields.get("base_url", ""))
+            if credential.kind != "openai":  # another protocol at the same address
+                endpoint = f"{credential.kind}:{endpoint}"
+            settings = settings.model_copy(update={"provider_base_url": endpoint})
         fingerprint = node.node.fingerprint(node.params, settings)
         return cache_key(node.node.spec, fingerprint, hashes, task.run_input)
 
     async def credential_of(self, task: NodeTask) -> Record | None:
         """The credential the node names (a row of ``credentials``), or None when it names
-        none; NodeFailure when its account has no such openai credential (deleted since)."""
+        none; NodeFailure when its account has no such credential of a kind the node takes
+        (deleted since)."""
         credential_id = getattr(task.node.params, "credential", None)
         if not credential_id:
             return None
         account_id = task.account_id
+        kinds = task.node.node.spec.credential_kinds
         row = await self.env.db.read(lambda c: credential_store.get(c, account_id, credential_id))
-        if row is None or row.kind != CREDENTIAL_KIND:
+        if row is None or row.kind not in kinds:
             raise NodeFailure(
-                f"no {CREDENTIAL_KIND} credential {credential_id} in this account",
+                f"no {' or '.join(kinds)} credential {credential_id} in this account",
                 "invalid_credential",
             )
         return row
@@ -207,7 +209,7 @@ class NodeExecutor:
         credential_id = credential.id
         await self.env.db.write(lambda c: credential_store.mark_used(c, credential_id))
         secret: dict[str, str] = orjson.loads(plain)
-        return {"base_url": credential.fields["base_url"], **secret}
+        return {"kind": credential.kind, "base_url": credential.fields["base_url"], **secret}
 
     async def reuse(self, task: NodeTask, key: str | None) -> Outcome | None:
         """The node completed with a stored output of the same key (the run allowing it), if

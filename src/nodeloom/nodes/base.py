@@ -102,6 +102,9 @@ class NodeSpec:
     cacheable: bool = True
     # The output depends on the run's input data, so the cache key must include it.
     uses_run_input: bool = False
+    # The kinds of account credential its ``credential`` param may name (a node without that
+    # param takes none); the node learns which one it got from ``ctx.credential_kind``.
+    credential_kinds: tuple[str, ...] = ("openai",)
     # Runs in a sandbox process under a time and memory budget (see nodeloom.sandbox). Only
     # nodes that compute nothing may run on the server's event loop.
     sandboxed: bool = True
@@ -210,6 +213,9 @@ class NodeContext(Protocol):
     input: Mapping[str, Any] | None  # the run's input data (execute body or webhook body)
     settings: Settings
     inline: bool  # on the server's event loop (``NodeType.runs_inline``), not in a sandbox
+    # The kind of the account credential the node names (its endpoint and key are then in
+    # ``settings.provider_base_url`` / ``provider_api_key``), None when it names none.
+    credential_kind: str | None
 
     @property
     def scratch_dir(self) -> Path:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from nodeloom.nodes import (
     audio,
+    captions,
     http,
     image,
     image_filters,
+    openai_media,
     providers,
     speech,
     text,
@@ -27,5 +29,7 @@ def all_nodes() -> list[NodeType]:
         *speech.NODES,
         *video.NODES,
         *http.NODES,
+        *captions.NODES,
         *providers.NODES,
+        *openai_media.NODES,
     ]

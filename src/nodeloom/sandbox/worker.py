@@ -140,6 +140,7 @@ class _Context:
         self.input: Mapping[str, Any] | None = message.get("input")
         self.settings = settings
         self.inline = False
+        self.credential_kind: str | None = None
         self._scratch = Path(message["scratch"])
         self._executor = executor
         self._sock = sock
@@ -236,6 +237,7 @@ async def _node_job(
     elif getattr(params, "credential", None):
         return _failure("internal_error", "the node's credential was not handed over"), b""
     ctx = _Context(message, settings, executor, sock)
+    ctx.credential_kind = str(credential.get("kind", "openai")) if credential else None
     produced = await node.run(ctx, params, _inputs(message.get("inputs") or {}))
     return _result(produced, ctx)
 

@@ -131,9 +131,9 @@ def mark_used(conn: Connection, credential_id: str) -> None:
 Refs = list[tuple[str, str, tuple[str, ...]]]
 
 
-def refs_in_json(graph_json: Any, kinds_of: Callable[[str], tuple[str, ...] | None]) -> Refs:
+def refs_in_json(graph_json: Any, kinds_of: Callable[[str], tuple[str, ...]]) -> Refs:
     """The credentials a workflow's graph JSON names, on nodes whose type has the param
-    (``kinds_of``: the credential kinds the type takes, None when it takes none)."""
+    (``kinds_of`` the type: the kinds it takes, none when it has no such param)."""
     nodes = graph_json.get("nodes") if isinstance(graph_json, dict) else None
     if not isinstance(nodes, list):
         return []
@@ -143,9 +143,9 @@ def refs_in_json(graph_json: Any, kinds_of: Callable[[str], tuple[str, ...] | No
         if not isinstance(data, dict) or not isinstance(raw.get("type"), str):
             continue
         value = data.get("credential")
-        kinds = kinds_of(raw["type"]) if isinstance(value, str) and value else None
-        if kinds:
-            found.append((f"{GRAPH_ROOT}/nodes/{index}/data/credential", str(value), kinds))
+        wanted = kinds_of(raw["type"]) if isinstance(value, str) and value else ()
+        if isinstance(value, str) and wanted:
+            found.append((f"{GRAPH_ROOT}/nodes/{index}/data/credential", value, wanted))
     return found
 
 
@@ -179,7 +179,7 @@ def problems(conn: Connection, account_id: str, refs: Refs) -> list[FieldError]:
                 FieldError(
                     pointer,
                     f"credential {credential_id} is a {have} credential; this node takes "
-                    f"an {' or '.join(wanted)} one",
+                    f"{'an' if wanted[0][0] in 'aeiou' else 'a'} {' or '.join(wanted)} one",
                 )
             )
     return errors

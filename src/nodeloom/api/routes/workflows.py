@@ -85,10 +85,10 @@ async def _deep_problems(ctx: AppContext, graph: Any, account_id: str) -> list[F
 async def _credential_problems(ctx: AppContext, graph: Any, account_id: str) -> list[FieldError]:
     """Credentials the graph names that the account does not have (or of the wrong kind)."""
 
-    def kinds_of(type_name: str) -> tuple[str, ...] | None:
+    def kinds_of(type_name: str) -> tuple[str, ...]:
         node = ctx.registry.get(type_name)
         if node is None or "credential" not in node.spec.params.model_fields:
-            return None
+            return ()
         return node.spec.credential_kinds
 
     refs = credential_store.refs_in_json(graph, kinds_of)

@@ -13,6 +13,7 @@ import io
 import json
 import re
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,6 +46,7 @@ class FakeServer:
     failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)
     # The multipart forms received (field name -> (file name or None, bytes)), in order.
     forms: list[dict[str, tuple[str | None, bytes]]] = field(default_factory=list)
+    delay: float = 0.0  # seconds a generation takes (ElevenLabs speech), for slow runs
 
     def stop(self) -> None:
         self.httpd.shutdown()
@@ -274,6 +276,7 @@ def fake_elevenlabs(tmp_path: Path) -> Iterator[FakeServer]:
             if match is None:
                 self._detail(404, "not_found", "Not found")
                 return
+            time.sleep(server.delay)  # a slow generation (threaded server: others proceed)
             voice = match.group(1)
             if voice != ELEVENLABS_VOICE and not voice.startswith("voice"):
                 self._detail(

@@ -60,7 +60,7 @@ def to_json(text: str, language: str | None, duration: float, cues: list[Cue]) -
 def _seconds(groups: tuple[str | None, ...]) -> float:
     hours, minutes, secs, frac = (g or "0" for g in groups)
     millis = int(frac.ljust(3, "0"))  # ".5" is 500 ms
-    return (int(hours) * 3600 + int(minutes) * 60 + int(secs)) + millis / 1000
+    return ((int(hours) * 3600 + int(minutes) * 60 + int(secs)) * 1000 + millis) / 1000
 
 
 def _timed_blocks(text: str) -> list[Cue]:

@@ -271,6 +271,30 @@ class TestOpenAIMedia:
         assert failed["credits_used"] == 0
         assert KEY not in json.dumps(done)
 
+    async def test_a_transcription_is_not_sent_twice_after_a_server_error(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer
+    ) -> None:
+        """The provider may have done (and billed) the work before its 500: not resent.
+        A 429 says it did not take it: resent after Retry-After."""
+        cred = await openai_credential(client, owner, openai)
+        graph = g(
+            [n("tone", "ToneGenerator", seconds=0.5), n("stt", "SpeechToText", credential=cred)],
+            [e("tone", "stt")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        openai.failures.append((500, {}))
+        done = await run(client, owner, wf)
+        assert done["status"] == "failed"
+        error = node(done, "stt")["error"]
+        assert error["code"] == "provider_error"
+        assert error["message"] == ("the AI provider refused the request (HTTP 500): scripted 500")
+        assert node(done, "stt")["credits_used"] == 0
+        assert len(openai.requests) == 1
+        openai.failures.append((429, {"Retry-After": "0"}))
+        again = await run(client, owner, wf)
+        assert again["status"] == "completed", again
+        assert len(openai.requests) == 3
+
     async def test_another_accounts_credential_is_not_there(
         self, client: httpx.AsyncClient, owner: User, other: User, openai: FakeServer
     ) -> None:

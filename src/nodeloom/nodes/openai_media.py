@@ -11,13 +11,19 @@
   and prompt. The segments become WebVTT (default), JSON or the bare transcript
   (nodeloom.nodes.transcripts), which ``Captions`` burns into a video.
 
-Both use ``providers.call``: the operator's provider, or the account's ``openai`` credential
-through the SSRF guard; retries on 429/5xx honouring ``Retry-After``; the provider's error
-quoted in the failure, never the key.
+``ImageToImage`` runs in a sandbox process (it prepares the mask and decodes the answer with
+Pillow) and calls through ``providers.call``. ``SpeechToText`` has no CPU work worth the
+name, so it is a provider adapter (nodes/adapters/policy.py): it runs on the event loop and
+waits for the transcription without holding a sandbox process. The transcription is not a
+job that can be attached to again, so it is sent as a submission: retried only when the
+provider cannot have accepted it (429, 503, no connection), never paid twice by our retry.
+Either way: the operator's provider, or the account's ``openai`` credential through the SSRF
+guard; ``Retry-After`` honoured; the provider's error quoted in the failure, never the key.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import io
@@ -29,6 +35,7 @@ from PIL import Image, UnidentifiedImageError
 from pydantic import Field
 
 from nodeloom.nodes import media, providers, transcripts
+from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.base import (
     ArtifactRef,
     Cost,
@@ -237,6 +244,29 @@ def _segments(body: dict[str, Any], duration: float) -> tuple[str, list[transcri
     return text.strip(), cues
 
 
+def _endpoint(ctx: NodeContext) -> policy.Provider:
+    """The provider to call: the account's ``openai`` credential the node names (a tenant's
+    address: guarded), else the operator's provider (trusted: its host is let past the
+    address check, as ``providers.call`` does). Its key is masked out of any message."""
+    settings = ctx.settings
+    pctx = ctx if isinstance(ctx, policy.ProviderContext) else None
+    if pctx is not None and pctx.credential is not None:
+        credential = policy.require_credential(pctx, providers.CREDENTIAL_KIND)
+        key, base_url = credential.value("api_key") or "", credential.value("base_url") or ""
+    else:
+        reason = providers.unavailable_reason(settings)
+        if reason:
+            raise NodeFailure(reason, code="provider_unavailable")
+        base_url = settings.provider_base_url or ""
+        key = providers.api_key(settings) or ""
+        allowed = [*settings.http_allowlist, httpx.URL(base_url).host]
+        settings = settings.model_copy(update={"http_allowlist": allowed})
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    return policy.Provider(
+        settings, name="the AI provider", base_url=base_url, headers=headers, secrets=(key,)
+    )
+
+
 class SpeechToText(NodeType):
     spec = NodeSpec(
         type="SpeechToText",
@@ -250,6 +280,8 @@ class SpeechToText(NodeType):
         params=SpeechToTextParams,
         cost=Cost(credits=2, per_second=1),
         needs_provider=True,
+        sandboxed=False,
+        adapter=True,
     )
 
     def unavailable_reason(self, settings: Settings) -> str | None:
@@ -280,12 +312,18 @@ class SpeechToText(NodeType):
             form["language"] = params.language
         if params.prompt:
             form["prompt"] = params.prompt
-        files = {"file": ("audio.mp3", audio.read_bytes(), "audio/mpeg")}
-        guarded = params.credential is not None
-        response = await providers.call(
-            ctx.settings, "/audio/transcriptions", None, guarded=guarded, files=files, form=form
-        )
-        body = providers._json(response)
+        data = await asyncio.to_thread(audio.read_bytes)
+        files = {"file": ("audio.mp3", data, "audio/mpeg")}
+        content, content_type = await asyncio.to_thread(providers.encode_body, None, files, form)
+        async with _endpoint(ctx) as api:
+            await ctx.progress(0.05)
+            body = await api.json(
+                "POST",
+                "/audio/transcriptions",
+                content=content,
+                headers=content_type,
+                idempotent=False,
+            )
         text, cues = _segments(body, seconds)
         language = body.get("language") if isinstance(body.get("language"), str) else None
         if params.format == "vtt":

@@ -106,9 +106,6 @@ class NodeSpec:
     cacheable: bool = True
     # The output depends on the run's input data, so the cache key must include it.
     uses_run_input: bool = False
-    # The kinds of account credential its ``credential`` param may name (a node without that
-    # param takes none); the node learns which one it got from ``ctx.credential_kind``.
-    credential_kinds: tuple[str, ...] = ("openai",)
     # Runs in a sandbox process under a time and memory budget (see nodeloom.sandbox). Only
     # nodes that compute nothing may run on the server's event loop.
     sandboxed: bool = True
@@ -116,6 +113,9 @@ class NodeSpec:
     # its inputs, holds no execution slot while it waits, and sends its CPU work (decoding
     # what the provider returned) to a sandbox process through its context. Not sandboxed.
     adapter: bool = False
+    # The kinds of account credential its ``credential`` param may name. (A sandboxed node
+    # that takes several learns which one it got from ``ctx.credential_kind``.)
+    credential_kinds: tuple[str, ...] = ("openai",)
 
     @property
     def calls_provider(self) -> bool:

@@ -1,14 +1,19 @@
 """Small REAL HTTP servers on 127.0.0.1 standing in for third-party services: a fake
-OpenAI-compatible provider (with scripted failures for the retry tests). Shared by the node
+OpenAI-compatible provider and a fake ElevenLabs, written from their published API
+references (with scripted failures for the retry tests). Shared by the node tests, the API
 tests and the end-to-end example tests."""
 
 from __future__ import annotations
 
 import base64
 import contextlib
+import email.parser
+import email.policy
 import io
 import json
+import re
 import threading
+import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -39,6 +44,9 @@ class FakeServer:
     thread: threading.Thread
     requests: list[Recorded] = field(default_factory=list)
     failures: list[tuple[int, dict[str, str]]] = field(default_factory=list)
+    # The multipart forms received (field name -> (file name or None, bytes)), in order.
+    forms: list[dict[str, tuple[str | None, bytes]]] = field(default_factory=list)
+    delay: float = 0.0  # seconds a generation takes (ElevenLabs speech), for slow runs
 
     def stop(self) -> None:
         self.httpd.shutdown()
@@ -69,6 +77,27 @@ def _speech_mp3(tmp: Path) -> bytes:
     return path.read_bytes()
 
 
+def parse_multipart(content_type: str, body: bytes) -> dict[str, tuple[str | None, bytes]]:
+    """A multipart/form-data body as field name -> (file name or None, bytes)."""
+    head = f"Content-Type: {content_type}\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + body)
+    parts: dict[str, tuple[str | None, bytes]] = {}
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        payload = part.get_payload(decode=True)
+        assert isinstance(name, str) and isinstance(payload, bytes), part
+        parts[name] = (part.get_filename(), payload)
+    return parts
+
+
+# What the fake transcribes any audio to (OpenAI's verbose_json segments).
+TRANSCRIPT_SEGMENTS = [
+    {"id": 0, "start": 0.0, "end": 0.2, "text": " Hello there."},
+    {"id": 1, "start": 0.32, "end": 0.5, "text": " General Kenobi."},
+]
+EDITED_COLOR = (51, 102, 204)  # the colour of every image the fake's edits answer with
+
+
 def serve(handler: type[BaseHTTPRequestHandler]) -> FakeServer:
     """Serve ``handler`` on a free port in a thread; ``stop()`` ends it."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -81,7 +110,10 @@ def serve(handler: type[BaseHTTPRequestHandler]) -> FakeServer:
 @contextlib.contextmanager
 def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
     """A fake OpenAI-compatible API: /v1/chat/completions (answers "echo: <prompt>"),
-    /v1/images/generations and /v1/audio/speech."""
+    /v1/images/generations, /v1/audio/speech, /v1/images/edits (multipart: answers an image
+    of the uploaded one's size in ``EDITED_COLOR``; refuses a mask of another size with 400
+    as OpenAI does) and /v1/audio/transcriptions (multipart: answers
+    ``TRANSCRIPT_SEGMENTS`` as verbose_json, or their text for any other format)."""
     mp3 = _speech_mp3(tmp_path)
     png = _png(40, 30)
     server: FakeServer
@@ -109,6 +141,12 @@ def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
                 error = json.dumps({"error": {"message": f"scripted {status}"}}).encode()
                 self._send(status, error, "application/json", headers)
                 return
+            content_type = self.headers.get("Content-Type", "")
+            if content_type.startswith("multipart/form-data"):
+                form = parse_multipart(content_type, body)
+                server.forms.append(form)
+                self._multipart(form)
+                return
             payload = json.loads(body)
             if self.path == "/v1/chat/completions":
                 prompt = payload["messages"][-1]["content"]
@@ -123,6 +161,133 @@ def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
                 self._send(200, mp3, "audio/mpeg")
             else:
                 self._send(404, b'{"error": {"message": "no such endpoint"}}', "application/json")
+
+        def _error(self, status: int, message: str) -> None:
+            body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
+            self._send(status, body.encode(), "application/json")
+
+        def _multipart(self, form: dict[str, tuple[str | None, bytes]]) -> None:
+            if self.path == "/v1/images/edits":
+                if "image" not in form or "prompt" not in form:
+                    self._error(400, "image and prompt are required")
+                    return
+                with Image.open(io.BytesIO(form["image"][1])) as image:
+                    size = image.size
+                if "mask" in form:
+                    with Image.open(io.BytesIO(form["mask"][1])) as mask:
+                        if mask.size != size or mask.mode != "RGBA":
+                            self._error(
+                                400,
+                                "Invalid mask image: it must be an RGBA PNG "
+                                "of the same size as the image.",
+                            )
+                            return
+                out = io.BytesIO()
+                Image.new("RGB", size, EDITED_COLOR).save(out, format="PNG")
+                answer = {"data": [{"b64_json": base64.b64encode(out.getvalue()).decode()}]}
+                self._send(200, json.dumps(answer).encode(), "application/json")
+            elif self.path == "/v1/audio/transcriptions":
+                if "file" not in form or form["file"][0] is None:
+                    self._error(400, "file is required")
+                    return
+                text = "".join(str(s["text"]) for s in TRANSCRIPT_SEGMENTS).strip()
+                fmt = form.get("response_format", (None, b"json"))[1].decode()
+                if fmt == "verbose_json":
+                    answer = {
+                        "task": "transcribe",
+                        "language": "english",
+                        "duration": 0.5,
+                        "text": text,
+                        "segments": TRANSCRIPT_SEGMENTS,
+                    }
+                    self._send(200, json.dumps(answer).encode(), "application/json")
+                else:
+                    self._send(200, json.dumps({"text": text}).encode(), "application/json")
+            else:
+                self._error(404, "no such endpoint")
+
+    server = serve(Handler)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+ELEVENLABS_VOICE = "21m00Tcm4TlvDq8ikWAM"  # a premade voice every account has
+
+
+@contextlib.contextmanager
+def fake_elevenlabs(tmp_path: Path) -> Iterator[FakeServer]:
+    """A fake ElevenLabs API: ``POST /v1/text-to-speech/{voice_id}`` answers MP3 for a known
+    voice (``ELEVENLABS_VOICE`` or any id starting with "voice"), ``GET /v1/user`` answers
+    the subscription; the key is read from ``xi-api-key``, and one containing "refused" is
+    refused with 401 in ElevenLabs' error shape ({"detail": {"status", "message"}})."""
+    mp3 = _speech_mp3(tmp_path)
+    server: FakeServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def _send(
+            self, status: int, body: bytes, content_type: str, extra: Mapping[str, str] = {}
+        ) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", content_type)
+            self.send_header("Content-Length", str(len(body)))
+            for key, value in extra.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _detail(
+            self, status: int, code: str, message: str, extra: Mapping[str, str] = {}
+        ) -> None:
+            body = json.dumps({"detail": {"status": code, "message": message}}).encode()
+            self._send(status, body, "application/json", extra)
+
+        def _refused(self) -> bool:
+            key = self.headers.get("xi-api-key", "")
+            if not key or "refused" in key:
+                self._detail(401, "invalid_api_key", "Invalid API key")
+                return True
+            return False
+
+        def do_GET(self) -> None:
+            server.requests.append(Recorded("GET", self.path, dict(self.headers), b""))
+            if self._refused():
+                return
+            if self.path == "/v1/user":
+                body = {"subscription": {"tier": "free", "character_count": 0}}
+                self._send(200, json.dumps(body).encode(), "application/json")
+            else:
+                self._detail(404, "not_found", "Not found")
+
+        def do_POST(self) -> None:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            server.requests.append(Recorded("POST", self.path, dict(self.headers), body))
+            if server.failures:
+                status, headers = server.failures.pop(0)
+                self._detail(status, "scripted", f"scripted {status}", headers)
+                return
+            if self._refused():
+                return
+            match = re.fullmatch(r"/v1/text-to-speech/([A-Za-z0-9]+)(\?.*)?", self.path)
+            if match is None:
+                self._detail(404, "not_found", "Not found")
+                return
+            time.sleep(server.delay)  # a slow generation (threaded server: others proceed)
+            voice = match.group(1)
+            if voice != ELEVENLABS_VOICE and not voice.startswith("voice"):
+                self._detail(
+                    404, "voice_not_found", f"A voice with the voice_id {voice} was not found."
+                )
+                return
+            payload = json.loads(body)
+            if not payload.get("text"):
+                self._detail(422, "invalid_text", "text is required")
+                return
+            self._send(200, mp3, "audio/mpeg")
 
     server = serve(Handler)
     try:

@@ -301,7 +301,6 @@ class TestCredentialsApi:
                 {"base_url": "http://gpu.example", "username": "ann", "password": SECRET},
                 {"base_url": "http://gpu.example", "username": "ann"},
             ),
-            ("elevenlabs", {"api_key": SECRET}, {}),
             (
                 "http_header",
                 {"header_name": "X-Api-Key", "header_value": SECRET},

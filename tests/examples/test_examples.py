@@ -145,3 +145,14 @@ def test_llm_summary_to_speech(setup: Setup) -> None:
     assert chat["messages"][0]["content"].startswith("Summarize the text")
     assert "rail yard" in chat["messages"][-1]["content"]
     assert json.loads(calls[1].body)["input"].startswith("echo: ")
+
+
+def test_narration_with_captions(setup: Setup) -> None:
+    before = len(setup.provider.requests)
+    out = run_example(setup, "narration-captions.json")
+    assert list(out) == ["captions"]  # the transcript and the clip feed it
+    video = out["captions"]
+    assert (video["video"], video["audio"], video["size"]) == ("h264", "aac", (1280, 720))
+    assert video["seconds"] > 4  # the whole narration, captioned where the cues are
+    calls = setup.provider.requests[before:]
+    assert [c.path for c in calls] == ["/v1/audio/transcriptions"]

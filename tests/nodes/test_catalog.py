@@ -32,6 +32,11 @@ class Case:
 
 
 CaseFactory = Callable[[Artifacts, FakeServer], Case]
+# What the fake provider's transcription (tests/fakes.py) becomes as WebVTT.
+TRANSCRIPT_VTT = (
+    "WEBVTT\n\n1\n00:00:00.000 --> 00:00:00.200\nHello there.\n\n"
+    "2\n00:00:00.320 --> 00:00:00.500\nGeneral Kenobi.\n"
+)
 
 
 def _cases() -> dict[str, CaseFactory]:
@@ -152,6 +157,17 @@ def _cases() -> dict[str, CaseFactory]:
         "VideoCaption": lambda a, s: Case(
             {"fps": 10},
             {"video": a.video(0.5), "text": a.text("Привет")},
+            (64, 48),
+            0.5,
+            sound=True,
+        ),
+        "ImageToImage": lambda a, s: Case(
+            {}, {"image": a.image(), "text": a.text("blue"), "mask": a.image(20, 20)}, (64, 48)
+        ),
+        "SpeechToText": lambda a, s: Case({}, {"audio": a.audio(0.5)}, text=TRANSCRIPT_VTT),
+        "Captions": lambda a, s: Case(
+            {"fps": 10},
+            {"video": a.video(0.5), "text": a.text(TRANSCRIPT_VTT)},
             (64, 48),
             0.5,
             sound=True,

@@ -56,7 +56,6 @@ from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import NeedsSandbox
 from nodeloom.nodes.batch import too_many
-from nodeloom.nodes.providers import CREDENTIAL_KIND
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 from nodeloom.store import artifacts as artifact_store
@@ -380,7 +379,7 @@ async def check_credentials(db: Database, account_id: str, graph: Graph) -> None
     if not refs:
         return
     problems = await db.read(
-        lambda c: credential_store.problems(c, account_id, refs, CREDENTIAL_KIND)
+        lambda c: credential_store.problems(c, account_id, refs)
     )
     if problems:
         raise InvalidGraph(

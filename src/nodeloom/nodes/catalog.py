@@ -6,9 +6,11 @@ from __future__ import annotations
 from nodeloom.nodes import (
     audio,
     batch,
+    captions,
     http,
     image,
     image_filters,
+    openai_media,
     providers,
     speech,
     text,
@@ -28,6 +30,8 @@ def all_nodes() -> list[NodeType]:
         *speech.NODES,
         *video.NODES,
         *http.NODES,
+        *captions.NODES,
         *providers.NODES,
         *batch.NODES,
+        *openai_media.NODES,
     ]

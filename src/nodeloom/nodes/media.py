@@ -618,6 +618,7 @@ class LocalContext:
     run_id: str = "local-run"
     node_id: str = "local-node"
     account_id: str = "local-account"
+    credential_kind: str | None = None
     reports: list[float] = field(default_factory=list)
 
     async def progress(self, fraction: float) -> None:

@@ -106,17 +106,21 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 
 def _error_message(response: httpx.Response) -> str:
-    """The provider's own explanation (OpenAI shape: {"error": {"message": ...}})."""
+    """The provider's own explanation: OpenAI's {"error": {"message": ...}}, ElevenLabs'
+    {"detail": {"message": ...}} or {"detail": "..."}, else the start of the body."""
     try:
         body = response.json()
     except ValueError:
         return response.text[:300]
     if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict) and isinstance(error.get("message"), str):
-            return str(error["message"])[:300]
-        if isinstance(error, str):
-            return error[:300]
+        for name in ("error", "detail"):
+            error = body.get(name)
+            if isinstance(error, dict) and isinstance(error.get("message"), str):
+                return str(error["message"])[:300]
+            if isinstance(error, str):
+                return error[:300]
+            if isinstance(error, list) and error and isinstance(error[0], dict):
+                return str(error[0].get("msg", error[0]))[:300]
     return response.text[:300]
 
 
@@ -134,6 +138,24 @@ def credential_param() -> Any:
     )
 
 
+# A multipart form's file parts: name -> (file name, bytes, content type).
+Files = Mapping[str, tuple[str, bytes, str]]
+
+
+def encode_body(
+    payload: Mapping[str, Any] | None, files: Files | None, form: Mapping[str, str] | None
+) -> tuple[bytes | None, dict[str, str]]:
+    """The request body and its Content-Type header: JSON for ``payload``, or a
+    multipart/form-data of ``form`` fields and ``files`` (as OpenAI's edit and transcription
+    endpoints take)."""
+    if files is not None:
+        request = httpx.Request("POST", "http://body.invalid", data=dict(form or {}), files=files)
+        return request.read(), {"Content-Type": request.headers["Content-Type"]}
+    if payload is None:
+        return None, {}
+    return json.dumps(dict(payload)).encode(), {"Content-Type": "application/json"}
+
+
 async def send(
     client: httpx.AsyncClient,
     method: str,
@@ -141,17 +163,18 @@ async def send(
     headers: Mapping[str, str],
     payload: Mapping[str, Any] | None,
     guard: Allowlist | None,
+    *,
+    files: Files | None = None,
+    form: Mapping[str, str] | None = None,
 ) -> httpx.Response:
     """One request; with a ``guard``, through the SSRF check of ``HttpRequest``: every
     address of the host checked, and the connection made to a checked address."""
+    body, content_type = encode_body(payload, files, form)
+    sent = {**headers, **content_type}
     if guard is None:
-        return await client.request(
-            method, url, json=dict(payload) if payload is not None else None, headers=headers
-        )
+        return await client.request(method, url, content=body, headers=sent)
     target = httpx.URL(url)
     addresses = await checked_addresses(target, guard)
-    body = json.dumps(dict(payload)) if payload is not None else None
-    sent = {**headers, "Content-Type": "application/json"} if body is not None else dict(headers)
     for index, ip in enumerate(addresses):
         request = _pinned_request(client, method, target, ip, sent, body)
         try:
@@ -163,10 +186,19 @@ async def send(
 
 
 async def call(
-    settings: Settings, path: str, payload: Mapping[str, Any], *, guarded: bool = False
+    settings: Settings,
+    path: str,
+    payload: Mapping[str, Any] | None,
+    *,
+    guarded: bool = False,
+    files: Files | None = None,
+    form: Mapping[str, str] | None = None,
+    key_header: str | None = None,
 ) -> httpx.Response:
-    """POST ``payload`` to ``{base_url}{path}`` with retries; the successful response.
-    ``guarded``: the address is a tenant's (a credential's), checked as HttpRequest does."""
+    """POST ``payload`` (JSON, or a multipart ``form`` with ``files``) to
+    ``{base_url}{path}`` with retries; the successful response. ``guarded``: the address is
+    a tenant's (a credential's), checked as HttpRequest does. The key goes as
+    ``Authorization: Bearer``, or in ``key_header`` (ElevenLabs' ``xi-api-key``)."""
     reason = unavailable_reason(settings)
     if reason:
         raise NodeFailure(reason, code="provider_unavailable")
@@ -175,7 +207,10 @@ async def call(
     headers = {"Accept": "application/json, audio/mpeg"}
     key = api_key(settings)
     if key:
-        headers["Authorization"] = f"Bearer {key}"
+        if key_header:
+            headers[key_header] = key
+        else:
+            headers["Authorization"] = f"Bearer {key}"
     timeout = httpx.Timeout(settings.provider_timeout_seconds)
     attempts = settings.provider_max_retries + 1
     guard = Allowlist.from_settings(settings) if guarded else None
@@ -183,7 +218,9 @@ async def call(
         for attempt in range(attempts):
             last = attempt == attempts - 1
             try:
-                response = await send(client, "POST", url, headers, payload, guard)
+                response = await send(
+                    client, "POST", url, headers, payload, guard, files=files, form=form
+                )
             except (httpx.TimeoutException, httpx.NetworkError) as exc:
                 if last:
                     raise NodeFailure(
@@ -233,19 +270,26 @@ def _json(response: httpx.Response) -> dict[str, Any]:
 
 async def check_openai(settings: Settings, base_url: str, key: str) -> tuple[bool, int | None, str]:
     """A credential's connection test: ``GET {base_url}/models`` (the cheapest authenticated
-    call of an OpenAI-compatible API) through the SSRF guard, within ``TEST_TIMEOUT``.
-    (ok, HTTP status, message); the provider's own error is quoted, the key never."""
+    call of an OpenAI-compatible API)."""
+    headers = {"Authorization": f"Bearer {key}"}
+    return await check_endpoint(settings, base_url.rstrip("/") + "/models", headers, key)
+
+
+async def check_endpoint(
+    settings: Settings, url: str, auth: Mapping[str, str], key: str
+) -> tuple[bool, int | None, str]:
+    """A credential's connection test: ``GET url`` with the ``auth`` headers through the
+    SSRF guard, within ``TEST_TIMEOUT``. (ok, HTTP status, message); the provider's own
+    error is quoted, the ``key`` never."""
     guard = Allowlist.from_settings(settings)
-    headers = {"Accept": "application/json", "Authorization": f"Bearer {key}"}
+    headers = {"Accept": "application/json", **auth}
     timeout = httpx.Timeout(min(TEST_TIMEOUT, settings.http_timeout_seconds))
     try:
         async with (
             asyncio.timeout(TEST_TIMEOUT),
             httpx.AsyncClient(timeout=timeout, trust_env=False) as client,
         ):
-            response = await send(
-                client, "GET", base_url.rstrip("/") + "/models", headers, None, guard
-            )
+            response = await send(client, "GET", url, headers, None, guard)
     except NodeFailure as exc:
         return False, None, exc.message.replace(key, "***")
     except (TimeoutError, httpx.TimeoutException):
@@ -263,11 +307,17 @@ async def check_openai(settings: Settings, base_url: str, key: str) -> tuple[boo
 
 
 async def speech(
-    settings: Settings, text: str, voice: str, speed: float, *, guarded: bool = False
+    settings: Settings,
+    text: str,
+    voice: str,
+    speed: float,
+    *,
+    guarded: bool = False,
+    model: str = "",
 ) -> bytes:
     """MP3 bytes from ``/audio/speech`` (the TextToSpeech provider engine)."""
     payload = {
-        "model": settings.provider_tts_model,
+        "model": model or settings.provider_tts_model,
         "input": text,
         "voice": voice,
         "speed": speed,

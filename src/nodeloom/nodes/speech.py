@@ -21,7 +21,7 @@ import av
 import numpy as np
 from pydantic import Field
 
-from nodeloom.nodes import media, providers
+from nodeloom.nodes import elevenlabs, media, providers
 from nodeloom.nodes.base import (
     Cost,
     Input,
@@ -56,7 +56,21 @@ MIN_PIECE_SECONDS = 8.0
 MAX_PIECES = 4
 QUIET_WINDOW = 1024  # samples at 44.1 kHz, 23 ms
 QUIET_PEAK = 0.01  # -40 dBFS: eSpeak's pauses are digital silence
-PROVIDER_VOICES = ("alloy", "ash", "coral", "echo", "fable", "nova", "onyx", "sage", "shimmer")
+PROVIDER_VOICES = (
+    "alloy",
+    "ash",
+    "ballad",
+    "cedar",
+    "coral",
+    "echo",
+    "fable",
+    "marin",
+    "nova",
+    "onyx",
+    "sage",
+    "shimmer",
+    "verse",
+)
 
 
 class _Event(ctypes.Structure):
@@ -213,11 +227,20 @@ def quiet_cuts(samples: media.FloatArray, pieces: int) -> list[int]:
 
 
 class TextToSpeechParams(Params):
-    voice: Annotated[str, Field(min_length=2, max_length=32)] = Field(
+    voice: Annotated[str, Field(min_length=2, max_length=40)] = Field(
         default="en",
         description="Local engine: an eSpeak NG voice (en, en-us, de, fr, es, ru, ... with an "
-        "optional variant like en+f3). Provider: a voice name such as alloy; a local voice "
-        "name falls back to alloy, and a provider voice name to en locally.",
+        "optional variant like en+f3). OpenAI: a voice name such as alloy, coral or onyx (a "
+        "local voice name falls back to alloy, and an OpenAI voice name to en locally). "
+        "ElevenLabs credential: a voice id such as 21m00Tcm4TlvDq8ikWAM (anything else "
+        "falls back to that voice).",
+    )
+    model: str = Field(
+        default="",
+        max_length=200,
+        description="Provider model: e.g. tts-1, tts-1-hd, gpt-4o-mini-tts (OpenAI) or "
+        "eleven_multilingual_v2, eleven_flash_v2_5 (ElevenLabs); empty: the configured "
+        "OpenAI speech model, or eleven_multilingual_v2. Ignored by the local engine.",
     )
     speed: Annotated[float, Field(ge=0.5, le=2.0)] = Field(
         default=1.0, description="Speaking rate; 1.0 is normal (about 175 words a minute)."
@@ -229,7 +252,14 @@ class TextToSpeechParams(Params):
         default=120,
         description="Longest speech allowed; the price is estimated (and capped) from it.",
     )
-    credential: str | None = providers.credential_param()
+    credential: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="An openai or elevenlabs credential of this account (its id): the "
+        "node speaks through that provider with that key; the credential's kind picks the "
+        "provider.",
+    )
 
 
 def _use_provider(settings: Settings, engine: str) -> bool:
@@ -247,12 +277,14 @@ class TextToSpeech(NodeType):
         version=1,
         category="audio",
         title="Text to speech",
-        description="Speak text as MP3: local eSpeak NG, or the configured provider's voices.",
+        description="Speak text as MP3: local eSpeak NG, the configured provider's voices, or "
+        "an account's OpenAI or ElevenLabs credential.",
         inputs=(Input("text", Kind.TEXT),),
         output=Output(Kind.AUDIO),
         params=TextToSpeechParams,
         cost=Cost(credits=1, per_second=1),
         optional_provider=True,
+        credential_kinds=("openai", elevenlabs.KIND),
     )
 
     def fingerprint(self, params: TextToSpeechParams, settings: Settings) -> dict[str, Any]:
@@ -263,7 +295,7 @@ class TextToSpeech(NodeType):
         return {
             **dumped,
             "engine": "provider",
-            "model": settings.provider_tts_model,
+            "model": params.model or settings.provider_tts_model,
             "provider": settings.provider_base_url,
         }
 
@@ -275,10 +307,18 @@ class TextToSpeech(NodeType):
             raise NodeFailure("there is no text to speak")
         max_seconds = min(params.max_seconds, ctx.settings.max_media_seconds)
         path = media.scratch_file(ctx, ".mp3")
+        if ctx.credential_kind == elevenlabs.KIND and params.engine != "local":
+            data = await elevenlabs.speech(
+                ctx.settings, text, params.voice, params.model, params.speed
+            )
+            path.write_bytes(data)
+            return await ctx.to_thread(_check_provider_audio, path, ctx.settings, max_seconds)
         if _use_provider(ctx.settings, params.engine):
             voice = params.voice if params.voice in PROVIDER_VOICES else "alloy"
             guarded = params.credential is not None
-            data = await providers.speech(ctx.settings, text, voice, params.speed, guarded=guarded)
+            data = await providers.speech(
+                ctx.settings, text, voice, params.speed, guarded=guarded, model=params.model
+            )
             path.write_bytes(data)
             return await ctx.to_thread(_check_provider_audio, path, ctx.settings, max_seconds)
         voice = "en" if params.voice in PROVIDER_VOICES else params.voice

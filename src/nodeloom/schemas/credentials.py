@@ -93,8 +93,17 @@ class ComfyUIFields(_BaseUrl):
         return self
 
 
-class ElevenLabsFields(_ApiKey):
-    """ElevenLabs."""
+ELEVENLABS_URL = "https://api.elevenlabs.io"
+
+
+class ElevenLabsFields(_BaseUrl):
+    """ElevenLabs (``base_url`` only to reach another deployment of its API)."""
+
+    SECRET = frozenset({"api_key"})
+    base_url: str = Field(
+        default=ELEVENLABS_URL, max_length=2000, description="http(s) URL of the API"
+    )
+    api_key: str = Secret
 
 
 class HttpBearerFields(KindFields):
@@ -106,6 +115,77 @@ class HttpHeaderFields(KindFields):
     SECRET = frozenset({"header_value"})
     header_name: str = Field(min_length=1, max_length=200, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
     header_value: str = Secret
+
+
+class CredentialFieldOut(BaseModel):
+    name: str
+    title: str
+    secret: bool = Field(description="Stored encrypted, never shown again (only the hint).")
+    required: bool
+    default: str | None = None
+    placeholder: str | None = None
+    description: str | None = None
+
+
+class CredentialKindOut(BaseModel):
+    kind: str
+    title: str
+    fields: list[CredentialFieldOut] = Field(description="In the order a form shows them.")
+    testable: bool = Field(description="POST /credentials/{id}/test can try it.")
+    node_types: list[str] = Field(description="The node types whose credential param takes it.")
+
+
+# What a form calls each kind and field, and the example it shows in an empty field.
+KIND_TITLES: dict[str, str] = {
+    "openai": "OpenAI-compatible (OpenAI, Ollama, vLLM, LocalAI…)",
+    "replicate": "Replicate",
+    "fal": "fal.ai",
+    "comfyui": "ComfyUI",
+    "elevenlabs": "ElevenLabs",
+    "http_bearer": "HTTP bearer token",
+    "http_header": "HTTP header",
+}
+FIELD_TITLES: dict[str, str] = {
+    "base_url": "Base URL",
+    "api_key": "API key",
+    "api_token": "API token",
+    "bearer_token": "Bearer token",
+    "username": "User name",
+    "password": "Password",
+    "token": "Token",
+    "header_name": "Header name",
+    "header_value": "Header value",
+}
+PLACEHOLDERS: dict[tuple[str, str], str] = {
+    ("openai", "base_url"): "https://api.openai.com/v1",
+    ("comfyui", "base_url"): "https://comfy.example.com",
+    ("http_header", "header_name"): "X-Api-Key",
+}
+
+
+def kind_out(kind: str, testable: bool, node_types: list[str]) -> CredentialKindOut:
+    """How ``kind`` is filled in, from its model: every field, secret or not, required or
+    with its default."""
+    model = KINDS[kind]
+    fields = [
+        CredentialFieldOut(
+            name=name,
+            title=FIELD_TITLES.get(name, name),
+            secret=name in model.SECRET,
+            required=info.is_required(),
+            default=info.default if isinstance(info.default, str) else None,
+            placeholder=PLACEHOLDERS.get((kind, name)),
+            description=info.description,
+        )
+        for name, info in model.model_fields.items()
+    ]
+    return CredentialKindOut(
+        kind=kind,
+        title=KIND_TITLES.get(kind, kind),
+        fields=fields,
+        testable=testable,
+        node_types=node_types,
+    )
 
 
 KINDS: dict[str, type[KindFields]] = {

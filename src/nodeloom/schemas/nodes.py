@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 Kind = Literal["text", "image", "audio", "video"]
 
@@ -48,3 +48,8 @@ class NodeTypeOut(BaseModel):
     status: Literal["available", "unavailable"]
     unavailable_reason: str | None
     package: NodePackageOut | None = None
+    credential_kinds: list[str] = Field(
+        default_factory=list,
+        description="The kinds of account credential its `credential` param may name (see "
+        "GET /credential-kinds); empty when it takes none.",
+    )

@@ -1,6 +1,7 @@
 // Server state through TanStack Query: one hook per read, keys in one place.
 import { useQuery } from "@tanstack/react-query";
 import { api, unwrap } from "./client";
+import { fromServer } from "../credentials/kinds";
 import type { NodeType } from "./types";
 
 export const keys = {
@@ -13,6 +14,7 @@ export const keys = {
   run: (workflowId: string, runId: string) => ["run", workflowId, runId] as const,
   keys: ["api-keys"] as const,
   credentials: ["credentials"] as const,
+  credentialKinds: ["credential-kinds"] as const,
   ledger: ["ledger"] as const,
   webhooks: (workflowId: string) => ["webhooks", workflowId] as const,
   versions: (workflowId: string) => ["versions", workflowId] as const,
@@ -37,6 +39,16 @@ export function catalogMap(types: NodeType[] | undefined): Map<string, NodeType>
 }
 
 /** The account's credentials (the first 200: the picker and the profile list show them all). */
+/** The credential kinds the server stores, with their fields (they change only with the
+ * server, so fetched once). */
+export function useCredentialKinds() {
+  return useQuery({
+    queryKey: keys.credentialKinds,
+    staleTime: Infinity,
+    queryFn: async () => fromServer(unwrap(await api.GET("/api/v1/credential-kinds"))),
+  });
+}
+
 export function useCredentials() {
   return useQuery({
     queryKey: keys.credentials,

@@ -23,6 +23,7 @@ export type RunEstimate = Schemas["RunEstimate"];
 export type SetupStatus = Schemas["SetupStatus"];
 export type Credential = Schemas["CredentialOut"];
 export type CredentialTestResult = Schemas["CredentialTestResult"];
+export type CredentialKindInfo = Schemas["CredentialKindOut"];
 export type NodePackage = Schemas["NodePackageOut"];
 /** A run's status. `cancelled` is added here, the one place, for servers whose document does
  * not list it yet; once it does, the union is unchanged and this line can stay as it is. */

@@ -1,7 +1,8 @@
 // The credential kinds the server stores and the fields of each, as the add form shows them.
-// The server declares them (one Pydantic model per kind) but does not publish them as data, so
-// this table mirrors docs/providers.md; a kind or field the server does not know is refused
-// there with a pointer (400 invalid_request), which the form shows. Pure, so unit-tested.
+// The server publishes them (GET /api/v1/credential-kinds, from its one model per kind), so
+// nothing here copies its table: `fromServer` turns its answer into what the forms use. Pure,
+// so unit-tested.
+import type { CredentialKindInfo } from "../api/types";
 
 export interface KindField {
   name: string;
@@ -18,79 +19,46 @@ export interface CredentialKind {
   fields: readonly KindField[];
   /** Whether a node can use it today (the others are stored only, for now). */
   drivesNodes: boolean;
+  /** Whether "Test connection" can try it. */
+  testable: boolean;
+  /** The node types whose `credential` param takes it. */
+  nodeTypes: readonly string[];
 }
 
-const field = (
-  name: string,
-  label: string,
-  secret: boolean,
-  extra: Partial<KindField> = {},
-): KindField => ({ name, label, secret, optional: false, ...extra });
+/** The server's kinds as the forms use them: a field with a default is optional and shows
+ * the default as its placeholder (left empty, the server uses it). */
+export function fromServer(kinds: readonly CredentialKindInfo[]): CredentialKind[] {
+  return kinds.map((k) => ({
+    kind: k.kind,
+    label: k.title,
+    fields: k.fields.map((f) => ({
+      name: f.name,
+      label: f.title,
+      secret: f.secret,
+      optional: !f.required,
+      placeholder: f.placeholder ?? f.default ?? undefined,
+    })),
+    drivesNodes: k.node_types.length > 0,
+    testable: k.testable,
+    nodeTypes: k.node_types,
+  }));
+}
 
-const BASE_URL = field("base_url", "Base URL", false, {
-  placeholder: "https://api.openai.com/v1",
-});
+/** The kind a credential form starts with. */
+export const DEFAULT_KIND = "openai";
 
-export const CREDENTIAL_KINDS: readonly CredentialKind[] = [
-  {
-    kind: "openai",
-    label: "OpenAI-compatible (OpenAI, Ollama, vLLM, LocalAI…)",
-    fields: [BASE_URL, field("api_key", "API key", true)],
-    drivesNodes: true,
-  },
-  {
-    kind: "replicate",
-    label: "Replicate",
-    fields: [field("api_token", "API token", true)],
-    drivesNodes: false,
-  },
-  { kind: "fal", label: "fal.ai", fields: [field("api_key", "API key", true)], drivesNodes: false },
-  {
-    kind: "comfyui",
-    label: "ComfyUI",
-    fields: [
-      { ...BASE_URL, placeholder: "https://comfy.example.com" },
-      field("bearer_token", "Bearer token", true, { optional: true }),
-      field("username", "User name", false, { optional: true }),
-      field("password", "Password", true, { optional: true }),
-    ],
-    drivesNodes: false,
-  },
-  {
-    kind: "elevenlabs",
-    label: "ElevenLabs",
-    fields: [field("api_key", "API key", true)],
-    drivesNodes: false,
-  },
-  {
-    kind: "http_bearer",
-    label: "HTTP bearer token",
-    fields: [field("token", "Token", true)],
-    drivesNodes: false,
-  },
-  {
-    kind: "http_header",
-    label: "HTTP header",
-    fields: [
-      field("header_name", "Header name", false, { placeholder: "X-Api-Key" }),
-      field("header_value", "Header value", true),
-    ],
-    drivesNodes: false,
-  },
-];
-
-/** The kind a provider node's `credential` param takes. */
-export const NODE_CREDENTIAL_KIND = "openai";
-
-export function kindOf(kind: string): CredentialKind | undefined {
-  return CREDENTIAL_KINDS.find((k) => k.kind === kind);
+export function kindOf(kinds: readonly CredentialKind[], kind: string): CredentialKind | undefined {
+  return kinds.find((k) => k.kind === kind);
 }
 
 /** The body's `fields` for a new credential: every field typed, trimmed where it is not a
  * secret (a secret is sent exactly as typed), empty optional ones left out. */
-export function createFields(kind: string, values: Record<string, string>): Record<string, string> {
+export function createFields(
+  spec: CredentialKind | undefined,
+  values: Record<string, string>,
+): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const f of kindOf(kind)?.fields ?? []) {
+  for (const f of spec?.fields ?? []) {
     const raw = values[f.name] ?? "";
     const value = f.secret ? raw : raw.trim();
     if (value === "" && f.optional) continue;
@@ -102,11 +70,11 @@ export function createFields(kind: string, values: Record<string, string>): Reco
 /** The body's `fields` for a rotation: only the secret fields typed. The server keeps the
  * non-secret ones and replaces all stored secrets by the ones sent. Null when none was typed. */
 export function rotateFields(
-  kind: string,
+  spec: CredentialKind | undefined,
   values: Record<string, string>,
 ): Record<string, string> | null {
   const out: Record<string, string> = {};
-  for (const f of kindOf(kind)?.fields ?? []) {
+  for (const f of spec?.fields ?? []) {
     const value = values[f.name] ?? "";
     if (f.secret && value !== "") out[f.name] = value;
   }
@@ -121,18 +89,34 @@ export function maskedSecret(hint: string): string {
 /** The non-secret fields worth showing beside a credential (base_url, user name...), in the
  * kind's order; anything that looks secret by the kind's table is never shown. */
 export function shownFields(
-  kind: string,
+  spec: CredentialKind | undefined,
   fields: Record<string, unknown>,
 ): { label: string; value: string }[] {
-  const spec = kindOf(kind);
   if (!spec) return [];
   return spec.fields
     .filter((f) => !f.secret && typeof fields[f.name] === "string")
     .map((f) => ({ label: f.label, value: String(fields[f.name]) }));
 }
 
-/** Whether a node type's params take a credential (LLMText, TextToImage, TextToSpeech). */
+/** Whether a node type's params take a credential (LLMText, TextToImage, TextToSpeech...). */
 export function takesCredential(paramsSchema: unknown): boolean {
   const props = (paramsSchema as { properties?: Record<string, unknown> } | null)?.properties;
   return !!props && "credential" in props;
+}
+
+/** The credential kinds a node type takes: what the catalog says (`credential_kinds`), or
+ * the `x-credential-kinds` of its param's schema, else openai (older servers). */
+export function nodeCredentialKinds(type: {
+  credential_kinds?: readonly string[] | null;
+  params_schema?: unknown;
+}): readonly string[] {
+  if (type.credential_kinds && type.credential_kinds.length) return type.credential_kinds;
+  const props = (type.params_schema as { properties?: Record<string, unknown> } | null)?.properties;
+  const declared = (props?.credential as { "x-credential-kinds"?: unknown } | undefined)?.[
+    "x-credential-kinds"
+  ];
+  if (Array.isArray(declared) && declared.every((k) => typeof k === "string")) {
+    return declared as string[];
+  }
+  return [DEFAULT_KIND];
 }

@@ -1,23 +1,25 @@
 import { Link } from "react-router";
 import { useCredentials } from "../api/queries";
 import { REMOVE } from "../forms/SchemaForm";
-import { NODE_CREDENTIAL_KIND, maskedSecret } from "../credentials/kinds";
+import { maskedSecret } from "../credentials/kinds";
 
-/** A provider node's `credential` param: a select of the account's credentials of the kind
+/** A provider node's `credential` param: a select of the account's credentials of the kinds
  * the node takes, the operator's provider as the empty choice, and a link to add one. A value
  * that names no credential of the account (deleted since) stays selected, marked missing, so
  * opening the form never changes the graph. */
 export function CredentialPicker({
   id,
+  kinds,
   value,
   onChange,
 }: {
   id: string;
+  kinds: readonly string[];
   value: unknown;
   onChange: (value: unknown) => void;
 }) {
   const credentials = useCredentials();
-  const usable = (credentials.data ?? []).filter((c) => c.kind === NODE_CREDENTIAL_KIND);
+  const usable = (credentials.data ?? []).filter((c) => kinds.includes(c.kind));
   const current = typeof value === "string" ? value : "";
   const missing = current !== "" && credentials.isSuccess && !usable.some((c) => c.id === current);
   const hint = `${id}-hint`;
@@ -34,14 +36,15 @@ export function CredentialPicker({
         <option value="">Operator’s default provider</option>
         {usable.map((c) => (
           <option key={c.id} value={c.id}>
-            {c.name} ({maskedSecret(c.hint)})
+            {c.name} ({kinds.length > 1 ? `${c.kind}, ` : ""}
+            {maskedSecret(c.hint)})
           </option>
         ))}
         {missing && <option value={current}>Missing credential ({current.slice(0, 8)}…)</option>}
         {!credentials.isSuccess && current !== "" && <option value={current}>{current}</option>}
       </select>
       <div className="hint" id={hint}>
-        Which {NODE_CREDENTIAL_KIND} credential of your account this node calls with.{" "}
+        Which {kinds.join(" or ")} credential of your account this node calls with.{" "}
         {usable.length === 0 && credentials.isSuccess ? "You have none yet. " : ""}
         <Link to="/profile#credentials-heading">Add a credential</Link>
       </div>

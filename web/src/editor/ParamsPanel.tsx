@@ -4,7 +4,7 @@ import { refusal, targetInput } from "../graph/kinds";
 import { SchemaForm } from "../forms/SchemaForm";
 import type { JsonSchema } from "../forms/schema";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
-import { takesCredential } from "../credentials/kinds";
+import { nodeCredentialKinds, takesCredential } from "../credentials/kinds";
 import { CredentialPicker } from "./CredentialPicker";
 import { useEditor } from "./context";
 
@@ -90,6 +90,7 @@ export function ParamsPanel({
                 credential: (id) => (
                   <CredentialPicker
                     id={id}
+                    kinds={nodeCredentialKinds(spec)}
                     value={node.data.credential}
                     onChange={(value) => onParam(node.id, "credential", value)}
                   />

@@ -1,19 +1,19 @@
 import { useState } from "react";
 import { useQueryClient } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
-import { keys, useCredentials } from "../api/queries";
+import { keys, useCredentialKinds, useCredentials } from "../api/queries";
 import type { Credential, CredentialTestResult } from "../api/types";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ErrorBanner, TableHead, useAction } from "../components/forms";
 import { formatTime } from "../components/Status";
 import {
-  CREDENTIAL_KINDS,
-  NODE_CREDENTIAL_KIND,
+  DEFAULT_KIND,
   createFields,
   kindOf,
   maskedSecret,
   rotateFields,
   shownFields,
+  type CredentialKind,
   type KindField,
 } from "../credentials/kinds";
 
@@ -22,6 +22,7 @@ import {
 export function CredentialsSection() {
   const client = useQueryClient();
   const list = useCredentials();
+  const kinds = useCredentialKinds().data ?? [];
   const { error, setError, act } = useAction();
   const [testing, setTesting] = useState<string | null>(null);
   const [results, setResults] = useState<Record<string, CredentialTestResult>>({});
@@ -70,13 +71,12 @@ export function CredentialsSection() {
     <section aria-labelledby="credentials-heading">
       <h2 id="credentials-heading">Credentials</h2>
       <p className="small muted">
-        Your own provider accounts. A node that names one (LLM text, Text to image, Text to speech
-        take an <span className="mono">{NODE_CREDENTIAL_KIND}</span> one) calls that provider with
-        that key, and you pay the provider directly. Secrets are stored encrypted and are never
-        shown again, not even to you.
+        Your own provider accounts. A node that names one calls that provider with that key, and you
+        pay the provider directly. Secrets are stored encrypted and are never shown again, not even
+        to you.
       </p>
       <ErrorBanner error={error} />
-      <AddCredentialForm onCreated={refresh} onError={setError} />
+      <AddCredentialForm kinds={kinds} onCreated={refresh} onError={setError} />
       <table className="stack-table" aria-label="Credentials">
         <TableHead columns={["Name", "Kind", "Secret", "Details", "Last used"]} actions />
         <tbody>
@@ -92,7 +92,7 @@ export function CredentialsSection() {
                   {maskedSecret(c.hint)}
                 </td>
                 <td className="small">
-                  {shownFields(c.kind, c.fields).map((f) => (
+                  {shownFields(kindOf(kinds, c.kind), c.fields).map((f) => (
                     <div key={f.label}>
                       {f.label}: <span className="mono">{f.value}</span>
                     </div>
@@ -113,14 +113,16 @@ export function CredentialsSection() {
                 </td>
                 <td className="actions">
                   <div className="row end">
-                    <button
-                      type="button"
-                      onClick={() => void test(c)}
-                      disabled={testing === c.id}
-                      aria-label={`Test connection of ${c.name}`}
-                    >
-                      {testing === c.id ? "Testing…" : "Test connection"}
-                    </button>
+                    {kindOf(kinds, c.kind)?.testable !== false && (
+                      <button
+                        type="button"
+                        onClick={() => void test(c)}
+                        disabled={testing === c.id}
+                        aria-label={`Test connection of ${c.name}`}
+                      >
+                        {testing === c.id ? "Testing…" : "Test connection"}
+                      </button>
+                    )}
                     <button
                       type="button"
                       data-action="rotate"
@@ -154,6 +156,7 @@ export function CredentialsSection() {
       {rotating && (
         <RotateForm
           credential={rotating}
+          spec={kindOf(kinds, rotating.kind)}
           onDone={async () => {
             closeRotate(rotating);
             setResults(({ [rotating.id]: _dropped, ...rest }) => {
@@ -220,23 +223,25 @@ function FieldInput({
 }
 
 function AddCredentialForm({
+  kinds,
   onCreated,
   onError,
 }: {
+  kinds: readonly CredentialKind[];
   onCreated: () => Promise<unknown>;
   onError: (message: string | null) => void;
 }) {
   const [name, setName] = useState("");
-  const [kind, setKind] = useState(NODE_CREDENTIAL_KIND);
+  const [kind, setKind] = useState(DEFAULT_KIND);
   const [values, setValues] = useState<Record<string, string>>({});
   const { error, act } = useAction();
-  const spec = kindOf(kind);
+  const spec = kindOf(kinds, kind);
   const submit = () =>
     act(async () => {
       onError(null);
       unwrap(
         await api.POST("/api/v1/credentials", {
-          body: { name: name.trim(), kind, fields: createFields(kind, values) },
+          body: { name: name.trim(), kind, fields: createFields(spec, values) },
         }),
       );
       setName("");
@@ -274,7 +279,7 @@ function AddCredentialForm({
             setValues({});
           }}
         >
-          {CREDENTIAL_KINDS.map((k) => (
+          {kinds.map((k) => (
             <option key={k.kind} value={k.kind}>
               {k.label}
               {k.drivesNodes ? "" : " — stored only, for now"}
@@ -305,19 +310,21 @@ function AddCredentialForm({
 
 function RotateForm({
   credential,
+  spec,
   onDone,
   onCancel,
   onError,
 }: {
   credential: Credential;
+  spec: CredentialKind | undefined;
   onDone: () => Promise<void>;
   onCancel: () => void;
   onError: (message: string | null) => void;
 }) {
   const [values, setValues] = useState<Record<string, string>>({});
   const { error, act } = useAction();
-  const secrets = kindOf(credential.kind)?.fields.filter((f) => f.secret) ?? [];
-  const fields = rotateFields(credential.kind, values);
+  const secrets = spec?.fields.filter((f) => f.secret) ?? [];
+  const fields = rotateFields(spec, values);
   const submit = () =>
     act(async () => {
       if (!fields) return;

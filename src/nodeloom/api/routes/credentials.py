@@ -7,6 +7,7 @@ Another account's credential is 404, like a missing one. See docs/providers.md.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
@@ -20,17 +21,21 @@ from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth.tokens import decrypt, encrypt
 from nodeloom.errors import NotFound
-from nodeloom.nodes import providers
+from nodeloom.nodes import elevenlabs, providers
 from nodeloom.schemas.credentials import (
+    KINDS,
     CredentialCreate,
+    CredentialKindOut,
     CredentialOut,
     CredentialTestResult,
     CredentialUpdate,
     changed_fields,
     hint,
+    kind_out,
     out,
     parse_fields,
 )
+from nodeloom.settings import Settings
 from nodeloom.store import Record
 from nodeloom.store import credentials as credential_store
 from nodeloom.store.paging import encode_cursor
@@ -42,6 +47,14 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 NO_TEST = "no connection test for this kind yet"
 
+# A kind's connection test: (settings, base_url, key) -> (ok, HTTP status, message), and the
+# secret field that holds the key. Each calls the provider's cheapest authenticated endpoint.
+Check = Callable[[Settings, str, str], Awaitable[tuple[bool, int | None, str]]]
+TESTS: dict[str, tuple[Check, str]] = {
+    "openai": (providers.check_openai, "api_key"),
+    elevenlabs.KIND: (elevenlabs.check, "api_key"),
+}
+
 
 def _sealed(ctx: AppContext, secret: dict[str, str]) -> str:
     return encrypt(ctx.settings.secret, orjson.dumps(secret).decode())
@@ -52,6 +65,19 @@ async def _get_or_404(ctx: AppContext, account_id: str, credential_id: str) -> R
     if row is None:
         raise NotFound("No such credential.")
     return row
+
+
+@router.get("/credential-kinds", response_model=list[CredentialKindOut])
+async def list_credential_kinds(principal: PrincipalDep, ctx: CtxDep) -> list[CredentialKindOut]:
+    """The kinds of credential this server stores: each field (secret or not, required or
+    with its default), whether it has a connection test, and which node types take it."""
+    takers: dict[str, list[str]] = {kind: [] for kind in KINDS}
+    for node in ctx.registry:
+        spec = node.spec
+        if "credential" in spec.params.model_fields:
+            for kind in spec.credential_kinds:
+                takers.setdefault(kind, []).append(spec.type)
+    return [kind_out(kind, kind in TESTS, sorted(takers[kind])) for kind in KINDS]
 
 
 @router.post(
@@ -165,16 +191,20 @@ async def test_credential(
     credential_id: str, principal: PrincipalDep, ctx: CtxDep
 ) -> CredentialTestResult:
     """Try the credential on the provider's cheapest authenticated call (openai: ``GET
-    {base_url}/models``), through the same address check as HttpRequest, with a short
-    timeout. ``ok`` says whether the provider accepted it; its error is quoted."""
+    {base_url}/models``; elevenlabs: ``GET {base_url}/v1/user``), through the same address
+    check as HttpRequest, with a short timeout. ``ok`` says whether the provider accepted
+    it; its error is quoted. Kinds without a test (see GET /credential-kinds) answer
+    ``ok: false`` and say so."""
     row = await _get_or_404(ctx, principal.account_id, credential_id)
-    if row.kind != providers.CREDENTIAL_KIND:
+    test = TESTS.get(row.kind)
+    if test is None:
         return CredentialTestResult(ok=False, message=NO_TEST)
+    check, secret_field = test
     plain = decrypt(ctx.settings.secret, row.secret_encrypted)
     if plain is None:
         return CredentialTestResult(
             ok=False, message="the secret does not decrypt with this server's secret"
         )
-    key = str(orjson.loads(plain)["api_key"])
-    ok, answered, message = await providers.check_openai(ctx.settings, row.fields["base_url"], key)
+    key = str(orjson.loads(plain)[secret_field])
+    ok, answered, message = await check(ctx.settings, row.fields["base_url"], key)
     return CredentialTestResult(ok=ok, status=answered, message=message)

@@ -49,6 +49,9 @@ async def list_node_types(principal: PrincipalDep, ctx: CtxDep) -> list[NodeType
                 else NodePackageOut(
                     name=package.name, version=package.version, namespace=package.namespace
                 ),
+                credential_kinds=list(spec.credential_kinds)
+                if "credential" in spec.params.model_fields
+                else [],
             )
         )
     ctx.node_types = result

@@ -1,0 +1,52 @@
+"""ElevenLabs text to speech, against its published HTTP API.
+
+``POST {base_url}/v1/text-to-speech/{voice_id}?output_format=mp3_44100_128`` with the key in
+the ``xi-api-key`` header and ``{"text", "model_id"}`` as JSON; the answer is the MP3 itself.
+The connection test is ``GET {base_url}/v1/user``, the cheapest authenticated call. Only an
+account's ``elevenlabs`` credential reaches it (there is no operator-wide ElevenLabs key), so
+every request goes through the SSRF guard. Retries, ``Retry-After`` and error quoting are
+those of ``providers.call``. See docs/providers.md.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from nodeloom.nodes import providers
+from nodeloom.nodes.base import NodeFailure
+from nodeloom.settings import Settings
+
+KIND: Final = "elevenlabs"
+KEY_HEADER: Final = "xi-api-key"
+DEFAULT_MODEL: Final = "eleven_multilingual_v2"
+# "Rachel", one of the premade voices every ElevenLabs account has: what a TextToSpeech node
+# whose voice is not an ElevenLabs voice id (the default "en") speaks with.
+DEFAULT_VOICE: Final = "21m00Tcm4TlvDq8ikWAM"
+OUTPUT_FORMAT: Final = "mp3_44100_128"
+VOICE_ID = re.compile(r"^[A-Za-z0-9]{16,40}$")
+MIN_SPEED, MAX_SPEED = 0.7, 1.2  # what its voice_settings.speed accepts
+
+
+def voice_id(voice: str) -> str:
+    """The voice to ask for: ``voice`` when it looks like an ElevenLabs voice id, else the
+    default voice (a local voice name such as "en" means nothing there)."""
+    return voice if VOICE_ID.fullmatch(voice) else DEFAULT_VOICE
+
+
+async def speech(settings: Settings, text: str, voice: str, model: str, speed: float) -> bytes:
+    """MP3 bytes for ``text`` spoken by ``voice`` (an id) with ``model``."""
+    payload: dict[str, object] = {"text": text, "model_id": model or DEFAULT_MODEL}
+    if speed != 1.0:
+        payload["voice_settings"] = {"speed": min(MAX_SPEED, max(MIN_SPEED, speed))}
+    path = f"/v1/text-to-speech/{voice_id(voice)}?output_format={OUTPUT_FORMAT}"
+    response = await providers.call(settings, path, payload, guarded=True, key_header=KEY_HEADER)
+    if len(response.content) > settings.max_artifact_bytes:
+        raise NodeFailure("the provider's audio exceeds the artifact size limit", "limit_exceeded")
+    return response.content
+
+
+async def check(settings: Settings, base_url: str, key: str) -> tuple[bool, int | None, str]:
+    """A credential's connection test: ``GET {base_url}/v1/user``."""
+    url = base_url.rstrip("/") + "/v1/user"
+    return await providers.check_endpoint(settings, url, {KEY_HEADER: key}, key)

@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0014"
-down_revision = "0009"
+down_revision = "0013"
 branch_labels = None
 depends_on = None
 

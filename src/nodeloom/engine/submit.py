@@ -378,9 +378,7 @@ async def check_credentials(db: Database, account_id: str, graph: Graph) -> None
     refs = credential_store.refs_in_graph(graph.nodes.values())
     if not refs:
         return
-    problems = await db.read(
-        lambda c: credential_store.problems(c, account_id, refs)
-    )
+    problems = await db.read(lambda c: credential_store.problems(c, account_id, refs))
     if problems:
         raise InvalidGraph(
             "The workflow names credentials it cannot use: "

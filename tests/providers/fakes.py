@@ -91,6 +91,7 @@ class Script:
     seconds: float = 0.0  # how long a job runs
     output: str = "image"  # which file a job returns (a key of ``files``), or "text"
     output_url: str | None = None  # the URL handed back instead of our own file's
+    by_model: dict[str, str] = field(default_factory=dict)  # model substring -> output
     fail: str | None = None  # the job fails with this error
     # Answers served before the real ones, for matching requests: (method, path regex,
     # status, headers, body).
@@ -201,8 +202,14 @@ class _Fake:
             return 1.0
         return min(1.0, (time.monotonic() - job.started) / self.script.seconds)
 
-    def output_url(self) -> str:
-        return self.script.output_url or f"{self.url}/files/{self.script.output}"
+    def output_of(self, job: Job) -> str:
+        for part, output in self.script.by_model.items():
+            if part in job.model:
+                return output
+        return self.script.output
+
+    def output_url(self, job: Job) -> str:
+        return self.script.output_url or f"{self.url}/files/{self.output_of(job)}"
 
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
         raise NotImplementedError
@@ -224,10 +231,10 @@ class FakeReplicate(_Fake):
                 status, error = "failed", self.script.fail
             else:
                 status = "succeeded"
-                if self.script.output == "text":
+                if self.output_of(job) == "text":
                     output = ["Once ", "upon ", "a time"]
                 else:
-                    output = [self.output_url()]
+                    output = [self.output_url(job)]
         base = f"{self.url}/v1/predictions/{job.id}"
         return {
             "id": job.id,
@@ -276,8 +283,8 @@ class FakeFal(_Fake):
     token_header = f"Key {FAL_KEY}"
 
     def result(self, job: Job) -> Any:
-        url = self.output_url()
-        kind = self.script.output
+        url = self.output_url(job)
+        kind = self.output_of(job)
         if kind in ("image", "jpeg", "big"):
             ctype = self.files[kind][0] if kind in self.files else "image/png"
             return {"images": [{"url": url, "content_type": ctype, "width": 40, "height": 30}]}

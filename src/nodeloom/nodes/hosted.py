@@ -188,13 +188,14 @@ class FalModelNode(NodeType):
 def _any_model(base: type[NodeType], provider: str, params: type[Params], kind: Kind) -> NodeType:
     suffix, noun = _ANY_OUTPUT[kind]
     name = f"{provider}Model{suffix}"
-    title = f"{provider} model ({noun})"
+    shown = "fal" if provider == "Fal" else provider  # fal writes its name in lower case
+    title = f"{shown} model ({noun})"
     spec = NodeSpec(
         type=name,
         version=1,
         category="ai",
         title=title,
-        description=f"Run any {provider} model with your {provider} credential; its input "
+        description=f"Run any {shown} model with your {shown} credential; its input "
         f"object's fields may be bound to the node's inputs; keeps one {noun} it returns.",
         inputs=MEDIA_INPUTS,
         output=Output(kind),

@@ -132,6 +132,38 @@ class FalModelParams(_ModelParams):
     )
 
 
+class _Timed(Params):
+    """The length held for a model that answers audio or video (charged for what it is)."""
+
+    max_seconds: int = Field(
+        default=30,
+        ge=1,
+        le=600,
+        description="Longest output expected, in seconds: the estimate holds it; the charge "
+        "counts the real length, never more.",
+    )
+
+
+class ReplicateModelTimedParams(ReplicateModelParams, _Timed):
+    pass
+
+
+class FalModelTimedParams(FalModelParams, _Timed):
+    pass
+
+
+# Per call; audio and video also per started second of what comes back.
+ANY_MODEL_COST = {
+    Kind.IMAGE: Cost(credits=10),
+    Kind.TEXT: Cost(credits=10),
+    Kind.VIDEO: Cost(credits=10, per_second=5),
+    Kind.AUDIO: Cost(credits=5, per_second=1),
+}
+_TIMED: dict[type[Params], type[Params]] = {
+    ReplicateModelParams: ReplicateModelTimedParams,
+    FalModelParams: FalModelTimedParams,
+}
+
 _ANY_OUTPUT = {
     Kind.IMAGE: ("", "image"),
     Kind.VIDEO: ("Video", "video"),
@@ -187,6 +219,8 @@ class FalModelNode(NodeType):
 
 def _any_model(base: type[NodeType], provider: str, params: type[Params], kind: Kind) -> NodeType:
     suffix, noun = _ANY_OUTPUT[kind]
+    if kind in (Kind.AUDIO, Kind.VIDEO):
+        params = _TIMED[params]
     name = f"{provider}Model{suffix}"
     shown = "fal" if provider == "Fal" else provider  # fal writes its name in lower case
     title = f"{shown} model ({noun})"
@@ -200,7 +234,7 @@ def _any_model(base: type[NodeType], provider: str, params: type[Params], kind: 
         inputs=MEDIA_INPUTS,
         output=Output(kind),
         params=params,
-        cost=Cost(credits=10),
+        cost=ANY_MODEL_COST[kind],
         sandboxed=False,
         adapter=True,
         credential_kinds=(provider.lower(),),

@@ -7,6 +7,8 @@ import {
   rotateFields,
   shownFields,
   takesCredential,
+  credentialKinds,
+  credentialRequired,
 } from "./kinds";
 
 describe("credential kinds", () => {
@@ -26,7 +28,11 @@ describe("credential kinds", () => {
   });
 
   it("marks only openai as driving nodes", () => {
-    expect(CREDENTIAL_KINDS.filter((k) => k.drivesNodes).map((k) => k.kind)).toEqual(["openai"]);
+    expect(CREDENTIAL_KINDS.filter((k) => k.drivesNodes).map((k) => k.kind)).toEqual([
+      "openai",
+      "replicate",
+      "fal",
+    ]);
   });
 
   it("builds a new credential's fields, trimming all but secrets and dropping empty optionals", () => {
@@ -71,6 +77,14 @@ describe("credential kinds", () => {
     expect(takesCredential({ properties: { model: {}, credential: {} } })).toBe(true);
     expect(takesCredential({ properties: { text: {} } })).toBe(false);
     expect(takesCredential(null)).toBe(false);
+    const hosted = {
+      properties: { credential: { "x-credential-kinds": ["replicate", "fal"] } },
+      required: ["credential", "model"],
+    };
+    expect(credentialKinds(hosted)).toEqual(["replicate", "fal"]);
+    expect(credentialRequired(hosted)).toBe(true);
+    expect(credentialKinds({ properties: { credential: {} } })).toEqual(["openai"]);
+    expect(credentialRequired({ properties: { credential: {} } })).toBe(false);
     expect(kindOf("openai")?.fields.map((f) => f.name)).toEqual(["base_url", "api_key"]);
   });
 });

@@ -94,6 +94,12 @@ def fake_replicate(port: int, seconds: float) -> None:
     uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", backlog=4096)
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def max_overlap(starts: list[float], seconds: float) -> int:
     """Most predictions running at one moment (each runs ``seconds`` from its start)."""
     best, left = 0, 0
@@ -236,7 +242,9 @@ def main() -> int:
 
             sampler = threading.Thread(target=sample, daemon=True)
             sampler.start()
+            cpu_before = cpu_seconds(srv.proc.pid)
             durations, wall, failures = asyncio.run(drive(srv.base_url, key, wf, args.runs, 120))
+            cpu_ms = (cpu_seconds(srv.proc.pid) - cpu_before) * 1000 / args.runs
             stop.set()
             sampler.join()
             starts = httpx.get(fake_url + "/stats").json()["created"][5:]
@@ -260,6 +268,7 @@ def main() -> int:
             f"{wall:.2f}",
             failures,
             f"{per_run_kb:.0f}",
+            f"{cpu_ms:.0f}",
         )
     ]
     header = (
@@ -273,6 +282,7 @@ def main() -> int:
         "wall for all (s)",
         "failed",
         "RSS per in-flight run (KB)",
+        "server CPU per run (ms)",
     )
     body = table(rows, header)
     print(body)
@@ -286,7 +296,10 @@ def main() -> int:
             + body
             + f"\n\nLoad average during the run: {load:.1f} on {os.cpu_count()} cores (other "
             "processes shared the machine). "
-            f"Server RSS {idle_mb:.0f} MB idle, {peak[0]:.0f} MB at the peak; "
+            f"Server RSS {idle_mb:.0f} MB idle, {peak[0]:.0f} MB at the peak. "
+            "Server CPU per run covers accepting it, its steps and events, and the node's "
+            "polls: how many runs a second the server can start is what bounds how many wait "
+            "at once, not the waits themselves (which hold no sandbox process or slot); "
             f"NODELOOM_MAX_ACTIVE_RUNS={args.max_active_runs} (the default, 64, drives 64 "
             "runs at once and queues the rest).",
         )

@@ -177,6 +177,9 @@ class ReplicateModelNode(NodeType):
 
     output_kind: Kind = Kind.IMAGE
 
+    def needs_deep_check(self, params: Any) -> bool:
+        return False  # nothing to check beyond the params schema and param_problems
+
     def param_problems(self, params: ReplicateModelParams) -> list[str]:
         return _input_problems(params.input)
 
@@ -198,6 +201,9 @@ class ReplicateModelNode(NodeType):
 
 class FalModelNode(NodeType):
     output_kind: Kind = Kind.IMAGE
+
+    def needs_deep_check(self, params: Any) -> bool:
+        return False  # nothing to check beyond the params schema and param_problems
 
     def param_problems(self, params: FalModelParams) -> list[str]:
         return _input_problems(params.input)
@@ -285,6 +291,9 @@ class TextToMusicParams(_FamilyParams):
 
 
 class _Family(NodeType):
+    def needs_deep_check(self, params: Any) -> bool:
+        return False  # nothing to check beyond the params schema and param_problems
+
     def estimate_seconds(self, params: Any) -> float:
         return float(params.duration_seconds)
 

@@ -252,6 +252,8 @@ class FakeReplicate(_Fake):
 
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
         path = path.split("?")[0]
+        if method == "GET" and path == "/v1/account":
+            return 200, {"type": "user", "username": "fakeuser", "name": "Fake User"}
         if method == "POST" and (
             path == "/v1/predictions" or re.fullmatch(r"/v1/models/[^/]+/[^/]+/predictions", path)
         ):

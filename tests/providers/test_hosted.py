@@ -196,6 +196,29 @@ class TestReplicate:
         gen = node_of(run, "gen")
         assert gen["error"]["message"] == "Replicate refused the request (HTTP 401): Invalid token."
 
+    async def test_the_connection_test_asks_for_the_account(
+        self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
+    ) -> None:
+        cred = await credential(client, owner, "replicate")
+        r = await client.post(f"/api/v1/credentials/{cred}/test", headers=owner.headers)
+        assert r.json() == {
+            "ok": True,
+            "status": 200,
+            "message": "Replicate accepted the token (account fakeuser)",
+        }
+        assert replicate_fake.requests[-1][:2] == ("GET", "/v1/account")
+        r = await client.post(
+            "/api/v1/credentials",
+            json={"name": "bad", "kind": "replicate", "fields": {"api_token": "r8_wrong-0000000"}},
+            headers=owner.headers,
+        )
+        r = await client.post(f"/api/v1/credentials/{r.json()['id']}/test", headers=owner.headers)
+        assert r.json() == {
+            "ok": False,
+            "status": 401,
+            "message": "Replicate refused the request (HTTP 401): Invalid token.",
+        }
+
     async def test_an_output_at_a_private_address_is_refused(
         self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
     ) -> None:

@@ -21,6 +21,7 @@ from nodeloom.api.state import AppContext
 from nodeloom.auth.tokens import decrypt, encrypt
 from nodeloom.errors import NotFound
 from nodeloom.nodes import providers
+from nodeloom.nodes.adapters import replicate
 from nodeloom.schemas.credentials import (
     CredentialCreate,
     CredentialOut,
@@ -168,13 +169,17 @@ async def test_credential(
     {base_url}/models``), through the same address check as HttpRequest, with a short
     timeout. ``ok`` says whether the provider accepted it; its error is quoted."""
     row = await _get_or_404(ctx, principal.account_id, credential_id)
-    if row.kind != providers.CREDENTIAL_KIND:
+    if row.kind not in (providers.CREDENTIAL_KIND, replicate.KIND):
         return CredentialTestResult(ok=False, message=NO_TEST)
     plain = decrypt(ctx.settings.secret, row.secret_encrypted)
     if plain is None:
         return CredentialTestResult(
             ok=False, message="the secret does not decrypt with this server's secret"
         )
+    if row.kind == replicate.KIND:
+        token = str(orjson.loads(plain)["api_token"])
+        ok, answered, message = await replicate.check(ctx.settings, token)
+        return CredentialTestResult(ok=ok, status=answered, message=message)
     key = str(orjson.loads(plain)["api_key"])
     ok, answered, message = await providers.check_openai(ctx.settings, row.fields["base_url"], key)
     return CredentialTestResult(ok=ok, status=answered, message=message)

@@ -23,6 +23,7 @@ from typing import Any
 from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.adapters.outputs import pick_output
 from nodeloom.nodes.base import Kind, NodeFailure, Produced
+from nodeloom.settings import Settings
 
 NAME = "Replicate"
 KIND = "replicate"
@@ -31,6 +32,33 @@ MODEL = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(:[0-9a-f]{64})?$")
 MODEL_PATTERN = r"^([0-9a-f]{64}|[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(:[0-9a-f]{64})?)$"
 PROGRESS = re.compile(r"(\d{1,3})%\|")  # a tqdm bar in the logs: " 45%|████▌     | 9/20"
 RUNNING = frozenset({"starting", "processing"})
+
+
+TEST_TIMEOUT = 10.0  # seconds, for a credential's connection test
+
+
+async def check(settings: Settings, token: str) -> tuple[bool, int | None, str]:
+    """A credential's connection test: ``GET /v1/account`` (Replicate's cheapest authenticated
+    call) through the address check, within TEST_TIMEOUT; (ok, HTTP status, message), the
+    provider's error quoted, the token never."""
+    api = policy.Provider(
+        settings.model_copy(update={"provider_max_retries": 0}),
+        name=NAME,
+        base_url=settings.replicate_api_url,
+        headers={"Authorization": f"Bearer {token}"},
+        secrets=(token,),
+    )
+    try:
+        async with asyncio.timeout(TEST_TIMEOUT), api:
+            body = await api.json("GET", "/account")
+    except policy.ProviderError as exc:
+        return False, exc.status, exc.message
+    except NodeFailure as exc:
+        return False, None, api.mask(exc.message)
+    except TimeoutError:
+        return False, None, f"{NAME} did not answer within {TEST_TIMEOUT:g} s"
+    who = body.get("username")
+    return True, 200, f"{NAME} accepted the token" + (f" (account {who})" if who else "")
 
 
 def create_call(model: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:

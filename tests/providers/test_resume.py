@@ -182,3 +182,52 @@ async def test_progress_reaches_a_websocket_subscriber(
     assert fractions == sorted(fractions)
     started = types.index("node.started", types.index("node.completed"))
     assert started < events.index(progress[0]) < types.index("node.completed", started)
+
+
+def test_a_killed_queue_worker_is_resumed_without_a_second_submission(
+    tmp_path: Path, replicate_fake: FakeReplicate, fal_fake: FakeFal
+) -> None:
+    """Scale-out (PostgreSQL queue): the worker waiting on the prediction is SIGKILLed; the
+    node is claimed again by another worker, which attaches to the same prediction."""
+    from tests.conftest import TEST_SECRET
+    from tests.server import WorkerProcess
+    from tests.topology.fleet import OPEN_LIMITS, postgres_database
+
+    replicate_fake.script.seconds = 8
+    with postgres_database() as url:
+        env = {
+            **OPEN_LIMITS,
+            "NODELOOM_DATABASE_URL": url,
+            "NODELOOM_SECRET_KEY": TEST_SECRET,
+            "NODELOOM_HTTP_ALLOWLIST": json.dumps(["127.0.0.1/32"]),
+            "NODELOOM_REPLICATE_API_URL": replicate_fake.url + "/v1",
+        }
+        api = ServerProcess(tmp_path / "api", env, args=["--no-worker"])
+        first = WorkerProcess(tmp_path / "w1", env, concurrency=2)
+        second = WorkerProcess(tmp_path / "w2", env, concurrency=2)
+        try:
+            api.start()
+            first.start()
+            with httpx.Client(base_url=api.base_url, timeout=10) as http:
+                _login(http)
+                wf = http.post(
+                    "/api/v1/workflows",
+                    json={"name": "q", "graph_json": _graph(http, "replicate")},
+                ).json()["id"]
+                run_id = http.post(f"/api/v1/workflows/{wf}/execute", json={"cache": False}).json()[
+                    "run_id"
+                ]
+                deadline = time.monotonic() + 30
+                while not any(r[0] == "GET" for r in replicate_fake.requests):
+                    assert time.monotonic() < deadline, replicate_fake.requests
+                    time.sleep(0.05)
+                first.kill()
+                second.start()
+                run = _wait_run(http, wf, run_id, 90)
+                assert run["status"] == "completed", run
+                gen = next(x for x in run["node_runs"] if x["node_id"] == "gen")
+                assert gen["credits_used"] == 10
+        finally:
+            for process in (second, first, api):
+                process.stop()
+    assert replicate_fake.submissions == 1

@@ -288,8 +288,7 @@ class TestCredentialsApi:
 
     @pytest.mark.parametrize(
         ("kind", "fields", "public"),
-        [
-            ("replicate", {"api_token": SECRET}, {}),
+        [  # replicate has a connection test: tests/providers/test_hosted.py
             ("fal", {"api_key": SECRET}, {}),
             (
                 "comfyui",

@@ -4,7 +4,7 @@ with Pillow / PyAV to check the content type, dimensions and duration it claims.
 from __future__ import annotations
 
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,10 +14,13 @@ import pytest
 from PIL import Image
 
 from nodeloom.nodes import media
+from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.nodes.base import InputValue, Kind, NodeType, Produced
 from nodeloom.nodes.registry import build_registry, params_schema
 from nodeloom.settings import Settings
 from tests.nodes.conftest import Artifacts, FakeServer, make_settings, run_node
+from tests.providers.context import provider_context
+from tests.providers.fakes import FAL_KEY, REPLICATE_TOKEN, FakeFal, FakeReplicate
 
 
 @dataclass
@@ -29,6 +32,7 @@ class Case:
     text: str | None = None  # expected text output
     sound: bool = False  # video has an audio track
     audio_codec: str = "aac"  # of that track: an MP3 input is copied as it is
+    credential: str | None = None  # a provider node's credential kind (tests/providers/fakes)
 
 
 CaseFactory = Callable[[Artifacts, FakeServer], Case]
@@ -39,8 +43,57 @@ TRANSCRIPT_VTT = (
 )
 
 
+def _hosted_cases() -> dict[str, CaseFactory]:
+    """The Replicate and fal nodes, against the fakes of tests/providers/fakes.py: the model
+    name picks what the fake returns (FAKE_OUTPUTS)."""
+    text = {"bindings": {"prompt": "text"}}
+    cases: dict[str, CaseFactory] = {}
+    for provider, prefix, image_model in (
+        ("replicate", "ReplicateModel", "acme/img"),
+        ("fal", "FalModel", "fal-ai/img"),
+    ):
+        models = {"": image_model, "Video": "acme/vid", "Audio": "acme/aud", "Text": "acme/txt"}
+        if provider == "fal":
+            models = {k: "fal-ai/" + v.split("/")[1] for k, v in models.items()}
+        expect: dict[str, dict[str, Any]] = {
+            "": {"size": (40, 30)},
+            "Video": {"size": (64, 48), "seconds": 2.0},
+            "Audio": {"seconds": 1.0},
+            "Text": {"text": "Once upon a time"},
+        }
+        for suffix, model in models.items():
+            cases[prefix + suffix] = lambda a, s, m=model, p=provider, x=expect[suffix]: Case(
+                {"credential": "cred", "model": m, **text},
+                {"text": a.text("a fox")},
+                credential=p,
+                **x,
+            )
+    cases["TextToVideo"] = lambda a, s: Case(
+        {"credential": "cred", "model": "acme/vid", "duration_seconds": 5},
+        {"text": a.text("waves")},
+        size=(64, 48),
+        seconds=2.0,
+        credential="replicate",
+    )
+    cases["ImageToVideo"] = lambda a, s: Case(
+        {"credential": "cred", "model": "fal-ai/vid"},
+        {"image": a.image()},
+        size=(64, 48),
+        seconds=2.0,
+        credential="fal",
+    )
+    cases["TextToMusic"] = lambda a, s: Case(
+        {"credential": "cred", "model": "fal-ai/wav", "duration_seconds": 3},
+        {"text": a.text("lofi")},
+        seconds=1.0,
+        credential="fal",
+    )
+    return cases
+
+
 def _cases() -> dict[str, CaseFactory]:
     return {
+        **_hosted_cases(),
         "TextInput": lambda a, s: Case({"text": "fixed"}, {}, text="fixed"),
         "TextTemplate": lambda a, s: Case(
             {"template": "<{{ text }}>"}, {"text": a.text("x")}, text="<x>"
@@ -185,14 +238,40 @@ def test_every_registered_type_has_a_case() -> None:
     assert len(registered) >= 20
 
 
+FAKE_OUTPUTS = {"img": "image", "vid": "video", "aud": "audio", "txt": "text", "wav": "wav"}
+
+
+@pytest.fixture(scope="module")
+def hosted_fakes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """Fakes of Replicate's and fal's APIs: (Replicate API URL, fal queue URL)."""
+    directory = tmp_path_factory.mktemp("hosted")
+    replicate, fal = FakeReplicate(directory), FakeFal(directory)
+    replicate.script.by_model = fal.script.by_model = FAKE_OUTPUTS
+    fal.script.by_model = {**FAKE_OUTPUTS, "img": "jpeg"}  # fal answers JPEG: made PNG
+    try:
+        yield replicate.url + "/v1", fal.url
+    finally:
+        replicate.stop()
+        fal.stop()
+
+
 @pytest.fixture
-def catalog_settings(tmp_path: Path, provider: FakeServer) -> Settings:
+def catalog_settings(
+    tmp_path: Path, provider: FakeServer, hosted_fakes: tuple[str, str]
+) -> Settings:
     return make_settings(
         tmp_path / "data",
         provider_base_url=provider.url + "/v1",
         provider_api_key="sk-test",
         http_allowlist=["127.0.0.1"],
+        replicate_api_url=hosted_fakes[0],
+        fal_queue_url=hosted_fakes[1],
     )
+
+
+def _credential(kind: str) -> Credential:
+    secret = {"api_token": REPLICATE_TOKEN} if kind == "replicate" else {"api_key": FAL_KEY}
+    return Credential(id="cred", kind=kind, fields={}, secret=secret)
 
 
 @pytest.mark.parametrize("type_name", sorted(CASES))
@@ -206,7 +285,12 @@ async def test_node_type_produces_a_real_file(
     node = build_registry().get(type_name)
     assert node is not None
     case = CASES[type_name](artifacts, site)
-    ctx = media.LocalContext(catalog_settings, tmp_path / "scratch")
+    ctx: Any = media.LocalContext(catalog_settings, tmp_path / "scratch")
+    if node.spec.adapter:
+        assert case.credential in node.spec.credential_kinds
+        ctx = provider_context(
+            catalog_settings, tmp_path / "scratch", _credential(case.credential or "")
+        )
     assert node.unavailable_reason(catalog_settings) is None
     produced = await run_node(node, ctx, case.params, case.inputs)
     _check_output(node, produced, case)

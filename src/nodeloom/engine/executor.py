@@ -243,7 +243,8 @@ class NodeExecutor:
             return reused
         scratch = env.scratch.node_dir()
         try:
-            if node.node.spec.adapter:  # waiting on a provider holds no execution slot
+            spec = node.node.spec
+            if spec.adapter and not spec.sandboxed:  # waiting on a provider holds no slot
                 produced = await asyncio.wait_for(
                     self._provide(task, scratch, progress, credential),
                     env.settings.node_timeout_seconds,

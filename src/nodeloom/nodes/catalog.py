@@ -7,6 +7,7 @@ from nodeloom.nodes import (
     audio,
     batch,
     captions,
+    hosted,
     http,
     image,
     image_filters,
@@ -34,4 +35,5 @@ def all_nodes() -> list[NodeType]:
         *providers.NODES,
         *batch.NODES,
         *openai_media.NODES,
+        *hosted.NODES,
     ]

@@ -149,7 +149,7 @@ def wrap(node: object, info: PackageInfo, refused: str | None = None) -> Package
     spec = node.spec
     if "." in spec.type:
         return f"type {spec.type!r} must be a short name; the namespace is added"
-    if not spec.sandboxed:
+    if not spec.sandboxed or spec.adapter:
         return f"{spec.type}: a package's node must run in the sandbox (sandboxed=True)"
     if spec.needs_provider or spec.optional_provider or spec.uses_run_input:
         return f"{spec.type}: a package's node cannot use the provider or the run's input"

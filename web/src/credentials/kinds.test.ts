@@ -9,6 +9,7 @@ import {
   rotateFields,
   shownFields,
   takesCredential,
+  credentialRequired,
 } from "./kinds";
 
 const field = (name: string, title: string, secret: boolean, extra = {}) => ({
@@ -150,5 +151,11 @@ describe("credential kinds", () => {
     expect(nodeCredentialKinds({ params_schema: { properties: { credential: {} } } })).toEqual([
       "openai",
     ]);
+    const hosted = {
+      properties: { credential: { "x-credential-kinds": ["replicate", "fal"] } },
+      required: ["credential", "model"],
+    };
+    expect(credentialRequired(hosted)).toBe(true);
+    expect(credentialRequired({ properties: { credential: {} } })).toBe(false);
   });
 });

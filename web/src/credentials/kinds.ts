@@ -120,3 +120,13 @@ export function nodeCredentialKinds(type: {
   }
   return [DEFAULT_KIND];
 }
+
+interface CredentialParams {
+  required?: unknown;
+}
+
+/** Whether the node cannot run without a credential (no operator default to fall back on). */
+export function credentialRequired(paramsSchema: unknown): boolean {
+  const required = (paramsSchema as CredentialParams | null)?.required;
+  return Array.isArray(required) && required.includes("credential");
+}

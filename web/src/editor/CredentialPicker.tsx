@@ -4,19 +4,22 @@ import { REMOVE } from "../forms/SchemaForm";
 import { maskedSecret } from "../credentials/kinds";
 
 /** A provider node's `credential` param: a select of the account's credentials of the kinds
- * the node takes, the operator's provider as the empty choice, and a link to add one. A value
- * that names no credential of the account (deleted since) stays selected, marked missing, so
- * opening the form never changes the graph. */
+ * the node takes, the operator's provider as the empty choice (unless the node needs a
+ * credential), and a link to add one. A value that names no credential of the account
+ * (deleted since) stays selected, marked missing, so opening the form never changes the
+ * graph. */
 export function CredentialPicker({
   id,
   kinds,
   value,
   onChange,
+  required = false,
 }: {
   id: string;
   kinds: readonly string[];
   value: unknown;
   onChange: (value: unknown) => void;
+  required?: boolean;
 }) {
   const credentials = useCredentials();
   const usable = (credentials.data ?? []).filter((c) => kinds.includes(c.kind));
@@ -33,7 +36,9 @@ export function CredentialPicker({
         value={current}
         onChange={(e) => onChange(e.target.value === "" ? REMOVE : e.target.value)}
       >
-        <option value="">Operator’s default provider</option>
+        <option value="" disabled={required}>
+          {required ? "Choose a credential" : "Operator’s default provider"}
+        </option>
         {usable.map((c) => (
           <option key={c.id} value={c.id}>
             {c.name} ({kinds.length > 1 ? `${c.kind}, ` : ""}
@@ -50,7 +55,8 @@ export function CredentialPicker({
       </div>
       {missing && (
         <div className="error">
-          This credential no longer exists: pick another, or the operator’s default provider.
+          This credential no longer exists: pick another
+          {required ? "." : ", or the operator’s default provider."}
         </div>
       )}
     </div>

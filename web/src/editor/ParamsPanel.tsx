@@ -4,7 +4,7 @@ import { refusal, targetInput } from "../graph/kinds";
 import { SchemaForm } from "../forms/SchemaForm";
 import type { JsonSchema } from "../forms/schema";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
-import { nodeCredentialKinds, takesCredential } from "../credentials/kinds";
+import { credentialRequired, nodeCredentialKinds, takesCredential } from "../credentials/kinds";
 import { CredentialPicker } from "./CredentialPicker";
 import { useEditor } from "./context";
 
@@ -93,6 +93,7 @@ export function ParamsPanel({
                     kinds={nodeCredentialKinds(spec)}
                     value={node.data.credential}
                     onChange={(value) => onParam(node.id, "credential", value)}
+                    required={credentialRequired(spec.params_schema)}
                   />
                 ),
               }

@@ -22,7 +22,10 @@ from nodeloom.api.state import AppContext
 from nodeloom.auth.tokens import decrypt, encrypt
 from nodeloom.errors import NotFound
 from nodeloom.nodes import elevenlabs, providers
+from nodeloom.nodes.adapters import replicate
+from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.schemas.credentials import (
+    ELEVENLABS_URL,
     KINDS,
     CredentialCreate,
     CredentialKindOut,
@@ -47,12 +50,18 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
 }
 NO_TEST = "no connection test for this kind yet"
 
-# A kind's connection test: (settings, base_url, key) -> (ok, HTTP status, message), and the
-# secret field that holds the key. Each calls the provider's cheapest authenticated endpoint.
-Check = Callable[[Settings, str, str], Awaitable[tuple[bool, int | None, str]]]
-TESTS: dict[str, tuple[Check, str]] = {
-    "openai": (providers.check_openai, "api_key"),
-    elevenlabs.KIND: (elevenlabs.check, "api_key"),
+# A kind's connection test: (settings, the credential decrypted) -> (ok, HTTP status,
+# message). Each calls the provider's cheapest authenticated endpoint through the address
+# check; kinds without one (see GET /credential-kinds) answer ``ok: false`` and say so.
+Check = Callable[[Settings, Credential], Awaitable[tuple[bool, int | None, str]]]
+TESTS: dict[str, Check] = {
+    providers.CREDENTIAL_KIND: lambda settings, c: providers.check_openai(
+        settings, c.value("base_url") or "", c.value("api_key") or ""
+    ),
+    elevenlabs.KIND: lambda settings, c: elevenlabs.check(
+        settings, c.value("base_url") or ELEVENLABS_URL, c.value("api_key") or ""
+    ),
+    replicate.KIND: lambda settings, c: replicate.check(settings, c.value("api_token") or ""),
 }
 
 
@@ -199,12 +208,11 @@ async def test_credential(
     test = TESTS.get(row.kind)
     if test is None:
         return CredentialTestResult(ok=False, message=NO_TEST)
-    check, secret_field = test
     plain = decrypt(ctx.settings.secret, row.secret_encrypted)
     if plain is None:
         return CredentialTestResult(
             ok=False, message="the secret does not decrypt with this server's secret"
         )
-    key = str(orjson.loads(plain)[secret_field])
-    ok, answered, message = await check(ctx.settings, row.fields["base_url"], key)
+    credential = Credential(row.id, row.kind, dict(row.fields), orjson.loads(plain))
+    ok, answered, message = await test(ctx.settings, credential)
     return CredentialTestResult(ok=ok, status=answered, message=message)

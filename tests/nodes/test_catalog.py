@@ -3,6 +3,7 @@ with Pillow / PyAV to check the content type, dimensions and duration it claims.
 
 from __future__ import annotations
 
+import contextlib
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ from nodeloom.nodes import media
 from nodeloom.nodes.base import InputValue, Kind, NodeType, Produced
 from nodeloom.nodes.registry import build_registry, params_schema
 from nodeloom.settings import Settings
+from tests.comfyui_fake import SDXL_WORKFLOW, FakeComfyUI, running
 from tests.nodes.conftest import Artifacts, FakeServer, make_settings, run_node
 
 
@@ -61,6 +63,15 @@ def _cases() -> dict[str, CaseFactory]:
         ),
         "LLMText": lambda a, s: Case({}, {"text": a.text("hi")}, text="echo: hi"),
         "TextToImage": lambda a, s: Case({"size": "256x256"}, {"text": a.text("a cat")}, (40, 30)),
+        "ComfyUIWorkflow": lambda a, s: Case(
+            {
+                "workflow": SDXL_WORKFLOW,
+                "bindings": [{"source": "text1", "node": "6", "input": "text", "type": "text"}],
+                "credential": "c1",
+            },
+            {"text1": a.text("a cat")},
+            (96, 64),
+        ),
         "RenderText": lambda a, s: Case(
             {"width": 120, "height": 80}, {"text": a.text("Hello")}, (120, 80)
         ),
@@ -173,7 +184,11 @@ async def test_node_type_produces_a_real_file(
     case = CASES[type_name](artifacts, site)
     ctx = media.LocalContext(catalog_settings, tmp_path / "scratch")
     assert node.unavailable_reason(catalog_settings) is None
-    produced = await run_node(node, ctx, case.params, case.inputs)
+    with contextlib.ExitStack() as servers:
+        if type_name == "ComfyUIWorkflow":  # the account's own server, as a credential names
+            comfy = servers.enter_context(running(FakeComfyUI()))
+            ctx.credential = {"base_url": comfy.url}
+        produced = await run_node(node, ctx, case.params, case.inputs)
     _check_output(node, produced, case)
     _check_pricing(node, case, produced)
     params_schema(node.spec.params)  # the published schema builds

@@ -33,6 +33,8 @@ class RunNodeContext:
         self.input = run_input
         self.settings = settings
         self.inline = True
+        # An account's credential the node names (a provider wait on the loop), else None.
+        self.credential: dict[str, str] | None = None
         self._report = report
         self._scratch = scratch
 

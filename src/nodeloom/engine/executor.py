@@ -33,7 +33,6 @@ from nodeloom.events.bus import EventBus
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
-from nodeloom.nodes.providers import CREDENTIAL_KIND
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
 from nodeloom.sandbox import budget
@@ -179,15 +178,17 @@ class NodeExecutor:
 
     async def credential_of(self, task: NodeTask) -> Record | None:
         """The credential the node names (a row of ``credentials``), or None when it names
-        none; NodeFailure when its account has no such openai credential (deleted since)."""
+        none; NodeFailure when its account has no such credential of the kind the node takes
+        (deleted since)."""
         credential_id = getattr(task.node.params, "credential", None)
         if not credential_id:
             return None
         account_id = task.account_id
+        kind = task.node.node.credential_kind
         row = await self.env.db.read(lambda c: credential_store.get(c, account_id, credential_id))
-        if row is None or row.kind != CREDENTIAL_KIND:
+        if row is None or row.kind != kind:
             raise NodeFailure(
-                f"no {CREDENTIAL_KIND} credential {credential_id} in this account",
+                f"no {kind} credential {credential_id} in this account",
                 "invalid_credential",
             )
         return row
@@ -207,7 +208,7 @@ class NodeExecutor:
         credential_id = credential.id
         await self.env.db.write(lambda c: credential_store.mark_used(c, credential_id))
         secret: dict[str, str] = orjson.loads(plain)
-        return {"base_url": credential.fields["base_url"], **secret}
+        return {**credential.fields, **secret}
 
     async def reuse(self, task: NodeTask, key: str | None) -> Outcome | None:
         """The node completed with a stored output of the same key (the run allowing it), if
@@ -343,6 +344,11 @@ class NodeExecutor:
         node = task.node
         spec = node.node.spec
         inputs = await self._inputs(task, scratch)
+        if not spec.sandboxed and credential is not None:
+            # A provider wait (ComfyUI): I/O only, on the event loop, with its credential.
+            ctx = self._context(task, scratch, progress)
+            ctx.credential = await self._hand_over(credential)
+            return await node.node.run(ctx, node.params, inputs)
         if node.node.runs_inline(node.params) and small_inputs(task.inputs):
             try:
                 return await node.node.run(

@@ -52,7 +52,6 @@ from nodeloom.events.model import Event, EventType
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.base import NeedsSandbox
-from nodeloom.nodes.providers import CREDENTIAL_KIND
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 from nodeloom.store import artifacts as artifact_store
@@ -364,7 +363,7 @@ class Acceptor:
         if not refs:
             return
         problems = await self.db.read(
-            lambda c: credential_store.problems(c, request.account_id, refs, CREDENTIAL_KIND)
+            lambda c: credential_store.problems(c, request.account_id, refs)
         )
         if problems:
             raise InvalidGraph(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from nodeloom.nodes import (
     audio,
+    comfyui,
     http,
     image,
     image_filters,
@@ -28,4 +29,5 @@ def all_nodes() -> list[NodeType]:
         *video.NODES,
         *http.NODES,
         *providers.NODES,
+        *comfyui.NODES,
     ]

@@ -126,13 +126,14 @@ def mark_used(conn: Connection, credential_id: str) -> None:
 
 # ----------------------------------------------------------------------------- in workflows
 
-# (JSON pointer of the param, credential id) for each node of a graph that names one.
-Refs = list[tuple[str, str]]
+# (JSON pointer of the param, credential id, the kind the node takes) for each node of a
+# graph that names one.
+Refs = list[tuple[str, str, str]]
 
 
-def refs_in_json(graph_json: Any, takes_credential: Callable[[str], bool]) -> Refs:
-    """The credentials a workflow's graph JSON names, on nodes whose type
-    (``takes_credential``) has the param."""
+def refs_in_json(graph_json: Any, takes_credential: Callable[[str], str | None]) -> Refs:
+    """The credentials a workflow's graph JSON names, on nodes whose type has the param
+    (``takes_credential``: the kind of credential the type takes, None for none)."""
     nodes = graph_json.get("nodes") if isinstance(graph_json, dict) else None
     if not isinstance(nodes, list):
         return []
@@ -142,28 +143,33 @@ def refs_in_json(graph_json: Any, takes_credential: Callable[[str], bool]) -> Re
         if not isinstance(data, dict) or not isinstance(raw.get("type"), str):
             continue
         value = data.get("credential")
-        if isinstance(value, str) and value and takes_credential(raw["type"]):
-            found.append((f"{GRAPH_ROOT}/nodes/{index}/data/credential", value))
+        kind = takes_credential(raw["type"]) if isinstance(value, str) and value else None
+        if isinstance(value, str) and kind is not None:
+            found.append((f"{GRAPH_ROOT}/nodes/{index}/data/credential", value, kind))
     return found
 
 
 def refs_in_graph(nodes: Iterable[Any]) -> Refs:
     """The same for a checked graph's nodes (``GraphNode``: index and params)."""
     return [
-        (f"{GRAPH_ROOT}/nodes/{node.index}/data/credential", node.params.credential)
+        (
+            f"{GRAPH_ROOT}/nodes/{node.index}/data/credential",
+            node.params.credential,
+            node.node.credential_kind,
+        )
         for node in nodes
         if getattr(node.params, "credential", None)
     ]
 
 
-def problems(conn: Connection, account_id: str, refs: Refs, kind: str) -> list[FieldError]:
+def problems(conn: Connection, account_id: str, refs: Refs) -> list[FieldError]:
     """What is wrong with the credentials ``refs`` name: not in this account (another
     account's is reported the same way: it is not there for this one), or of another kind."""
     if not refs:
         return []
-    found = kinds(conn, account_id, (credential_id for _, credential_id in refs))
+    found = kinds(conn, account_id, (credential_id for _, credential_id, _ in refs))
     errors: list[FieldError] = []
-    for pointer, credential_id in refs:
+    for pointer, credential_id, kind in refs:
         have = found.get(credential_id)
         if have is None:
             errors.append(FieldError(pointer, f"no credential {credential_id} in this account"))
@@ -172,7 +178,7 @@ def problems(conn: Connection, account_id: str, refs: Refs, kind: str) -> list[F
                 FieldError(
                     pointer,
                     f"credential {credential_id} is a {have} credential; this node takes "
-                    f"an {kind} one",
+                    f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} one",
                 )
             )
     return errors

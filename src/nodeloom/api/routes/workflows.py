@@ -16,7 +16,6 @@ from nodeloom.api.state import AppContext
 from nodeloom.engine.graph import deep_checks, unavailable_nodes, validate_graph
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
 from nodeloom.nodes.base import NodeFailure
-from nodeloom.nodes.providers import CREDENTIAL_KIND
 from nodeloom.sandbox.budget import Budget
 from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.workflows import (
@@ -86,16 +85,16 @@ async def _deep_problems(ctx: AppContext, graph: Any, account_id: str) -> list[F
 async def _credential_problems(ctx: AppContext, graph: Any, account_id: str) -> list[FieldError]:
     """Credentials the graph names that the account does not have (or of the wrong kind)."""
 
-    def takes_credential(type_name: str) -> bool:
+    def takes_credential(type_name: str) -> str | None:
         node = ctx.registry.get(type_name)
-        return node is not None and "credential" in node.spec.params.model_fields
+        if node is None or "credential" not in node.spec.params.model_fields:
+            return None
+        return node.credential_kind
 
     refs = credential_store.refs_in_json(graph, takes_credential)
     if not refs:
         return []
-    return await ctx.db.read(
-        lambda c: credential_store.problems(c, account_id, refs, CREDENTIAL_KIND)
-    )
+    return await ctx.db.read(lambda c: credential_store.problems(c, account_id, refs))
 
 
 async def _check_body(

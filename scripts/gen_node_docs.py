@@ -165,11 +165,13 @@ def _section(node: NodeType) -> list[str]:
         defs = schema.get("$defs", {})
         for name, prop in props.items():
             field = spec.params.model_fields[name]
-            default = field.get_default(call_default_factory=True)
-            description = str(prop.get("description", "")).replace("|", "\\|")
-            lines.append(
-                f"| `{name}` | {_type_name(prop, defs)} | {_default(default)} | {description} |"
+            shown = (
+                "required"
+                if field.is_required()
+                else _default(field.get_default(call_default_factory=True))
             )
+            description = str(prop.get("description", "")).replace("|", "\\|")
+            lines.append(f"| `{name}` | {_type_name(prop, defs)} | {shown} | {description} |")
         lines.append("")
     return lines
 

@@ -215,6 +215,24 @@ class Settings(BaseSettings):
     provider_tts_model: str = Field(default="tts-1", description="Model for provider speech.")
     provider_timeout_seconds: float = Field(default=120.0, description="Per provider request.")
     provider_max_retries: int = Field(default=3, description="Retries on 429/5xx/timeouts.")
+    provider_download_max_bytes: int = Field(
+        default=200_000_000,
+        ge=1,
+        description="Largest file a provider node downloads from a URL its provider hands "
+        "back (the artifact size limit applies too).",
+    )
+    provider_credits_per_usd: float = Field(
+        default=100.0,
+        gt=0,
+        description="Credits per US dollar of a provider's reported cost, for nodes priced by "
+        "pass-through (see docs/providers.md).",
+    )
+    provider_cost_markup: float = Field(
+        default=0.0,
+        ge=0,
+        description="Markup on a provider's reported cost (0.2 adds 20%), for nodes priced by "
+        "pass-through.",
+    )
     http_allowlist: list[str] = Field(
         default_factory=list,
         description="Hosts or CIDRs that network nodes may reach although private/loopback.",

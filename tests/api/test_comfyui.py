@@ -193,8 +193,10 @@ class TestRuns:
         run = await run_workflow(client, owner, text_graph(comfy_node(credential)))
         node = comfy_run(run)
         assert node["status"] == "failed"
-        assert node["error"]["code"] == "output_too_large", node
-        assert "4,000 byte limit" in node["error"]["message"]
+        assert node["error"]["code"] == "limit_exceeded", node
+        assert node["error"]["message"] == (
+            "ComfyUI's output is larger than the download limit of 4,000 bytes"
+        )
 
     async def test_cancel_interrupts_and_deletes_the_prompt(
         self, client: httpx.AsyncClient, owner: User, fake: FakeComfyUI

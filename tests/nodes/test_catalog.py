@@ -3,7 +3,7 @@ with Pillow / PyAV to check the content type, dimensions and duration it claims.
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
 import io
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,9 +14,13 @@ import av
 import pytest
 from PIL import Image
 
+from nodeloom.engine.context import ProviderNodeContext
 from nodeloom.nodes import media
+from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.base import InputValue, Kind, NodeType, Produced
 from nodeloom.nodes.registry import build_registry, params_schema
+from nodeloom.sandbox import budget
+from nodeloom.sandbox.pool import SandboxPool
 from nodeloom.settings import Settings
 from tests.comfyui_fake import SDXL_WORKFLOW, FakeComfyUI, running
 from tests.nodes.conftest import Artifacts, FakeServer, make_settings, run_node
@@ -184,14 +188,60 @@ async def test_node_type_produces_a_real_file(
     case = CASES[type_name](artifacts, site)
     ctx = media.LocalContext(catalog_settings, tmp_path / "scratch")
     assert node.unavailable_reason(catalog_settings) is None
-    with contextlib.ExitStack() as servers:
-        if type_name == "ComfyUIWorkflow":  # the account's own server, as a credential names
-            comfy = servers.enter_context(running(FakeComfyUI()))
-            ctx.credential = {"base_url": comfy.url}
+    if node.spec.adapter:  # the account's own server, as a credential names it
+        with running(FakeComfyUI()) as comfy:
+            produced = await _run_adapter(node, case, catalog_settings, tmp_path, comfy.url)
+    else:
         produced = await run_node(node, ctx, case.params, case.inputs)
     _check_output(node, produced, case)
     _check_pricing(node, case, produced)
     params_schema(node.spec.params)  # the published schema builds
+
+
+async def _run_adapter(
+    node: NodeType, case: Case, settings: Settings, tmp_path: Path, base_url: str
+) -> Produced:
+    """A provider node as the executor runs it: on the loop, with its credential and a
+    sandbox process for decoding what the provider returned."""
+    scratch = tmp_path / "scratch"
+    sandbox = SandboxPool(settings)
+    await sandbox.start()
+    try:
+
+        async def convert(path: Path, kind: str) -> Produced:
+            limits = budget.resolve(
+                "T", kind, "pro", overrides={}, plan_caps={}, timeout_seconds=60
+            )
+            return await sandbox.convert(path, kind, scratch, limits, "acct")
+
+        async def remember(_job: dict[str, Any] | None) -> None:
+            return None
+
+        async def cancelled() -> bool:
+            return False
+
+        async def progress(_fraction: float) -> None:
+            return None
+
+        ctx = ProviderNodeContext(
+            credential=policy.Credential("c1", "comfyui", {"base_url": base_url}, {}),
+            remembered_job=None,
+            remember=remember,
+            cancelled=cancelled,
+            convert=convert,
+            deadline=asyncio.get_running_loop().time() + 60,
+            run_id="run",
+            node_id="node",
+            account_id="acct",
+            run_input=None,
+            settings=settings,
+            report=progress,
+            scratch=scratch,
+        )
+        params = node.spec.params.model_validate(case.params)
+        return await node.run(ctx, params, case.inputs)
+    finally:
+        await sandbox.stop()
 
 
 def _content(produced: Produced) -> bytes:

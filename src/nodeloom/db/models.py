@@ -193,6 +193,9 @@ class NodeRun(Base):
     # Who runs the node: a server process token or "job:<id>" of a queue job.
     claimed_by: Mapped[str | None] = mapped_column(sa.String(64))
     queued_at: Mapped[datetime | None]
+    # What a provider node submitted (the provider's job id), committed before it waits: a
+    # node run again after a crash attaches to it rather than paying twice (nodes/adapters).
+    provider_job: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
 
     __table_args__ = (
         # Retention asks which runs still show an artifact (cache hits share one).

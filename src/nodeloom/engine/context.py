@@ -33,8 +33,6 @@ class RunNodeContext:
         self.input = run_input
         self.settings = settings
         self.inline = True
-        # An account's credential the node names (a provider wait on the loop), else None.
-        self.credential: dict[str, str] | None = None
         self._report = report
         self._scratch = scratch
 
@@ -49,3 +47,41 @@ class RunNodeContext:
 
     async def to_thread(self, fn: Callable[..., T], /, *args: Any) -> T:
         return await asyncio.to_thread(fn, *args)
+
+
+class ProviderNodeContext(RunNodeContext):
+    """The context of a provider node (``NodeSpec.adapter``; see nodes/adapters/policy.py):
+    besides what every inline node gets, the account's credential it names (decrypted here,
+    on the server, never sent to a sandbox), the provider job it stored on its node run,
+    a way to store one (committed before it returns), whether its run was cancelled, the end
+    of its time budget, and ``convert``: decoding a downloaded file into an artifact, in a
+    sandbox process."""
+
+    def __init__(
+        self,
+        *,
+        credential: Any,
+        remembered_job: dict[str, Any] | None,
+        remember: Callable[[dict[str, Any] | None], Awaitable[None]],
+        cancelled: Callable[[], Awaitable[bool]],
+        convert: Callable[[Path, str], Awaitable[Any]],
+        deadline: float,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.credential = credential
+        self.remembered_job = remembered_job
+        self.deadline = deadline  # on the event loop's clock
+        self._remember = remember
+        self._cancelled = cancelled
+        self._convert = convert
+
+    async def remember_job(self, job: dict[str, Any] | None) -> None:
+        await self._remember(job)
+        self.remembered_job = job
+
+    async def run_cancelled(self) -> bool:
+        return await self._cancelled()
+
+    async def convert(self, path: Path, kind: str) -> Any:
+        return await self._convert(path, kind)

@@ -24,7 +24,7 @@ from nodeloom.auth.tokens import decrypt
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
 from nodeloom.engine.cache import cache_key
-from nodeloom.engine.context import RunNodeContext
+from nodeloom.engine.context import ProviderNodeContext, RunNodeContext
 from nodeloom.engine.graph import GraphNode
 from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, artifact_info, failed
 from nodeloom.engine.scratch import ScratchSpace
@@ -32,6 +32,7 @@ from nodeloom.engine.states import NodeStatus
 from nodeloom.events.bus import EventBus
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
+from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
@@ -40,7 +41,7 @@ from nodeloom.sandbox.fair import FairSlots
 from nodeloom.sandbox.pool import NodeJob, SandboxPool
 from nodeloom.sandbox.zygote import SandboxUnavailable
 from nodeloom.settings import Settings
-from nodeloom.store import Record
+from nodeloom.store import Record, provider_jobs
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import credentials as credential_store
 
@@ -170,25 +171,24 @@ class NodeExecutor:
         }
         settings = self.env.settings
         if credential is not None:
-            settings = settings.model_copy(
-                update={"provider_base_url": credential.fields["base_url"]}
-            )
+            endpoint = credential.fields.get("base_url") or credential.kind
+            settings = settings.model_copy(update={"provider_base_url": endpoint})
         fingerprint = node.node.fingerprint(node.params, settings)
         return cache_key(node.node.spec, fingerprint, hashes, task.run_input)
 
     async def credential_of(self, task: NodeTask) -> Record | None:
         """The credential the node names (a row of ``credentials``), or None when it names
-        none; NodeFailure when its account has no such credential of the kind the node takes
-        (deleted since)."""
+        none; NodeFailure when its account has no such credential of a kind the node takes
+        (``NodeSpec.credential_kinds``; deleted since, say)."""
         credential_id = getattr(task.node.params, "credential", None)
         if not credential_id:
             return None
         account_id = task.account_id
-        kind = task.node.node.credential_kind
+        kinds = task.node.node.spec.credential_kinds
         row = await self.env.db.read(lambda c: credential_store.get(c, account_id, credential_id))
-        if row is None or row.kind != kind:
+        if row is None or row.kind not in kinds:
             raise NodeFailure(
-                f"no {kind} credential {credential_id} in this account",
+                f"no {' or '.join(kinds)} credential {credential_id} in this account",
                 "invalid_credential",
             )
         return row
@@ -198,6 +198,11 @@ class NodeExecutor:
         ``last_used_at`` is set (a run uses it now)."""
         if credential is None:
             return None
+        secret = await self._decrypted(credential)
+        return {"base_url": credential.fields["base_url"], **secret}
+
+    async def _decrypted(self, credential: Record) -> dict[str, str]:
+        """The credential's secret fields; its ``last_used_at`` is set (a run uses it now)."""
         plain = decrypt(self.env.settings.secret, credential.secret_encrypted)
         if plain is None:
             raise NodeFailure(
@@ -208,7 +213,7 @@ class NodeExecutor:
         credential_id = credential.id
         await self.env.db.write(lambda c: credential_store.mark_used(c, credential_id))
         secret: dict[str, str] = orjson.loads(plain)
-        return {**credential.fields, **secret}
+        return secret
 
     async def reuse(self, task: NodeTask, key: str | None) -> Outcome | None:
         """The node completed with a stored output of the same key (the run allowing it), if
@@ -234,11 +239,17 @@ class NodeExecutor:
             return reused
         scratch = env.scratch.node_dir()
         try:
-            async with env.slots.hold(task.account_id):
+            if node.node.spec.adapter:  # waiting on a provider holds no execution slot
                 produced = await asyncio.wait_for(
-                    self._produce(task, scratch, progress, credential),
+                    self._provide(task, scratch, progress, credential),
                     env.settings.node_timeout_seconds,
                 )
+            else:
+                async with env.slots.hold(task.account_id):
+                    produced = await asyncio.wait_for(
+                        self._produce(task, scratch, progress, credential),
+                        env.settings.node_timeout_seconds,
+                    )
             return await self._keep(node, produced, key)
         except NodeFailure as exc:
             return failed(node.id, exc.code, exc.message, utcnow())
@@ -334,6 +345,85 @@ class NodeExecutor:
                 values[name] = await ref(value)
         return values
 
+    async def _provide(
+        self, task: NodeTask, scratch: Path, progress: Progress, credential: Record | None
+    ) -> Produced:
+        """Run a provider node (``NodeSpec.adapter``) here, on the event loop, under its time
+        budget: it waits on its provider (I/O) and sends its CPU work to a sandbox process
+        (``_convert``). It gets the credential it names, decrypted, and the provider job an
+        earlier attempt of this node run stored (see nodes/adapters/policy.py)."""
+        env = self.env
+        node = task.node
+        spec = node.node.spec
+        run_id, node_id = task.run_id, node.id
+        limits = self._budget(task, spec.type, spec.category)
+        remembered = await env.db.read(lambda c: provider_jobs.get(c, run_id, node_id))
+        adapter_credential = None
+        if credential is not None:
+            adapter_credential = Credential(
+                id=credential.id,
+                kind=credential.kind,
+                fields=dict(credential.fields),
+                secret=await self._decrypted(credential),
+            )
+
+        async def remember(job: dict[str, Any] | None) -> None:
+            await env.db.write(lambda c: provider_jobs.remember(c, run_id, node_id, job))
+
+        async def cancelled() -> bool:
+            return await env.db.read(lambda c: provider_jobs.run_cancelled(c, run_id))
+
+        async def convert(path: Path, kind: str) -> Produced:
+            return await self._convert(task, scratch, path, kind)
+
+        ctx = ProviderNodeContext(
+            credential=adapter_credential,
+            remembered_job=remembered,
+            remember=remember,
+            cancelled=cancelled,
+            convert=convert,
+            deadline=asyncio.get_running_loop().time() + limits.wall_seconds,
+            run_id=run_id,
+            node_id=node_id,
+            account_id=task.account_id,
+            run_input=task.run_input,
+            settings=env.settings,
+            report=progress,
+            scratch=scratch,
+        )
+        inputs = await self._inputs(task, scratch)
+        try:
+            async with asyncio.timeout(limits.wall_seconds):
+                return await node.node.run(ctx, node.params, inputs)
+        except TimeoutError:
+            raise NodeFailure(
+                f"the provider did not finish within the node's time budget of "
+                f"{limits.wall_seconds:g} s",
+                "node_timeout",
+            ) from None
+
+    async def _convert(self, task: NodeTask, scratch: Path, path: Path, kind: str) -> Produced:
+        """A provider node's download made into an artifact, in a sandbox process, under the
+        budget of the media category it becomes (image, audio, video)."""
+        if not path.is_relative_to(scratch) or ".." in path.parts:
+            raise NodeFailure("a provider node converts only its own files", "internal_error")
+        spec = task.node.node.spec
+        category = kind if kind in ("image", "audio", "video") else "utility"
+        limits = self._budget(task, spec.type, category)
+        async with self.env.slots.hold(task.account_id):
+            return await self.env.sandbox.convert(path, kind, scratch, limits, task.account_id)
+
+    def _budget(self, task: NodeTask, node_type: str, category: str) -> budget.Budget:
+        settings = self.env.settings
+        return budget.resolve(
+            node_type,
+            category,
+            task.plan,
+            overrides=settings.node_budgets,
+            plan_caps=settings.plan_budgets,
+            timeout_seconds=settings.node_timeout_seconds,
+        )
+
     async def _produce(
         self, task: NodeTask, scratch: Any, progress: Progress, credential: Record | None = None
     ) -> Produced:
@@ -344,11 +434,6 @@ class NodeExecutor:
         node = task.node
         spec = node.node.spec
         inputs = await self._inputs(task, scratch)
-        if not spec.sandboxed and credential is not None:
-            # A provider wait (ComfyUI): I/O only, on the event loop, with its credential.
-            ctx = self._context(task, scratch, progress)
-            ctx.credential = await self._hand_over(credential)
-            return await node.node.run(ctx, node.params, inputs)
         if node.node.runs_inline(node.params) and small_inputs(task.inputs):
             try:
                 return await node.node.run(
@@ -420,6 +505,6 @@ class NodeExecutor:
             utcnow(),
             artifact,
             new_artifact=True,
-            credits=node.node.charge_credits(node.params, produced.duration_ms),
+            credits=node.node.charge_for(node.params, produced, self.env.settings),
             cache_key=key,
         )

@@ -65,10 +65,14 @@ class Output:
 class Cost:
     """The price of one execution in credits, held before it runs and charged when it
     completes; ``per_second`` adds credits per started second of an audio or video output
-    (estimated from the ``max_seconds`` param)."""
+    (estimated from the ``max_seconds`` param); ``pass_through`` adds what the provider
+    reports it cost, up to that many credits (held in full)."""
 
     credits: int
     per_second: int = 0  # for media with a length: per started second of output
+    # Pass-through of the provider's reported cost (``Produced.provider_cost_usd``, at
+    # ``provider_credits_per_usd`` plus ``provider_cost_markup``): the most held for it.
+    pass_through: int = 0
 
 
 class Params(BaseModel):
@@ -105,6 +109,12 @@ class NodeSpec:
     # Runs in a sandbox process under a time and memory budget (see nodeloom.sandbox). Only
     # nodes that compute nothing may run on the server's event loop.
     sandboxed: bool = True
+    # Waits on a remote provider (nodes/adapters): runs on the event loop whatever the size of
+    # its inputs, holds no execution slot while it waits, and sends its CPU work (decoding
+    # what the provider returned) to a sandbox process through its context. Not sandboxed.
+    adapter: bool = False
+    # The kinds of account credential its ``credential`` param may name.
+    credential_kinds: tuple[str, ...] = ("openai",)
 
     @property
     def calls_provider(self) -> bool:
@@ -174,6 +184,8 @@ class Produced:
     width: int | None = None
     height: int | None = None
     duration_ms: int | None = None
+    # What the provider reported this output cost, in US dollars (``Cost.pass_through``).
+    provider_cost_usd: float | None = None
 
     @classmethod
     def text(cls, value: str) -> Produced:
@@ -255,8 +267,6 @@ class NodeType(ABC):
     package's node, whose code runs only in the sandbox."""
 
     spec: ClassVar[NodeSpec]
-    # The kind of account credential the ``credential`` param names (when the params have one).
-    credential_kind: ClassVar[str] = "openai"
 
     @abstractmethod
     def run(
@@ -311,8 +321,20 @@ class NodeType(ABC):
     def estimate_credits(self, params: Any) -> int:
         cost = self.spec.cost
         if cost.per_second == 0:
-            return cost.credits
-        return cost.credits + cost.per_second * math.ceil(self.estimate_seconds(params))
+            return cost.credits + cost.pass_through
+        seconds = math.ceil(self.estimate_seconds(params))
+        return cost.credits + cost.per_second * seconds + cost.pass_through
+
+    def charge_for(self, params: Any, produced: Produced, settings: Settings) -> int:
+        """What a completed execution that produced ``produced`` costs: ``charge_credits``,
+        plus the provider's reported cost for a pass-through price; never more than the
+        estimate held for it."""
+        charged = self.charge_credits(params, produced.duration_ms)
+        if self.spec.cost.pass_through and produced.provider_cost_usd is not None:
+            usd = max(0.0, produced.provider_cost_usd)
+            rate = settings.provider_credits_per_usd * (1 + settings.provider_cost_markup)
+            charged += math.ceil(usd * rate - 1e-9)
+        return min(charged, self.estimate_credits(params))
 
     def charge_credits(self, params: Any, produced_duration_ms: int | None) -> int:
         """What a completed execution costs: flat price plus started seconds of output,

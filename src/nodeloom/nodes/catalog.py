@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from nodeloom.nodes import (
     audio,
-    comfyui,
     http,
     image,
     image_filters,
@@ -15,6 +14,7 @@ from nodeloom.nodes import (
     text_extra,
     video,
 )
+from nodeloom.nodes.adapters import comfyui
 from nodeloom.nodes.base import NodeType
 
 

@@ -258,7 +258,7 @@ def _pinned_request(
     url: httpx.URL,
     ip: IPAddress,
     headers: Mapping[str, str],
-    body: str | None,
+    body: str | bytes | None,
 ) -> httpx.Request:
     """A request to ``url`` that connects to ``ip``: the host in the URL becomes the IP; the
     Host header, the TLS SNI name and the certificate check keep the real name."""
@@ -279,7 +279,7 @@ def _pinned_request(
         method,
         url.copy_with(host=str(ip)),
         headers={**headers, "Host": host_header},
-        content=body.encode("utf-8") if body is not None else None,
+        content=body.encode("utf-8") if isinstance(body, str) else body,
         extensions=extensions,
     )
 

@@ -619,8 +619,6 @@ class LocalContext:
     node_id: str = "local-node"
     account_id: str = "local-account"
     reports: list[float] = field(default_factory=list)
-    # An account credential handed to a provider node that waits on the loop (ComfyUI).
-    credential: Mapping[str, str] | None = field(default=None, repr=False)
 
     async def progress(self, fraction: float) -> None:
         self.reports.append(fraction)

@@ -263,6 +263,21 @@ class SandboxPool:
         reply, blob = await self._job(job.message(budget), budget, job.account_id, on_progress)
         return self._produced(reply, blob, job.scratch)
 
+    async def convert(
+        self, src: Path, kind: str, scratch: Path, budget: Budget, account_id: str
+    ) -> Produced:
+        """A file a provider handed back (``src``, in ``scratch``) made into an artifact of
+        ``kind`` (nodes/adapters/media.py), its result written in ``scratch``."""
+        message = {
+            "t": "media",
+            "src": str(src),
+            "kind": kind,
+            "scratch": str(scratch),
+            "budget": budget.as_dict(),
+        }
+        reply, blob = await self._job(message, budget, account_id)
+        return self._produced(reply, blob, scratch)
+
     async def check(
         self, items: list[dict[str, Any]], budget: Budget, account_id: str
     ) -> list[list[str]]:

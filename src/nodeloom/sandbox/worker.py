@@ -36,6 +36,7 @@ from typing import Any, TypeVar
 
 from pydantic import SecretStr, ValidationError
 
+from nodeloom.nodes.adapters.media import to_artifact
 from nodeloom.nodes.base import ArtifactRef, InputValue, NodeFailure, Produced
 from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.sandbox.budget import MB
@@ -256,6 +257,25 @@ def _check_job(message: Mapping[str, Any]) -> dict[str, Any]:
     return {"t": "done", "ok": True, "problems": answers}
 
 
+def _media_job(message: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """A provider's output made into an artifact (nodes/adapters/media.py); the result is
+    a file of the job's scratch directory."""
+    scratch = Path(str(message["scratch"]))
+    produced = to_artifact(str(message["kind"]), Path(str(message["src"])), scratch, settings)
+    if produced.path is None:
+        assert produced.data is not None
+        produced.path = scratch / f"output-{uuid.uuid4().hex}"
+        produced.path.write_bytes(produced.data)
+    return {
+        "t": "done",
+        "ok": True,
+        "width": produced.width,
+        "height": produced.height,
+        "duration_ms": produced.duration_ms,
+        "path": str(produced.path),
+    }
+
+
 def _run(
     message: dict[str, Any],
     settings: Settings,
@@ -269,6 +289,8 @@ def _run(
     try:
         if message.get("t") == "check":
             return _check_job(message), b"", False
+        if message.get("t") == "media":
+            return _media_job(message, settings), b"", False
         reply, blob = loop.run_until_complete(_node_job(message, settings, executor, sock))
         return reply, blob, False
     except NodeFailure as exc:

@@ -126,14 +126,14 @@ def mark_used(conn: Connection, credential_id: str) -> None:
 
 # ----------------------------------------------------------------------------- in workflows
 
-# (JSON pointer of the param, credential id, the kind the node takes) for each node of a
+# (JSON pointer of the param, credential id, the kinds the node takes) for each node of a
 # graph that names one.
-Refs = list[tuple[str, str, str]]
+Refs = list[tuple[str, str, tuple[str, ...]]]
 
 
-def refs_in_json(graph_json: Any, takes_credential: Callable[[str], str | None]) -> Refs:
+def refs_in_json(graph_json: Any, kinds_of: Callable[[str], tuple[str, ...]]) -> Refs:
     """The credentials a workflow's graph JSON names, on nodes whose type has the param
-    (``takes_credential``: the kind of credential the type takes, None for none)."""
+    (``kinds_of`` the type: the kinds it takes, none when it has no such param)."""
     nodes = graph_json.get("nodes") if isinstance(graph_json, dict) else None
     if not isinstance(nodes, list):
         return []
@@ -143,9 +143,9 @@ def refs_in_json(graph_json: Any, takes_credential: Callable[[str], str | None])
         if not isinstance(data, dict) or not isinstance(raw.get("type"), str):
             continue
         value = data.get("credential")
-        kind = takes_credential(raw["type"]) if isinstance(value, str) and value else None
-        if isinstance(value, str) and kind is not None:
-            found.append((f"{GRAPH_ROOT}/nodes/{index}/data/credential", value, kind))
+        wanted = kinds_of(raw["type"]) if isinstance(value, str) and value else ()
+        if isinstance(value, str) and wanted:
+            found.append((f"{GRAPH_ROOT}/nodes/{index}/data/credential", value, wanted))
     return found
 
 
@@ -155,7 +155,7 @@ def refs_in_graph(nodes: Iterable[Any]) -> Refs:
         (
             f"{GRAPH_ROOT}/nodes/{node.index}/data/credential",
             node.params.credential,
-            node.node.credential_kind,
+            node.node.spec.credential_kinds,
         )
         for node in nodes
         if getattr(node.params, "credential", None)
@@ -164,21 +164,22 @@ def refs_in_graph(nodes: Iterable[Any]) -> Refs:
 
 def problems(conn: Connection, account_id: str, refs: Refs) -> list[FieldError]:
     """What is wrong with the credentials ``refs`` name: not in this account (another
-    account's is reported the same way: it is not there for this one), or of another kind."""
+    account's is reported the same way: it is not there for this one), or of a kind the
+    node does not take."""
     if not refs:
         return []
     found = kinds(conn, account_id, (credential_id for _, credential_id, _ in refs))
     errors: list[FieldError] = []
-    for pointer, credential_id, kind in refs:
+    for pointer, credential_id, wanted in refs:
         have = found.get(credential_id)
         if have is None:
             errors.append(FieldError(pointer, f"no credential {credential_id} in this account"))
-        elif have != kind:
+        elif have not in wanted:
             errors.append(
                 FieldError(
                     pointer,
                     f"credential {credential_id} is a {have} credential; this node takes "
-                    f"{'an' if kind[0] in 'aeiou' else 'a'} {kind} one",
+                    f"{'an' if wanted[0][0] in 'aeiou' else 'a'} {' or '.join(wanted)} one",
                 )
             )
     return errors

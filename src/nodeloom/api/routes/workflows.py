@@ -85,13 +85,13 @@ async def _deep_problems(ctx: AppContext, graph: Any, account_id: str) -> list[F
 async def _credential_problems(ctx: AppContext, graph: Any, account_id: str) -> list[FieldError]:
     """Credentials the graph names that the account does not have (or of the wrong kind)."""
 
-    def takes_credential(type_name: str) -> str | None:
+    def kinds_of(type_name: str) -> tuple[str, ...]:
         node = ctx.registry.get(type_name)
         if node is None or "credential" not in node.spec.params.model_fields:
-            return None
-        return node.credential_kind
+            return ()
+        return node.spec.credential_kinds
 
-    refs = credential_store.refs_in_json(graph, takes_credential)
+    refs = credential_store.refs_in_json(graph, kinds_of)
     if not refs:
         return []
     return await ctx.db.read(lambda c: credential_store.problems(c, account_id, refs))

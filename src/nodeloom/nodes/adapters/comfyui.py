@@ -21,16 +21,17 @@ import asyncio
 import contextlib
 import json
 import math
-import struct
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Annotated, Any, Literal, Protocol
+from typing import Annotated, Any, Literal
 
 import websockets
 from pydantic import BaseModel, ConfigDict, Field
 
+from nodeloom.nodes.adapters import policy
+from nodeloom.nodes.adapters.comfyui_protocol import ERROR_QUOTE, ComfyUIClient, auth_headers
+from nodeloom.nodes.adapters.policy import ProviderError
 from nodeloom.nodes.base import (
     Cost,
     Input,
@@ -45,18 +46,15 @@ from nodeloom.nodes.base import (
     Params,
     Produced,
 )
-from nodeloom.nodes.comfyui_protocol import ComfyUIClient, ComfyUIError, auth_headers
-from nodeloom.nodes.http import Allowlist
-from nodeloom.settings import Settings
 
 CREDENTIAL_KIND = "comfyui"
+PROVIDER = "comfyui"  # as the stored job names it
 TEXT_SLOTS = ("text1", "text2", "text3", "text4")
 IMAGE_SLOTS = ("image1", "image2", "image3")
 WORKFLOW_MAX_NODES = 2000
 WORKFLOW_MAX_BYTES = 2 * 1024 * 1024
 SILENCE_CHECK = 5.0  # seconds without a message before the history is looked at anyway
 POLL_INTERVAL = 1.0  # seconds between history checks when the WebSocket is gone
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 Slot = Literal["text1", "text2", "text3", "text4", "image1", "image2", "image3"]
 
@@ -98,13 +96,7 @@ class ComfyUIWorkflowParams(Params):
         description="The node whose image becomes the artifact; none: the first image of "
         "the workflow's outputs.",
     )
-    credential: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=64,
-        description="A comfyui credential of this account (its id): the server the workflow "
-        "runs on.",
-    )
+    credential: str = policy.credential_field(CREDENTIAL_KIND)
 
 
 # ----------------------------------------------------------------------------- checks
@@ -114,20 +106,15 @@ def workflow_problems(params: ComfyUIWorkflowParams) -> list[ParamProblem]:
     """What makes the workflow or its bindings unusable, each at its param's pointer."""
     workflow = params.workflow
     problems: list[ParamProblem] = []
-    if not params.credential:
-        problems.append(ParamProblem(("credential",), "name a comfyui credential of this account"))
+    size = None
     if not workflow:
-        return [*problems, ParamProblem(("workflow",), "the workflow has no nodes")]
-    if len(workflow) > WORKFLOW_MAX_NODES:
-        return [
-            *problems,
-            ParamProblem(("workflow",), f"the workflow has over {WORKFLOW_MAX_NODES} nodes"),
-        ]
-    if len(json.dumps(workflow)) > WORKFLOW_MAX_BYTES:
-        return [
-            *problems,
-            ParamProblem(("workflow",), f"the workflow is over {WORKFLOW_MAX_BYTES} bytes"),
-        ]
+        size = "the workflow has no nodes"
+    elif len(workflow) > WORKFLOW_MAX_NODES:
+        size = f"the workflow has over {WORKFLOW_MAX_NODES} nodes"
+    elif len(json.dumps(workflow)) > WORKFLOW_MAX_BYTES:
+        size = f"the workflow is over {WORKFLOW_MAX_BYTES} bytes"
+    if size is not None:
+        return [ParamProblem(("workflow",), size)]
     shapes = len(problems)
     for node_id, node in workflow.items():
         if (
@@ -224,64 +211,38 @@ def _number(text: str, binding: Binding) -> int | float:
 # ----------------------------------------------------------------------------- waiting
 
 
-class JobIds(Protocol):
-    """Where the provider's job id of this node run is kept (durably, before waiting)."""
-
-    async def stored(self) -> str | None: ...
-
-    async def store(self, job_id: str) -> None: ...
-
-
-@dataclass
-class MemoryJobIds:
-    """A job id kept for this execution only (no resume after a crash)."""
-
-    value: str | None = None
-
-    async def stored(self) -> str | None:
-        return self.value
-
-    async def store(self, job_id: str) -> None:
-        self.value = job_id
-
-
-Report = Callable[[float, str], Awaitable[None]]
-
-
 @dataclass
 class Tracker:
-    """Progress of one prompt from its messages: nodes done out of the workflow's, plus the
-    running node's own ``value/max``."""
+    """Progress of one prompt from its messages: nodes done (run or cached) out of the
+    workflow's, plus the running node's own ``value/max`` steps."""
 
+    ctx: NodeContext
     total: int
-    report: Report
     done: set[str] = field(default_factory=set)
     current: str | None = None
     step: float = 0.0
-    stopped: bool = False  # the prompt was stopped on the server (our run cancelled)
 
-    def fraction(self) -> float:
-        return min(0.99, (len(self.done) + self.step) / max(1, self.total))
+    async def report(self) -> None:
+        await policy.report(self.ctx, (len(self.done) + self.step) / max(1, self.total))
 
-    async def on(self, kind: str, data: Mapping[str, Any], classes: Mapping[str, str]) -> None:
+    async def on(self, kind: str, data: Mapping[str, Any]) -> None:
         if kind == "execution_cached":
             self.done.update(str(n) for n in data.get("nodes") or [])
-            await self.report(self.fraction(), "cached nodes skipped")
         elif kind == "executing" and data.get("node") is not None:
             if self.current is not None:
                 self.done.add(self.current)
             self.current, self.step = str(data["node"]), 0.0
-            name = classes.get(self.current, "?")
-            await self.report(self.fraction(), f"running node {self.current} ({name})")
         elif kind == "progress":
             value, top = data.get("value"), data.get("max")
-            if isinstance(value, int | float) and isinstance(top, int | float) and top > 0:
-                self.step = min(1.0, value / top)
-                node = data.get("node") or self.current
-                await self.report(self.fraction(), f"node {node}: step {value:g} of {top:g}")
+            if not (isinstance(value, int | float) and isinstance(top, int | float) and top > 0):
+                return
+            self.step = min(1.0, value / top)
         elif kind == "executed":
             self.done.add(str(data.get("node")))
             self.step = 0.0
+        else:
+            return
+        await self.report()
 
 
 def _failure_of(entry: Mapping[str, Any]) -> NodeFailure | None:
@@ -290,66 +251,57 @@ def _failure_of(entry: Mapping[str, Any]) -> NodeFailure | None:
     if not isinstance(status, dict) or status.get("status_str") != "error":
         return None
     for message in status.get("messages") or []:
-        if isinstance(message, list) and len(message) == 2 and message[0] == "execution_error":
-            return execution_error(message[1])
-    return ComfyUIError("ComfyUI reports the workflow failed")
+        if isinstance(message, list) and len(message) == 2:
+            if message[0] == "execution_error":
+                return execution_error(message[1])
+            if message[0] == "execution_interrupted":
+                return ProviderError("ComfyUI failed: the workflow was interrupted on the server")
+    return ProviderError("ComfyUI failed: the server reports the workflow failed")
 
 
 def execution_error(data: Any) -> NodeFailure:
+    """ComfyUI's ``execution_error``, quoted: the node, its class, the exception."""
     data = data if isinstance(data, dict) else {}
     node, kind = data.get("node_id", "?"), data.get("node_type", "?")
-    detail = str(data.get("exception_message") or "").strip()[:500]
+    detail = str(data.get("exception_message") or "").strip()[:ERROR_QUOTE]
     exc = data.get("exception_type")
-    return ComfyUIError(
+    return ProviderError(
         f"ComfyUI failed at node {node} ({kind}): " + (f"{exc}: {detail}" if exc else detail)
     )
 
 
 async def wait_for(
-    client: ComfyUIClient,
-    prompt_id: str,
-    connection: Any | None,
-    tracker: Tracker,
-    classes: Mapping[str, str],
+    client: ComfyUIClient, prompt_id: str, connection: Any | None, tracker: Tracker
 ) -> dict[str, Any]:
     """The history entry of ``prompt_id`` once it has finished, following the server's
     messages on ``connection`` (a WebSocket, or None: poll). The history is looked at after
     a silence too, so a missed message never leaves the node waiting."""
     while True:
-        if connection is not None:
+        if connection is None:
+            await asyncio.sleep(POLL_INTERVAL)
+        else:
             try:
                 raw = await asyncio.wait_for(connection.recv(), SILENCE_CHECK)
             except TimeoutError:
                 raw = None
             except websockets.ConnectionClosed:
-                connection = None
-                raw = None
-            if isinstance(raw, str):
-                try:
-                    message = json.loads(raw)
-                except ValueError:
-                    message = None
-                if isinstance(message, dict) and isinstance(message.get("data"), dict):
-                    data = message["data"]
-                    kind = str(message.get("type"))
-                    if data.get("prompt_id") not in (None, prompt_id):
-                        continue
-                    if kind == "execution_error":
-                        raise execution_error(data)
-                    if kind == "execution_interrupted":
-                        raise ComfyUIError("the workflow was interrupted on the ComfyUI server")
-                    finished = kind == "execution_success" or (
-                        kind == "executing" and data.get("node") is None
-                    )
-                    if not finished:
-                        await tracker.on(kind, data, classes)
-                        continue
-                elif raw is not None:
+                connection, raw = None, None
+            if raw is not None:
+                message = _message(raw)
+                if message is None:
+                    continue  # a binary preview, or not ComfyUI's JSON
+                kind, data = message
+                if data.get("prompt_id") not in (None, prompt_id):
+                    continue  # another prompt of the same client
+                if kind == "execution_error":
+                    raise execution_error(data)
+                if kind == "execution_interrupted":
+                    raise ProviderError("ComfyUI failed: the workflow was interrupted")
+                if kind != "execution_success" and not (
+                    kind == "executing" and data.get("node") is None
+                ):
+                    await tracker.on(kind, data)
                     continue
-            elif raw is not None:
-                continue  # a binary preview frame
-        else:
-            await asyncio.sleep(POLL_INTERVAL)
         entry = await client.history(prompt_id)
         if entry is not None:
             failure = _failure_of(entry)
@@ -357,37 +309,24 @@ async def wait_for(
                 raise failure
             return entry
         if connection is None and not await client.queued(prompt_id):
-            raise ComfyUIError(
-                f"the ComfyUI server no longer knows prompt {prompt_id} (restarted?)"
+            raise ProviderError(
+                f"ComfyUI failed: the server no longer knows prompt {prompt_id} (restarted?)"
             )
 
 
-def png_size(path: Path) -> tuple[int, int]:
-    """Width and height from a PNG's header (the only format this node keeps as is)."""
-    with path.open("rb") as file:
-        head = file.read(24)
-    if len(head) < 24 or not head.startswith(PNG_SIGNATURE) or head[12:16] != b"IHDR":
-        raise ComfyUIError("ComfyUI's output is not a PNG image")
-    width, height = struct.unpack(">II", head[16:24])
-    return int(width), int(height)
+def _message(raw: Any) -> tuple[str, dict[str, Any]] | None:
+    if not isinstance(raw, str):
+        return None
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("data"), dict):
+        return None
+    return str(message.get("type")), message["data"]
 
 
 # ----------------------------------------------------------------------------- the node
-
-
-@dataclass(frozen=True)
-class Connection:
-    """A comfyui credential as handed to the node: the server and its secret fields."""
-
-    base_url: str
-    secret: Mapping[str, str] = field(repr=False)
-
-    @classmethod
-    def of(cls, credential: Mapping[str, str]) -> Connection:
-        secret = {k: v for k, v in credential.items() if k != "base_url" and k != "username"}
-        if credential.get("username"):
-            secret = {**secret, "username": credential["username"]}
-        return cls(base_url=credential["base_url"], secret=secret)
 
 
 class ComfyUIWorkflow(NodeType):
@@ -407,8 +346,9 @@ class ComfyUIWorkflow(NodeType):
         cost=Cost(credits=10),
         cacheable=False,
         sandboxed=False,
+        adapter=True,
+        credential_kinds=(CREDENTIAL_KIND,),
     )
-    credential_kind = CREDENTIAL_KIND
 
     def param_problems(self, params: ComfyUIWorkflowParams) -> list[ParamProblem]:
         return workflow_problems(params)
@@ -416,115 +356,101 @@ class ComfyUIWorkflow(NodeType):
     async def run(
         self, ctx: NodeContext, params: ComfyUIWorkflowParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
-        credential = getattr(ctx, "credential", None)
-        if not credential:
-            raise NodeFailure("the node's credential was not handed over", "internal_error")
-        jobs: JobIds = getattr(ctx, "job_ids", None) or MemoryJobIds()
-
-        async def report(fraction: float, message: str) -> None:
-            await ctx.progress(fraction)
-
-        scratch = await asyncio.to_thread(lambda: ctx.scratch_dir)
-        return await execute(
-            ctx.settings, Connection.of(credential), params, inputs, jobs, report, scratch
-        )
-
-
-async def execute(
-    settings: Settings,
-    connection: Connection,
-    params: ComfyUIWorkflowParams,
-    inputs: Mapping[str, InputValue],
-    jobs: JobIds,
-    report: Report,
-    scratch: Path,
-) -> Produced:
-    """Queue the bound workflow (or attach to the prompt queued before a crash), follow it
-    to its end, and download the output image."""
-    tracker = Tracker(total=len(params.workflow), report=report)
-    client = ComfyUIClient(
-        connection.base_url,
-        auth_headers(connection.secret),
-        Allowlist.from_settings(settings),
-        timeout=settings.http_timeout_seconds,
-        secrets=tuple(connection.secret.values()),
-    )
-    async with client:
-        prompt_id = await jobs.stored()
-        client_id = f"nodeloom-{uuid.uuid4().hex}"
-        entry = await _follow(client, params, inputs, jobs, prompt_id, client_id, tracker)
-        return await _output(client, entry, params.output, settings, scratch)
+        pctx = policy.provider_context(ctx)
+        credential = policy.require_credential(pctx, CREDENTIAL_KIND)
+        base_url = credential.value("base_url")
+        if not base_url:
+            raise NodeFailure("the comfyui credential has no base_url", "invalid_credential")
+        async with policy.Provider(
+            ctx.settings,
+            name="ComfyUI",
+            base_url=base_url,
+            headers=auth_headers(credential),
+            secrets=tuple(credential.secret.values()),
+        ) as api:
+            client = ComfyUIClient(api)
+            entry = await follow(pctx, client, params, inputs)
+            return await _output(pctx, client, entry, params.output)
 
 
-async def _follow(
+def request_of(params: ComfyUIWorkflowParams, inputs: Mapping[str, InputValue]) -> Any:
+    """What identifies a submission (the same after a crash): the params and the content
+    hashes of the bound inputs."""
+    hashes = {
+        name: [v.sha256 for v in (value if isinstance(value, list) else [value])]
+        for name, value in inputs.items()
+        if value is not None
+    }
+    return {"params": params.model_dump(mode="json"), "inputs": hashes}
+
+
+async def follow(
+    ctx: policy.ProviderContext,
     client: ComfyUIClient,
     params: ComfyUIWorkflowParams,
     inputs: Mapping[str, InputValue],
-    jobs: JobIds,
-    prompt_id: str | None,
-    client_id: str,
-    tracker: Tracker,
 ) -> dict[str, Any]:
-    try:
-        return await _attach_or_submit(client, params, inputs, jobs, prompt_id, client_id, tracker)
-    except asyncio.CancelledError:
-        # Cancelled before the wait began (while queueing): stop the prompt if it got there.
-        current = await jobs.stored()
-        if current is not None and not tracker.stopped:
-            await asyncio.shield(client.cancel(current))
-        raise
-
-
-async def _wait(
-    client: ComfyUIClient,
-    prompt_id: str,
-    ws: Any | None,
-    tracker: Tracker,
-    classes: Mapping[str, str],
-) -> dict[str, Any]:
-    """``wait_for``; when our run is cancelled meanwhile, the prompt is stopped on the server
-    first (interrupted if it runs, deleted if it waits), before the WebSocket is closed."""
-    try:
-        return await wait_for(client, prompt_id, ws, tracker, classes)
-    except asyncio.CancelledError:
-        tracker.stopped = True
-        await asyncio.shield(client.cancel(prompt_id))
-        raise
-
-
-async def _attach_or_submit(
-    client: ComfyUIClient,
-    params: ComfyUIWorkflowParams,
-    inputs: Mapping[str, InputValue],
-    jobs: JobIds,
-    prompt_id: str | None,
-    client_id: str,
-    tracker: Tracker,
-) -> dict[str, Any]:
-    classes = {k: str(v.get("class_type")) for k, v in params.workflow.items()}
+    """The history entry of the finished prompt: the one an earlier attempt of this node run
+    queued (after a crash: attached to, never queued twice), else a new one. The prompt id
+    is chosen here and stored on the node run (committed) before it is queued."""
+    fingerprint = policy.request_fingerprint(request_of(params, inputs))
+    known = ctx.remembered_job
+    job: dict[str, Any] | None = None
+    if (
+        isinstance(known, dict)
+        and known.get("provider") == PROVIDER
+        and known.get("request") == fingerprint
+        and known.get("id")
+    ):
+        job = dict(known)
+    tracker = Tracker(ctx, total=len(params.workflow))
     async with contextlib.AsyncExitStack() as stack:
-        if prompt_id is not None:
+        if job is not None:
+            prompt_id, client_id = str(job["id"]), str(job.get("client_id") or _client_id())
             entry = await client.history(prompt_id)
-            if entry is not None:  # finished while we were away
-                failure = _failure_of(entry)
-                if failure is not None:
-                    raise failure
+            if entry is not None:  # it finished while no one waited
                 return entry
             if await client.queued(prompt_id):
                 ws = await _listen(stack, client, client_id)
-                return await _wait(client, prompt_id, ws, tracker, classes)
-            # Never reached the server (the worker stopped between keeping the id and
-            # queueing it): queue it now, under the same id.
+                await stack.enter_async_context(_cancelling(ctx, client, prompt_id))
+                return await wait_for(client, prompt_id, ws, tracker)
+            # It never reached the server (the process stopped between storing the id and
+            # queueing it), or the server lost it: queue it now, under the same id.
+        else:
+            prompt_id, client_id = str(uuid.uuid4()), _client_id()
         prompt = await bound_prompt(client, params, inputs)
-        prompt_id = prompt_id or str(uuid.uuid4())
-        await jobs.store(prompt_id)  # kept before it is queued: a crash from here on attaches
+        job = {"id": prompt_id, "client_id": client_id, "provider": PROVIDER}
+        await ctx.remember_job({**job, "request": fingerprint})
         ws = await _listen(stack, client, client_id)  # before queueing: no message is missed
-        answered = await client.submit(prompt, client_id, prompt_id)
+        await stack.enter_async_context(_cancelling(ctx, client, prompt_id))
+        try:
+            answered = await client.submit(prompt, client_id, prompt_id)
+        except ProviderError:
+            await policy.forget_job(ctx)  # refused: a retry queues afresh
+            raise
         if answered != prompt_id:  # a server that ignores a caller's id
             prompt_id = answered
-            await jobs.store(prompt_id)
-        await tracker.report(0.0, f"queued on ComfyUI as {prompt_id}")
-        return await _wait(client, prompt_id, ws, tracker, classes)
+            await ctx.remember_job({**job, "id": prompt_id, "request": fingerprint})
+        return await wait_for(client, prompt_id, ws, tracker)
+
+
+def _client_id() -> str:
+    return f"nodeloom-{uuid.uuid4().hex}"
+
+
+@contextlib.asynccontextmanager
+async def _cancelling(
+    ctx: policy.ProviderContext, client: ComfyUIClient, prompt_id: str
+) -> AsyncIterator[None]:
+    """Around the wait: a ComfyUI failure forgets the job (a retry queues afresh); our run
+    cancelled interrupts the prompt and deletes it from the queue, before the WebSocket
+    closes (a server merely stopping leaves it running: the next process attaches)."""
+    try:
+        async with policy.cancelling(ctx, lambda: client.cancel(prompt_id)):
+            yield
+    except ProviderError:
+        await policy.forget_job(ctx)
+        raise
 
 
 async def _listen(
@@ -563,12 +489,13 @@ async def bound_prompt(
 
 
 async def _output(
+    ctx: policy.ProviderContext,
     client: ComfyUIClient,
     entry: Mapping[str, Any],
     output: OutputBinding | None,
-    settings: Settings,
-    scratch: Path,
 ) -> Produced:
+    """The chosen output image, downloaded from ``/view`` (guarded, size-limited, checked
+    and made PNG in a sandbox process)."""
     outputs = entry.get("outputs")
     outputs = outputs if isinstance(outputs, dict) else {}
     if output is None:  # the first image of any output node, in node order
@@ -581,27 +508,19 @@ async def _output(
             None,
         )
         if output is None:
-            raise ComfyUIError("ComfyUI's workflow produced no image")
+            raise ProviderError("ComfyUI's workflow produced no image")
     node = outputs.get(output.node)
     images = node.get("images") if isinstance(node, dict) else None
     if not isinstance(images, list) or not images:
-        raise ComfyUIError(f"ComfyUI's node {output.node} produced no image")
+        raise ProviderError(f"ComfyUI's node {output.node} produced no image")
     if output.index >= len(images) or not isinstance(images[output.index], dict):
-        raise ComfyUIError(
+        raise ProviderError(
             f"ComfyUI's node {output.node} produced {len(images)} image(s); "
             f"image {output.index} was asked for"
         )
-    await asyncio.to_thread(scratch.mkdir, 0o700, True, True)
-    dest = scratch / f"comfyui-{uuid.uuid4().hex}.png"
-    await client.download(images[output.index], dest, settings.max_artifact_bytes)
-    width, height = png_size(dest)
-    if width * height > settings.max_image_pixels:
-        raise NodeFailure(
-            f"ComfyUI's image is {width}x{height}, over the {settings.max_image_pixels:,} "
-            "pixel limit",
-            "limit_exceeded",
-        )
-    return Produced(path=dest, width=width, height=height)
+    produced = await client.api.download(ctx, client.view_url(images[output.index]), Kind.IMAGE)
+    await policy.report(ctx, 1.0)
+    return produced
 
 
 NODES: list[NodeType] = [ComfyUIWorkflow()]

@@ -1,0 +1,565 @@
+"""The policy every provider adapter follows, in one place.
+
+A provider node declares ``NodeSpec(adapter=True, sandboxed=False, credential_kinds=...)``.
+The executor then runs it on the event loop with a ``ProviderContext`` and holds no
+execution slot for it: a 90-second generation is a coroutine waiting on a socket, not a
+sandbox process. What the node does with CPU (decoding a downloaded WebP, re-encoding a WAV)
+goes to a sandbox process through ``ctx.convert``, which ``Provider.download`` calls.
+
+- **Time budget**: the node's budget (its category's wall time, ``NODELOOM_NODE_BUDGETS``
+  per type, the plan's cap) is enforced by the executor around ``run``; ``time_left`` says
+  what remains, for a provider's own wait parameter.
+- **Retries**: ``Provider.request`` retries 408/429/5xx and dropped connections with
+  exponential back-off, honouring ``Retry-After`` (capped); a submission (``idempotent``
+  false) is retried only when the provider cannot have accepted it (429, 503, no connection).
+  Any other answer fails the node with the provider's own message quoted (secrets masked).
+- **Idempotent resume**: ``submit_once`` stores the provider's job (prediction, prompt or
+  request id) on the node run, committed, before the node waits on it; the same node run
+  again after its process stopped finds it (``ctx.remembered_job``) and attaches to it, so a
+  paid generation is never submitted twice for the same request.
+- **Cancel**: ``cancelling`` asks the provider to stop the job when our run is cancelled (not
+  when the server merely stops: the job is then resumed by the next process).
+- **Downloads**: ``Provider.download`` fetches every URL a provider hands back through the
+  SSRF guard of HttpRequest (every address checked, the connection pinned to it, redirects
+  checked again), streams it to the node's scratch directory within
+  ``provider_download_max_bytes``, and has a sandbox process make one of our four artifact
+  types of it (``adapters/media.py``). ``data:`` URIs are accepted too.
+- **Price**: ``Cost(credits=...)`` per call, ``per_second`` per second of output, or
+  ``pass_through`` of the provider's reported cost (``Produced.provider_cost_usd``) at
+  ``provider_credits_per_usd`` with ``provider_cost_markup``. A failed node charges nothing.
+- **Progress**: ``ctx.progress(fraction)`` becomes a ``node.progress`` event for WebSocket
+  subscribers (rate-limited by the engine).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import hashlib
+import json
+import random
+import urllib.parse
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, cast, runtime_checkable
+
+import httpx
+from pydantic import Field
+
+from nodeloom.nodes.base import ArtifactRef, Kind, NodeContext, NodeFailure, Produced
+from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
+from nodeloom.nodes.providers import _retry_after
+from nodeloom.settings import Settings
+
+BACKOFF_BASE = 0.5  # seconds; doubled per attempt, with jitter
+BACKOFF_MAX = 30.0
+RETRY_AFTER_MAX = 60.0  # never sleep longer than this on a provider's say-so
+POLL_FIRST = 0.5  # seconds between status polls: from this, growing to POLL_MAX
+POLL_MAX = 5.0
+CANCEL_TIMEOUT = 10.0  # seconds given to a provider's cancel call
+MAX_REDIRECTS = 5
+MESSAGE_MAX = 500  # characters of a provider's error quoted in the node's failure
+DOWNLOAD_CHUNK = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Credential:
+    """An account credential a node names, decrypted (only on the server): its kind, its
+    public fields (``base_url``...) and its secret ones (never in a repr, a log or an
+    error)."""
+
+    id: str
+    kind: str
+    fields: Mapping[str, Any]
+    secret: Mapping[str, str] = field(repr=False)
+
+    def value(self, name: str) -> str | None:
+        """A field, secret or not."""
+        found = self.secret.get(name, self.fields.get(name))
+        return None if found is None else str(found)
+
+
+@runtime_checkable
+class ProviderContext(NodeContext, Protocol):
+    """What the executor gives a provider node (``NodeSpec.adapter``): see
+    engine/context.py ``ProviderNodeContext``."""
+
+    credential: Credential | None
+    remembered_job: dict[str, Any] | None
+    deadline: float
+
+    async def remember_job(self, job: dict[str, Any] | None) -> None:
+        """Store (None: clear) the provider job on the node run; committed on return."""
+
+    async def run_cancelled(self) -> bool:
+        """Whether the node's run was cancelled (as opposed to the server stopping)."""
+
+    async def convert(self, path: Path, kind: str) -> Produced:
+        """``path`` (a file of the node's scratch directory) made into an artifact of
+        ``kind``, in a sandbox process (adapters/media.py)."""
+
+
+def credential_field(*kinds: str) -> Any:
+    """The ``credential`` param of a provider node taking a credential of ``kinds`` (list
+    them in ``NodeSpec.credential_kinds`` too): required, an id of the account's
+    credentials; ``x-credential-kinds`` in its JSON schema tells the editor which to offer."""
+    return Field(
+        min_length=1,
+        max_length=64,
+        description=f"A {' or '.join(kinds)} credential of this account (its id).",
+        json_schema_extra={"x-credential-kinds": list(kinds)},
+    )
+
+
+def provider_context(ctx: NodeContext) -> ProviderContext:
+    """``ctx`` as a provider node's context; a node run elsewhere (in a sandbox) is a bug."""
+    if not isinstance(ctx, ProviderContext):
+        raise NodeFailure("a provider node must run on the server", "internal_error")
+    return ctx
+
+
+def time_left(ctx: ProviderContext) -> float:
+    """Seconds left of the node's time budget."""
+    return max(0.0, ctx.deadline - asyncio.get_running_loop().time())
+
+
+def require_credential(ctx: ProviderContext, *kinds: str) -> Credential:
+    credential = ctx.credential
+    if credential is None or (kinds and credential.kind not in kinds):
+        wanted = " or ".join(kinds) or "a"
+        raise NodeFailure(
+            f"this node needs a {wanted} credential (param credential)", "invalid_credential"
+        )
+    return credential
+
+
+# ----------------------------------------------------------------------------- errors
+
+
+class ProviderError(NodeFailure):
+    """The provider refused or failed: its own words, quoted (secrets masked)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message, "provider_error")
+        self.status = status
+
+
+def quoted(body: Any, fallback: str = "") -> str:
+    """The provider's explanation in an error body, whatever its shape (OpenAI's
+    ``{"error": {"message"}}``, Replicate's ``{"detail"}``, fal's ``{"detail": [...]}``)."""
+    if isinstance(body, dict):
+        for key in ("error", "detail", "message", "title"):
+            value = body.get(key)
+            if isinstance(value, dict):
+                inner = value.get("message") or value.get("detail")
+                if isinstance(inner, str) and inner:
+                    return inner
+            elif isinstance(value, str) and value:
+                return value
+            elif isinstance(value, list) and value:
+                parts = [quoted(item, json.dumps(item)[:200]) for item in value[:3]]
+                return "; ".join(parts)
+        msg = body.get("msg")
+        if isinstance(msg, str):
+            return msg
+    if isinstance(body, str):
+        return body
+    return fallback
+
+
+def _response_message(response: httpx.Response) -> str:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text.strip()[:MESSAGE_MAX]
+    return quoted(body, response.text.strip())[:MESSAGE_MAX]
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+def backoff(attempt: int) -> float:
+    delay: float = min(BACKOFF_MAX, BACKOFF_BASE * 2**attempt)
+    return delay * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not cryptography
+
+
+def poll_delays(first: float = POLL_FIRST, most: float = POLL_MAX) -> Iterator[float]:
+    """Seconds to wait between status polls: growing by half each time, up to ``most``."""
+    delay = first
+    while True:
+        yield delay
+        delay = min(most, delay * 1.5)
+
+
+def transient(status: int) -> bool:
+    return status in (408, 429) or status >= 500
+
+
+def _not_accepted(status: int) -> bool:
+    """Answers that say a submission was not taken (safe to send again)."""
+    return status in (429, 503)
+
+
+class Provider:
+    """One provider's HTTP API, as one node run uses it.
+
+    ``base_url`` and every URL the provider hands back go through the SSRF guard: private,
+    loopback and link-local addresses are refused unless ``NODELOOM_HTTP_ALLOWLIST`` names
+    them. ``headers`` (the credential's) go only to ``base_url``'s origin; ``secrets`` are
+    masked out of anything quoted. Use as ``async with Provider(...) as api:``.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        name: str,
+        base_url: str,
+        headers: Mapping[str, str] | None = None,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
+        self.settings = settings
+        self.name = name
+        self.base_url = base_url.rstrip("/")
+        self.headers = dict(headers or {})
+        self.secrets = tuple(s for s in secrets if s)
+        self.guard = Allowlist.from_settings(settings)
+        self._origin = _origin(httpx.URL(self.base_url))
+        self._client: httpx.AsyncClient | None = None
+
+    async def __aenter__(self) -> Provider:
+        timeout = httpx.Timeout(self.settings.provider_timeout_seconds, connect=10.0)
+        # trust_env=False: a proxy would resolve names itself, past the address check. No
+        # keep-alive: a pooled connection is keyed by address, not by the checked name.
+        self._client = httpx.AsyncClient(
+            timeout=timeout,
+            trust_env=False,
+            follow_redirects=False,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    @property
+    def client(self) -> httpx.AsyncClient:
+        if self._client is None:
+            raise RuntimeError("use the provider as `async with`")
+        return self._client
+
+    def url(self, path_or_url: str) -> str:
+        if path_or_url.startswith(("http://", "https://")):
+            return path_or_url
+        return self.base_url + "/" + path_or_url.lstrip("/")
+
+    def mask(self, text: str) -> str:
+        for secret in self.secrets:
+            text = text.replace(secret, "***")
+        return text
+
+    def _headers_for(self, url: httpx.URL, extra: Mapping[str, str] | None) -> dict[str, str]:
+        sent = dict(self.headers) if _origin(url) == self._origin else {}
+        sent.update(extra or {})
+        return sent
+
+    async def _send(
+        self,
+        method: str,
+        url: httpx.URL,
+        headers: Mapping[str, str],
+        content: bytes | None,
+        *,
+        stream: bool = False,
+    ) -> httpx.Response:
+        """One request through the SSRF guard, connected to a checked address."""
+        addresses = await checked_addresses(url, self.guard)
+        for index, ip in enumerate(addresses):
+            request = _pinned_request(self.client, method, url, ip, headers, content)
+            try:
+                return await self.client.send(request, stream=stream)
+            except httpx.ConnectError:
+                if index == len(addresses) - 1:
+                    raise
+        raise NodeFailure(f"host {url.host!r} has no address", "provider_error")
+
+    async def request(
+        self,
+        method: str,
+        path_or_url: str,
+        *,
+        json_body: Any = None,
+        content: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        idempotent: bool = True,
+        ok: Callable[[int], bool] = lambda status: status < 400,
+    ) -> httpx.Response:
+        """The provider's answer (read in full) once ``ok`` accepts its status, after
+        retries; ``ProviderError`` quoting the provider otherwise. The body is ``json_body``
+        (sent as JSON) or ``content`` (with its Content-Type in ``headers``)."""
+        url = httpx.URL(self.url(path_or_url))
+        sent = self._headers_for(url, headers)
+        if json_body is not None:
+            content = json.dumps(json_body).encode("utf-8")
+            sent.setdefault("Content-Type", "application/json")
+        sent.setdefault("Accept", "application/json")
+        attempts = self.settings.provider_max_retries + 1
+        for attempt in range(attempts):
+            last = attempt == attempts - 1
+            try:
+                response = await self._send(method, url, sent, content)
+            except httpx.ConnectError as exc:
+                if last:
+                    raise self._unreachable(attempts, exc) from exc
+                await asyncio.sleep(backoff(attempt))
+                continue
+            except (httpx.TimeoutException, httpx.NetworkError) as exc:
+                # The request may have reached the provider: a submission is not resent.
+                if last or not idempotent:
+                    raise self._unreachable(attempt + 1, exc) from exc
+                await asyncio.sleep(backoff(attempt))
+                continue
+            if ok(response.status_code):
+                return response
+            retry = (
+                transient(response.status_code)
+                if idempotent
+                else _not_accepted(response.status_code)
+            )
+            if retry and not last:
+                wait = _retry_after(response)
+                await asyncio.sleep(
+                    min(RETRY_AFTER_MAX, wait) if wait is not None else backoff(attempt)
+                )
+                continue
+            raise self.refused(response)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _unreachable(self, attempts: int, exc: Exception) -> ProviderError:
+        return ProviderError(
+            f"{self.name} did not answer after {attempts} attempt(s) ({type(exc).__name__})"
+        )
+
+    def refused(self, response: httpx.Response) -> ProviderError:
+        message = self.mask(_response_message(response))
+        return ProviderError(
+            f"{self.name} refused the request (HTTP {response.status_code}): {message}",
+            response.status_code,
+        )
+
+    def failed(self, message: Any) -> ProviderError:
+        """The provider ran the job and it failed: its reason quoted."""
+        text = quoted(message, str(message) if message is not None else "")
+        text = self.mask(text.strip())[:MESSAGE_MAX] or "no reason given"
+        return ProviderError(f"{self.name} failed: {text}")
+
+    async def json(self, method: str, path_or_url: str, **kwargs: Any) -> dict[str, Any]:
+        response = await self.request(method, path_or_url, **kwargs)
+        try:
+            body = response.json()
+        except ValueError as exc:
+            raise ProviderError(f"{self.name} answered with invalid JSON") from exc
+        if not isinstance(body, dict):
+            raise ProviderError(f"{self.name} answered with unexpected JSON")
+        return cast(dict[str, Any], body)
+
+    # -- downloads -------------------------------------------------------------------------
+
+    async def download(self, ctx: ProviderContext, url: str, kind: Kind) -> Produced:
+        """The file at ``url`` (a URL the provider handed back, or a ``data:`` URI) as an
+        artifact of ``kind``: fetched through the SSRF guard, streamed to the scratch
+        directory within the size limit, converted in a sandbox process."""
+        path = await self.fetch_file(ctx, url)
+        return await ctx.convert(path, kind.value)
+
+    async def fetch_file(self, ctx: ProviderContext, url: str) -> Path:
+        limit = min(self.settings.provider_download_max_bytes, self.settings.max_artifact_bytes)
+        path = ctx.scratch_dir / f"download-{uuid.uuid4().hex}"
+        if url.startswith("data:"):
+            await asyncio.to_thread(_write_data_uri, url, path, limit)
+            return path
+        current = _parse_url(url)
+        for _hop in range(MAX_REDIRECTS + 1):
+            headers = self._headers_for(current, {"Accept": "*/*"})
+            try:
+                response = await self._send("GET", current, headers, None, stream=True)
+            except httpx.HTTPError as exc:
+                raise ProviderError(
+                    f"cannot download {self.name}'s output from {current.host} "
+                    f"({type(exc).__name__})"
+                ) from exc
+            try:
+                location = response.headers.get("location")
+                if response.status_code in (301, 302, 303, 307, 308) and location:
+                    current = current.join(location)
+                    continue
+                if response.status_code >= 400:
+                    await response.aread()
+                    raise ProviderError(
+                        f"downloading {self.name}'s output failed (HTTP {response.status_code})",
+                        response.status_code,
+                    )
+                await _stream_to(response, path, limit, self.name)
+            finally:
+                await response.aclose()
+            return path
+        raise ProviderError(f"{self.name}'s output URL redirects more than {MAX_REDIRECTS} times")
+
+
+def _origin(url: httpx.URL) -> tuple[str, str, int | None]:
+    return (url.scheme, url.host, url.port)
+
+
+def _parse_url(url: str) -> httpx.URL:
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise ProviderError(f"the provider handed back an invalid URL: {exc}") from exc
+    if parsed.scheme not in ("http", "https"):
+        raise ProviderError(f"the provider handed back a {parsed.scheme or 'schemeless'} URL")
+    return parsed
+
+
+def too_large(name: str, limit: int) -> NodeFailure:
+    return NodeFailure(
+        f"{name}'s output is larger than the download limit of {limit:,} bytes",
+        "limit_exceeded",
+    )
+
+
+async def _stream_to(response: httpx.Response, path: Path, limit: int, name: str) -> None:
+    declared = response.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise too_large(name, limit)
+    size = 0
+    with path.open("wb") as out:
+        async for chunk in response.aiter_bytes(DOWNLOAD_CHUNK):
+            size += len(chunk)
+            if size > limit:
+                raise too_large(name, limit)
+            out.write(chunk)  # a local file: the page cache takes it at once
+
+
+def _write_data_uri(uri: str, path: Path, limit: int) -> None:
+    header, comma, payload = uri.partition(",")
+    if not comma:
+        raise ProviderError("the provider handed back a malformed data: URI")
+    if len(payload) * 3 // 4 > limit:
+        raise too_large("the provider", limit)
+    try:
+        if header.endswith(";base64"):
+            data = base64.b64decode(payload, validate=True)
+        else:
+            data = urllib.parse.unquote_to_bytes(payload)
+    except (binascii.Error, ValueError) as exc:
+        raise ProviderError("the provider handed back a malformed data: URI") from exc
+    path.write_bytes(data)
+
+
+# ----------------------------------------------------------------------------- inputs
+
+
+async def data_uri(ref: ArtifactRef) -> str:
+    """An input artifact as a ``data:`` URI (how Replicate and fal take files inline)."""
+
+    def encode() -> str:
+        return f"data:{ref.content_type};base64," + base64.b64encode(ref.read_bytes()).decode()
+
+    return await asyncio.to_thread(encode)
+
+
+# ----------------------------------------------------------------------------- jobs
+
+
+def request_fingerprint(request: Any) -> str:
+    """What identifies a submission: the same request after a crash attaches to its job."""
+    canonical = json.dumps(request, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class Job:
+    """A provider job the node waits on: ``data`` as stored on the node run (``id`` and
+    whatever the adapter needs to follow it: status URL...), ``attached`` when it was
+    submitted by an earlier attempt of this node run (after a crash)."""
+
+    data: dict[str, Any]
+    attached: bool
+
+    @property
+    def id(self) -> str:
+        return str(self.data["id"])
+
+
+async def submit_once(
+    ctx: ProviderContext,
+    provider: str,
+    request: Any,
+    submit: Callable[[], Awaitable[dict[str, Any]]],
+) -> Job:
+    """The job for ``request``: the one an earlier attempt of this node run submitted for
+    the same provider and request, else a new one from ``submit`` (which returns at least
+    ``{"id": ...}``), stored on the node run — committed — before this returns, so a crash
+    from here on attaches to it instead of submitting again."""
+    fingerprint = request_fingerprint(request)
+    known = ctx.remembered_job
+    if (
+        isinstance(known, dict)
+        and known.get("provider") == provider
+        and known.get("request") == fingerprint
+        and known.get("id")
+    ):
+        return Job(dict(known), attached=True)
+    data = await submit()
+    if "id" not in data:
+        raise ProviderError(f"{provider} accepted the job but gave no id")
+    stored = {**data, "provider": provider, "request": fingerprint}
+    await ctx.remember_job(stored)
+    return Job(stored, attached=False)
+
+
+async def forget_job(ctx: ProviderContext) -> None:
+    """The job ended in a way that must not be attached to again (it failed or was
+    cancelled): a later attempt submits afresh."""
+    if ctx.remembered_job is not None:
+        await ctx.remember_job(None)
+
+
+@contextlib.asynccontextmanager
+async def cancelling(
+    ctx: ProviderContext, cancel: Callable[[], Awaitable[Any]]
+) -> AsyncIterator[None]:
+    """Around a wait: when the node is stopped because its run was cancelled, ask the
+    provider to stop the job (``cancel``, within CANCEL_TIMEOUT, its failure ignored). A
+    server that stops leaves the job running: the next process attaches to it."""
+    try:
+        yield
+    except asyncio.CancelledError:
+        await asyncio.shield(_cancel_if_run_cancelled(ctx, cancel))
+        raise
+
+
+async def _cancel_if_run_cancelled(
+    ctx: ProviderContext, cancel: Callable[[], Awaitable[Any]]
+) -> None:
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(CANCEL_TIMEOUT):
+            if await ctx.run_cancelled():
+                await cancel()
+                await forget_job(ctx)
+
+
+# ----------------------------------------------------------------------------- progress
+
+
+async def report(ctx: NodeContext, fraction: float) -> None:
+    """Progress 0..1 of the wait, to WebSocket subscribers as ``node.progress`` (the engine
+    keeps at most one a second); a provider's progress never reaches 1 before the output is
+    downloaded."""
+    await ctx.progress(min(0.99, max(0.0, fraction)))

@@ -2,6 +2,8 @@ import { describe, expect, it } from "vitest";
 import {
   CREDENTIAL_KINDS,
   createFields,
+  credentialKinds,
+  credentialRequired,
   kindOf,
   maskedSecret,
   rotateFields,
@@ -25,8 +27,11 @@ describe("credential kinds", () => {
     });
   });
 
-  it("marks only openai as driving nodes", () => {
-    expect(CREDENTIAL_KINDS.filter((k) => k.drivesNodes).map((k) => k.kind)).toEqual(["openai"]);
+  it("marks openai and comfyui as driving nodes", () => {
+    expect(CREDENTIAL_KINDS.filter((k) => k.drivesNodes).map((k) => k.kind)).toEqual([
+      "openai",
+      "comfyui",
+    ]);
   });
 
   it("builds a new credential's fields, trimming all but secrets and dropping empty optionals", () => {
@@ -72,5 +77,17 @@ describe("credential kinds", () => {
     expect(takesCredential({ properties: { text: {} } })).toBe(false);
     expect(takesCredential(null)).toBe(false);
     expect(kindOf("openai")?.fields.map((f) => f.name)).toEqual(["base_url", "api_key"]);
+  });
+
+  it("reads the kinds a node takes and whether it must name one from its params schema", () => {
+    const comfy = {
+      properties: { credential: { type: "string", "x-credential-kinds": ["comfyui"] } },
+      required: ["credential"],
+    };
+    expect(credentialKinds(comfy)).toEqual(["comfyui"]);
+    expect(credentialRequired(comfy)).toBe(true);
+    const llm = { properties: { credential: { anyOf: [{ type: "string" }, { type: "null" }] } } };
+    expect(credentialKinds(llm)).toEqual(["openai"]);
+    expect(credentialRequired(llm)).toBe(false);
   });
 });

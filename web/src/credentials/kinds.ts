@@ -54,7 +54,7 @@ export const CREDENTIAL_KINDS: readonly CredentialKind[] = [
       field("username", "User name", false, { optional: true }),
       field("password", "Password", true, { optional: true }),
     ],
-    drivesNodes: false,
+    drivesNodes: true,
   },
   {
     kind: "elevenlabs",
@@ -135,4 +135,27 @@ export function shownFields(
 export function takesCredential(paramsSchema: unknown): boolean {
   const props = (paramsSchema as { properties?: Record<string, unknown> } | null)?.properties;
   return !!props && "credential" in props;
+}
+
+interface ParamsSchema {
+  properties?: Record<string, { "x-credential-kinds"?: unknown }>;
+  required?: unknown;
+}
+
+/** The kinds of credential a node's `credential` param takes: its schema's
+ * `x-credential-kinds`, else the OpenAI-compatible kind of the first provider nodes. */
+export function credentialKinds(paramsSchema: unknown): string[] {
+  const declared = (paramsSchema as ParamsSchema | null)?.properties?.credential?.[
+    "x-credential-kinds"
+  ];
+  if (Array.isArray(declared) && declared.every((k) => typeof k === "string") && declared.length) {
+    return declared as string[];
+  }
+  return [NODE_CREDENTIAL_KIND];
+}
+
+/** Whether the node must name a credential (no operator's default to fall back on). */
+export function credentialRequired(paramsSchema: unknown): boolean {
+  const required = (paramsSchema as ParamsSchema | null)?.required;
+  return Array.isArray(required) && required.includes("credential");
 }

@@ -1,7 +1,7 @@
 import { Link } from "react-router";
 import { useCredentials } from "../api/queries";
 import { REMOVE } from "../forms/SchemaForm";
-import { NODE_CREDENTIAL_KIND, maskedSecret } from "../credentials/kinds";
+import { maskedSecret } from "../credentials/kinds";
 
 /** A provider node's `credential` param: a select of the account's credentials of the kind
  * the node takes, the operator's provider as the empty choice, and a link to add one. A value
@@ -11,13 +11,20 @@ export function CredentialPicker({
   id,
   value,
   onChange,
+  kinds,
+  required = false,
 }: {
   id: string;
   value: unknown;
   onChange: (value: unknown) => void;
+  /** The kinds the node takes (its schema's `x-credential-kinds`). */
+  kinds: string[];
+  /** No operator's default: the node must name one (a ComfyUI server is the account's). */
+  required?: boolean;
 }) {
   const credentials = useCredentials();
-  const usable = (credentials.data ?? []).filter((c) => c.kind === NODE_CREDENTIAL_KIND);
+  const usable = (credentials.data ?? []).filter((c) => kinds.includes(c.kind));
+  const kindNames = kinds.join(" or ");
   const current = typeof value === "string" ? value : "";
   const missing = current !== "" && credentials.isSuccess && !usable.some((c) => c.id === current);
   const hint = `${id}-hint`;
@@ -31,7 +38,9 @@ export function CredentialPicker({
         value={current}
         onChange={(e) => onChange(e.target.value === "" ? REMOVE : e.target.value)}
       >
-        <option value="">Operator’s default provider</option>
+        <option value="">
+          {required ? "Choose a credential…" : "Operator’s default provider"}
+        </option>
         {usable.map((c) => (
           <option key={c.id} value={c.id}>
             {c.name} ({maskedSecret(c.hint)})
@@ -41,13 +50,14 @@ export function CredentialPicker({
         {!credentials.isSuccess && current !== "" && <option value={current}>{current}</option>}
       </select>
       <div className="hint" id={hint}>
-        Which {NODE_CREDENTIAL_KIND} credential of your account this node calls with.{" "}
+        Which {kindNames} credential of your account this node calls with.{" "}
         {usable.length === 0 && credentials.isSuccess ? "You have none yet. " : ""}
         <Link to="/profile#credentials-heading">Add a credential</Link>
       </div>
       {missing && (
         <div className="error">
-          This credential no longer exists: pick another, or the operator’s default provider.
+          This credential no longer exists: pick another
+          {required ? "." : ", or the operator’s default provider."}
         </div>
       )}
     </div>

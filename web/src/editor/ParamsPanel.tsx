@@ -4,7 +4,7 @@ import { refusal, targetInput } from "../graph/kinds";
 import { SchemaForm } from "../forms/SchemaForm";
 import type { JsonSchema } from "../forms/schema";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
-import { takesCredential } from "../credentials/kinds";
+import { credentialKinds, credentialRequired, takesCredential } from "../credentials/kinds";
 import { CredentialPicker } from "./CredentialPicker";
 import { useEditor } from "./context";
 
@@ -92,6 +92,8 @@ export function ParamsPanel({
                     id={id}
                     value={node.data.credential}
                     onChange={(value) => onParam(node.id, "credential", value)}
+                    kinds={credentialKinds(spec.params_schema)}
+                    required={credentialRequired(spec.params_schema)}
                   />
                 ),
               }

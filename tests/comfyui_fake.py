@@ -163,6 +163,12 @@ class FakeComfyUI:
         self.uploads[name] = data
         return JSONResponse({"name": name, "subfolder": "", "type": "input"})
 
+    async def system_stats(self, request: Request) -> Response:
+        if not self._authorized(request):
+            return JSONResponse({"error": "invalid token"}, 401)
+        devices = [{"name": "cuda:0 NVIDIA GeForce RTX 4090", "type": "cuda", "index": 0}]
+        return JSONResponse({"system": {"os": "posix"}, "devices": devices})
+
     async def view(self, request: Request) -> Response:
         self._authorized(request)
         name = request.query_params.get("filename", "")
@@ -308,6 +314,7 @@ class FakeComfyUI:
                 Route("/interrupt", self.interrupt, methods=["POST"]),
                 Route("/upload/image", self.upload, methods=["POST"]),
                 Route("/view", self.view),
+                Route("/system_stats", self.system_stats),
                 WebSocketRoute("/ws", self.ws),
             ],
             lifespan=lifespan,

@@ -230,6 +230,36 @@ class TestRuns:
         assert fake.submissions == [] and fake.authorizations == []
 
 
+class TestConnection:
+    async def test_the_credential_is_tested_on_system_stats(
+        self, client: httpx.AsyncClient, owner: User, fake: FakeComfyUI
+    ) -> None:
+        good = await comfy_credential(client, owner, fake)
+        r = await client.post(f"/api/v1/credentials/{good}/test", headers=owner.headers)
+        assert r.json() == {
+            "ok": True,
+            "status": 200,
+            "message": "ComfyUI answered (devices: cuda:0 NVIDIA GeForce RTX 4090)",
+        }
+        r = await client.post(
+            "/api/v1/credentials",
+            json={
+                "name": "stale",
+                "kind": "comfyui",
+                "fields": {"base_url": fake.url, "bearer_token": "an-old-token-0000"},
+            },
+            headers=owner.headers,
+        )
+        bad = r.json()["id"]
+        r = await client.post(f"/api/v1/credentials/{bad}/test", headers=owner.headers)
+        assert r.json() == {
+            "ok": False,
+            "status": 401,
+            "message": "ComfyUI refused the request (HTTP 401): invalid token",
+        }
+        assert fake.authorizations == [f"Bearer {TOKEN}", "Bearer an-old-token-0000"]
+
+
 class TestSaving:
     async def test_bindings_are_checked_with_pointers(
         self, client: httpx.AsyncClient, owner: User, fake: FakeComfyUI

@@ -21,6 +21,8 @@ from nodeloom.api.state import AppContext
 from nodeloom.auth.tokens import decrypt, encrypt
 from nodeloom.errors import NotFound
 from nodeloom.nodes import providers
+from nodeloom.nodes.adapters import comfyui_protocol
+from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.schemas.credentials import (
     CredentialCreate,
     CredentialOut,
@@ -165,16 +167,21 @@ async def test_credential(
     credential_id: str, principal: PrincipalDep, ctx: CtxDep
 ) -> CredentialTestResult:
     """Try the credential on the provider's cheapest authenticated call (openai: ``GET
-    {base_url}/models``), through the same address check as HttpRequest, with a short
-    timeout. ``ok`` says whether the provider accepted it; its error is quoted."""
+    {base_url}/models``; comfyui: ``GET {base_url}/system_stats``), through the same address
+    check as HttpRequest, with a short timeout. ``ok`` says whether the provider accepted it;
+    its error is quoted."""
     row = await _get_or_404(ctx, principal.account_id, credential_id)
-    if row.kind != providers.CREDENTIAL_KIND:
+    if row.kind not in (providers.CREDENTIAL_KIND, comfyui_protocol.CREDENTIAL_KIND):
         return CredentialTestResult(ok=False, message=NO_TEST)
     plain = decrypt(ctx.settings.secret, row.secret_encrypted)
     if plain is None:
         return CredentialTestResult(
             ok=False, message="the secret does not decrypt with this server's secret"
         )
+    if row.kind == comfyui_protocol.CREDENTIAL_KIND:  # GET {base_url}/system_stats
+        credential = Credential(row.id, row.kind, dict(row.fields), orjson.loads(plain))
+        ok, answered, message = await comfyui_protocol.check(ctx.settings, credential)
+        return CredentialTestResult(ok=ok, status=answered, message=message)
     key = str(orjson.loads(plain)["api_key"])
     ok, answered, message = await providers.check_openai(ctx.settings, row.fields["base_url"], key)
     return CredentialTestResult(ok=ok, status=answered, message=message)

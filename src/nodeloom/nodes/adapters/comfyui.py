@@ -30,7 +30,12 @@ import websockets
 from pydantic import BaseModel, ConfigDict, Field
 
 from nodeloom.nodes.adapters import policy
-from nodeloom.nodes.adapters.comfyui_protocol import ERROR_QUOTE, ComfyUIClient, auth_headers
+from nodeloom.nodes.adapters.comfyui_protocol import (
+    CREDENTIAL_KIND,
+    ERROR_QUOTE,
+    ComfyUIClient,
+    auth_headers,
+)
 from nodeloom.nodes.adapters.policy import ProviderError
 from nodeloom.nodes.base import (
     Cost,
@@ -47,7 +52,6 @@ from nodeloom.nodes.base import (
     Produced,
 )
 
-CREDENTIAL_KIND = "comfyui"
 PROVIDER = "comfyui"  # as the stored job names it
 TEXT_SLOTS = ("text1", "text2", "text3", "text4")
 IMAGE_SLOTS = ("image1", "image2", "image3")

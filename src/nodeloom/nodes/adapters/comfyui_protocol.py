@@ -27,6 +27,7 @@ error.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
 import ssl
@@ -42,7 +43,9 @@ from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.adapters.policy import ProviderError
 from nodeloom.nodes.base import NodeFailure
 from nodeloom.nodes.http import checked_addresses
+from nodeloom.settings import Settings
 
+CREDENTIAL_KIND = "comfyui"
 MESSAGE_MAX = 64 * 1024 * 1024  # a WebSocket message (JSON status; previews are skipped)
 ERROR_QUOTE = 500  # characters of a provider's error quoted in a node failure
 
@@ -168,6 +171,52 @@ class ComfyUIClient:
             kwargs["server_hostname"] = ws_url.host
         async with websockets.connect(str(ws_url.copy_with(scheme=scheme)), **kwargs) as ws:
             yield ws
+
+
+TEST_TIMEOUT = 10.0  # seconds, for a credential's connection test
+
+
+async def check(settings: Settings, credential: policy.Credential) -> tuple[bool, int | None, str]:
+    """A comfyui credential's connection test: ``GET {base_url}/system_stats`` (the
+    cheapest call; a proxy in front checks the credential on it) through the address check,
+    within ``TEST_TIMEOUT``. (ok, HTTP status, message), the server's words quoted."""
+    base_url = credential.value("base_url") or ""
+    secrets = tuple(credential.secret.values())
+    try:
+        async with (
+            asyncio.timeout(TEST_TIMEOUT),
+            policy.Provider(
+                settings.model_copy(update={"provider_max_retries": 0}),
+                name="ComfyUI",
+                base_url=base_url,
+                headers=auth_headers(credential),
+                secrets=secrets,
+            ) as api,
+        ):
+            response = await api.request("GET", "system_stats", ok=lambda _status: True)
+    except TimeoutError:
+        return False, None, f"ComfyUI did not answer within {TEST_TIMEOUT:g} s"
+    except NodeFailure as exc:
+        return False, None, _masked(exc.message, secrets)
+    except httpx.HTTPError as exc:
+        return False, None, f"cannot reach ComfyUI ({type(exc).__name__})"
+    if response.status_code >= 400:
+        refused = api.refused(response)
+        return False, response.status_code, refused.message
+    try:
+        devices = response.json().get("devices") or []
+        names = ", ".join(str(d.get("name")) for d in devices if isinstance(d, dict))
+    except (ValueError, AttributeError):
+        names = ""
+    message = "ComfyUI answered" + (f" (devices: {names[:200]})" if names else "")
+    return True, response.status_code, message
+
+
+def _masked(text: str, secrets: tuple[str, ...]) -> str:
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return text
 
 
 def describe_refusal(body: Mapping[str, Any]) -> str:

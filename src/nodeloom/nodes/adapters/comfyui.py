@@ -413,6 +413,10 @@ async def follow(
             prompt_id, client_id = str(job["id"]), str(job.get("client_id") or _client_id())
             entry = await client.history(prompt_id)
             if entry is not None:  # it finished while no one waited
+                failure = _failure_of(entry)
+                if failure is not None:
+                    await policy.forget_job(ctx)  # a retry queues afresh
+                    raise failure
                 return entry
             if await client.queued(prompt_id):
                 ws = await _listen(stack, client, client_id)
@@ -427,11 +431,7 @@ async def follow(
         await ctx.remember_job({**job, "request": fingerprint})
         ws = await _listen(stack, client, client_id)  # before queueing: no message is missed
         await stack.enter_async_context(_cancelling(ctx, client, prompt_id))
-        try:
-            answered = await client.submit(prompt, client_id, prompt_id)
-        except ProviderError:
-            await policy.forget_job(ctx)  # refused: a retry queues afresh
-            raise
+        answered = await client.submit(prompt, client_id, prompt_id)  # refused: forgotten
         if answered != prompt_id:  # a server that ignores a caller's id
             prompt_id = answered
             await ctx.remember_job({**job, "id": prompt_id, "request": fingerprint})
@@ -485,10 +485,9 @@ async def bound_prompt(
                 name = f"nodeloom-{ref.sha256[:32]}.png"
                 uploaded[binding.source] = await client.upload_image(name, data)
             target[binding.input] = uploaded[binding.source]
-        elif binding.type == "number":
-            target[binding.input] = _number(ref.read_text(), binding)
         else:
-            target[binding.input] = ref.read_text()
+            text = await asyncio.to_thread(ref.read_text)
+            target[binding.input] = _number(text, binding) if binding.type == "number" else text
     return prompt
 
 

@@ -136,7 +136,9 @@ def _price(node: NodeType) -> str:
     cost = node.spec.cost
     flat = f"{cost.credits} credit{'s' if cost.credits != 1 else ''}"
     if cost.per_second:
-        return f"{flat} + {cost.per_second} per started second"
+        flat = f"{flat} + {cost.per_second} per started second"
+    if cost.pass_through:
+        flat = f"{flat} + the provider's reported cost (at most {cost.pass_through})"
     return flat
 
 
@@ -146,6 +148,13 @@ def _section(node: NodeType) -> list[str]:
     lines = [title, "", spec.description, ""]
     if spec.needs_provider:
         lines += ["*Provider*: needs an AI provider to be configured.", ""]
+    if spec.adapter:
+        kinds = " or ".join(f"`{kind}`" for kind in spec.credential_kinds)
+        lines += [
+            f"*Provider*: calls a hosted API with a {kinds} credential of the account "
+            "(see docs/providers.md).",
+            "",
+        ]
     inputs = ", ".join(
         f"`{i.name}` ({i.kind.value}{', optional' if not i.required else ''}"
         f"{', multiple, in edge order' if i.multiple else ''})"
@@ -165,13 +174,13 @@ def _section(node: NodeType) -> list[str]:
         defs = schema.get("$defs", {})
         for name, prop in props.items():
             field = spec.params.model_fields[name]
-            shown = (
-                "required"
+            default = (
+                "*required*"
                 if field.is_required()
                 else _default(field.get_default(call_default_factory=True))
             )
             description = str(prop.get("description", "")).replace("|", "\\|")
-            lines.append(f"| `{name}` | {_type_name(prop, defs)} | {shown} | {description} |")
+            lines.append(f"| `{name}` | {_type_name(prop, defs)} | {default} | {description} |")
         lines.append("")
     return lines
 

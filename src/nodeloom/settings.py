@@ -221,6 +221,13 @@ class Settings(BaseSettings):
         description="Largest file a provider node downloads from a URL its provider hands "
         "back (the artifact size limit applies too).",
     )
+    replicate_api_url: str = Field(
+        default="https://api.replicate.com/v1",
+        description="Replicate's HTTP API (ReplicateModel and the video/music nodes).",
+    )
+    fal_queue_url: str = Field(
+        default="https://queue.fal.run", description="fal's queue API (FalModel and families)."
+    )
     provider_credits_per_usd: float = Field(
         default=100.0,
         gt=0,

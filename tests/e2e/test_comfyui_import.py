@@ -91,7 +91,7 @@ class TestComfyUIImport:
         details = page.get_by_role("complementary", name="Details")
         picker = details.get_by_role("combobox", name="Credential")
         expect(picker.locator("option")).to_have_count(2)  # the comfyui one only
-        expect(picker.locator("option").first).to_have_text("Choose a credential…")
+        expect(picker.locator("option").first).to_have_text("Choose a credential")
         picker.select_option(label="GPU box (…)")
         page.keyboard.press("Control+s")
         expect(page.get_by_role("status").filter(has_text="Saved.")).to_be_visible()

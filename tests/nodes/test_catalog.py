@@ -3,9 +3,8 @@ with Pillow / PyAV to check the content type, dimensions and duration it claims.
 
 from __future__ import annotations
 
-import asyncio
 import io
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,16 +13,15 @@ import av
 import pytest
 from PIL import Image
 
-from nodeloom.engine.context import ProviderNodeContext
 from nodeloom.nodes import media
-from nodeloom.nodes.adapters import policy
+from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.nodes.base import InputValue, Kind, NodeType, Produced
 from nodeloom.nodes.registry import build_registry, params_schema
-from nodeloom.sandbox import budget
-from nodeloom.sandbox.pool import SandboxPool
 from nodeloom.settings import Settings
 from tests.comfyui_fake import SDXL_WORKFLOW, FakeComfyUI, running
 from tests.nodes.conftest import Artifacts, FakeServer, make_settings, run_node
+from tests.providers.context import provider_context
+from tests.providers.fakes import FAL_KEY, REPLICATE_TOKEN, FakeFal, FakeReplicate
 
 
 @dataclass
@@ -35,13 +33,63 @@ class Case:
     text: str | None = None  # expected text output
     sound: bool = False  # video has an audio track
     audio_codec: str = "aac"  # of that track: an MP3 input is copied as it is
+    credential: str | None = None  # a provider node's credential kind (tests/providers/fakes)
 
 
 CaseFactory = Callable[[Artifacts, FakeServer], Case]
 
 
+def _hosted_cases() -> dict[str, CaseFactory]:
+    """The Replicate and fal nodes, against the fakes of tests/providers/fakes.py: the model
+    name picks what the fake returns (FAKE_OUTPUTS)."""
+    text = {"bindings": {"prompt": "text"}}
+    cases: dict[str, CaseFactory] = {}
+    for provider, prefix, image_model in (
+        ("replicate", "ReplicateModel", "acme/img"),
+        ("fal", "FalModel", "fal-ai/img"),
+    ):
+        models = {"": image_model, "Video": "acme/vid", "Audio": "acme/aud", "Text": "acme/txt"}
+        if provider == "fal":
+            models = {k: "fal-ai/" + v.split("/")[1] for k, v in models.items()}
+        expect: dict[str, dict[str, Any]] = {
+            "": {"size": (40, 30)},
+            "Video": {"size": (64, 48), "seconds": 2.0},
+            "Audio": {"seconds": 1.0},
+            "Text": {"text": "Once upon a time"},
+        }
+        for suffix, model in models.items():
+            cases[prefix + suffix] = lambda a, s, m=model, p=provider, x=expect[suffix]: Case(
+                {"credential": "cred", "model": m, **text},
+                {"text": a.text("a fox")},
+                credential=p,
+                **x,
+            )
+    cases["TextToVideo"] = lambda a, s: Case(
+        {"credential": "cred", "model": "acme/vid", "duration_seconds": 5},
+        {"text": a.text("waves")},
+        size=(64, 48),
+        seconds=2.0,
+        credential="replicate",
+    )
+    cases["ImageToVideo"] = lambda a, s: Case(
+        {"credential": "cred", "model": "fal-ai/vid"},
+        {"image": a.image()},
+        size=(64, 48),
+        seconds=2.0,
+        credential="fal",
+    )
+    cases["TextToMusic"] = lambda a, s: Case(
+        {"credential": "cred", "model": "fal-ai/wav", "duration_seconds": 3},
+        {"text": a.text("lofi")},
+        seconds=1.0,
+        credential="fal",
+    )
+    return cases
+
+
 def _cases() -> dict[str, CaseFactory]:
     return {
+        **_hosted_cases(),
         "TextInput": lambda a, s: Case({"text": "fixed"}, {}, text="fixed"),
         "TextTemplate": lambda a, s: Case(
             {"template": "<{{ text }}>"}, {"text": a.text("x")}, text="<x>"
@@ -75,6 +123,7 @@ def _cases() -> dict[str, CaseFactory]:
             },
             {"text1": a.text("a cat")},
             (96, 64),
+            credential="comfyui",
         ),
         "RenderText": lambda a, s: Case(
             {"width": 120, "height": 80}, {"text": a.text("Hello")}, (120, 80)
@@ -165,14 +214,50 @@ def test_every_registered_type_has_a_case() -> None:
     assert len(registered) >= 20
 
 
+FAKE_OUTPUTS = {"img": "image", "vid": "video", "aud": "audio", "txt": "text", "wav": "wav"}
+
+
+@pytest.fixture(scope="module")
+def comfyui_url() -> Iterator[str]:
+    """A fake ComfyUI server (tests/comfyui_fake.py): the account's own, as a credential
+    names it."""
+    with running(FakeComfyUI(steps=2, step_seconds=0.01)) as comfy:
+        yield comfy.url
+
+
+@pytest.fixture(scope="module")
+def hosted_fakes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """Fakes of Replicate's and fal's APIs: (Replicate API URL, fal queue URL)."""
+    directory = tmp_path_factory.mktemp("hosted")
+    replicate, fal = FakeReplicate(directory), FakeFal(directory)
+    replicate.script.by_model = fal.script.by_model = FAKE_OUTPUTS
+    fal.script.by_model = {**FAKE_OUTPUTS, "img": "jpeg"}  # fal answers JPEG: made PNG
+    try:
+        yield replicate.url + "/v1", fal.url
+    finally:
+        replicate.stop()
+        fal.stop()
+
+
 @pytest.fixture
-def catalog_settings(tmp_path: Path, provider: FakeServer) -> Settings:
+def catalog_settings(
+    tmp_path: Path, provider: FakeServer, hosted_fakes: tuple[str, str]
+) -> Settings:
     return make_settings(
         tmp_path / "data",
         provider_base_url=provider.url + "/v1",
         provider_api_key="sk-test",
         http_allowlist=["127.0.0.1"],
+        replicate_api_url=hosted_fakes[0],
+        fal_queue_url=hosted_fakes[1],
     )
+
+
+def _credential(kind: str, comfyui_url: str) -> Credential:
+    if kind == "comfyui":
+        return Credential(id="cred", kind=kind, fields={"base_url": comfyui_url}, secret={})
+    secret = {"api_token": REPLICATE_TOKEN} if kind == "replicate" else {"api_key": FAL_KEY}
+    return Credential(id="cred", kind=kind, fields={}, secret=secret)
 
 
 @pytest.mark.parametrize("type_name", sorted(CASES))
@@ -182,66 +267,22 @@ async def test_node_type_produces_a_real_file(
     tmp_path: Path,
     artifacts: Artifacts,
     site: FakeServer,
+    comfyui_url: str,
 ) -> None:
     node = build_registry().get(type_name)
     assert node is not None
     case = CASES[type_name](artifacts, site)
-    ctx = media.LocalContext(catalog_settings, tmp_path / "scratch")
+    ctx: Any = media.LocalContext(catalog_settings, tmp_path / "scratch")
+    if node.spec.adapter:
+        assert case.credential in node.spec.credential_kinds
+        ctx = provider_context(
+            catalog_settings, tmp_path / "scratch", _credential(case.credential or "", comfyui_url)
+        )
     assert node.unavailable_reason(catalog_settings) is None
-    if node.spec.adapter:  # the account's own server, as a credential names it
-        with running(FakeComfyUI()) as comfy:
-            produced = await _run_adapter(node, case, catalog_settings, tmp_path, comfy.url)
-    else:
-        produced = await run_node(node, ctx, case.params, case.inputs)
+    produced = await run_node(node, ctx, case.params, case.inputs)
     _check_output(node, produced, case)
     _check_pricing(node, case, produced)
     params_schema(node.spec.params)  # the published schema builds
-
-
-async def _run_adapter(
-    node: NodeType, case: Case, settings: Settings, tmp_path: Path, base_url: str
-) -> Produced:
-    """A provider node as the executor runs it: on the loop, with its credential and a
-    sandbox process for decoding what the provider returned."""
-    scratch = tmp_path / "scratch"
-    sandbox = SandboxPool(settings)
-    await sandbox.start()
-    try:
-
-        async def convert(path: Path, kind: str) -> Produced:
-            limits = budget.resolve(
-                "T", kind, "pro", overrides={}, plan_caps={}, timeout_seconds=60
-            )
-            return await sandbox.convert(path, kind, scratch, limits, "acct")
-
-        async def remember(_job: dict[str, Any] | None) -> None:
-            return None
-
-        async def cancelled() -> bool:
-            return False
-
-        async def progress(_fraction: float) -> None:
-            return None
-
-        ctx = ProviderNodeContext(
-            credential=policy.Credential("c1", "comfyui", {"base_url": base_url}, {}),
-            remembered_job=None,
-            remember=remember,
-            cancelled=cancelled,
-            convert=convert,
-            deadline=asyncio.get_running_loop().time() + 60,
-            run_id="run",
-            node_id="node",
-            account_id="acct",
-            run_input=None,
-            settings=settings,
-            report=progress,
-            scratch=scratch,
-        )
-        params = node.spec.params.model_validate(case.params)
-        return await node.run(ctx, params, case.inputs)
-    finally:
-        await sandbox.stop()
 
 
 def _content(produced: Produced) -> bytes:

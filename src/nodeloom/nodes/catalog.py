@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from nodeloom.nodes import (
     audio,
+    hosted,
     http,
     image,
     image_filters,
@@ -29,5 +30,6 @@ def all_nodes() -> list[NodeType]:
         *video.NODES,
         *http.NODES,
         *providers.NODES,
+        *hosted.NODES,
         *comfyui.NODES,
     ]

@@ -2,13 +2,13 @@ import { describe, expect, it } from "vitest";
 import {
   CREDENTIAL_KINDS,
   createFields,
-  credentialKinds,
-  credentialRequired,
   kindOf,
   maskedSecret,
   rotateFields,
   shownFields,
   takesCredential,
+  credentialKinds,
+  credentialRequired,
 } from "./kinds";
 
 describe("credential kinds", () => {
@@ -27,9 +27,11 @@ describe("credential kinds", () => {
     });
   });
 
-  it("marks openai and comfyui as driving nodes", () => {
+  it("marks only openai as driving nodes", () => {
     expect(CREDENTIAL_KINDS.filter((k) => k.drivesNodes).map((k) => k.kind)).toEqual([
       "openai",
+      "replicate",
+      "fal",
       "comfyui",
     ]);
   });
@@ -76,18 +78,14 @@ describe("credential kinds", () => {
     expect(takesCredential({ properties: { model: {}, credential: {} } })).toBe(true);
     expect(takesCredential({ properties: { text: {} } })).toBe(false);
     expect(takesCredential(null)).toBe(false);
-    expect(kindOf("openai")?.fields.map((f) => f.name)).toEqual(["base_url", "api_key"]);
-  });
-
-  it("reads the kinds a node takes and whether it must name one from its params schema", () => {
-    const comfy = {
-      properties: { credential: { type: "string", "x-credential-kinds": ["comfyui"] } },
-      required: ["credential"],
+    const hosted = {
+      properties: { credential: { "x-credential-kinds": ["replicate", "fal"] } },
+      required: ["credential", "model"],
     };
-    expect(credentialKinds(comfy)).toEqual(["comfyui"]);
-    expect(credentialRequired(comfy)).toBe(true);
-    const llm = { properties: { credential: { anyOf: [{ type: "string" }, { type: "null" }] } } };
-    expect(credentialKinds(llm)).toEqual(["openai"]);
-    expect(credentialRequired(llm)).toBe(false);
+    expect(credentialKinds(hosted)).toEqual(["replicate", "fal"]);
+    expect(credentialRequired(hosted)).toBe(true);
+    expect(credentialKinds({ properties: { credential: {} } })).toEqual(["openai"]);
+    expect(credentialRequired({ properties: { credential: {} } })).toBe(false);
+    expect(kindOf("openai")?.fields.map((f) => f.name)).toEqual(["base_url", "api_key"]);
   });
 });

@@ -42,9 +42,9 @@ export const CREDENTIAL_KINDS: readonly CredentialKind[] = [
     kind: "replicate",
     label: "Replicate",
     fields: [field("api_token", "API token", true)],
-    drivesNodes: false,
+    drivesNodes: true,
   },
-  { kind: "fal", label: "fal.ai", fields: [field("api_key", "API key", true)], drivesNodes: false },
+  { kind: "fal", label: "fal.ai", fields: [field("api_key", "API key", true)], drivesNodes: true },
   {
     kind: "comfyui",
     label: "ComfyUI",
@@ -137,25 +137,24 @@ export function takesCredential(paramsSchema: unknown): boolean {
   return !!props && "credential" in props;
 }
 
-interface ParamsSchema {
-  properties?: Record<string, { "x-credential-kinds"?: unknown }>;
+interface CredentialParams {
+  properties?: Record<string, { "x-credential-kinds"?: unknown } | undefined>;
   required?: unknown;
 }
 
-/** The kinds of credential a node's `credential` param takes: its schema's
- * `x-credential-kinds`, else the OpenAI-compatible kind of the first provider nodes. */
+/** The credential kinds a node's `credential` param takes: the server lists them in the
+ * param's schema (`x-credential-kinds`); a param without the list takes an openai one. */
 export function credentialKinds(paramsSchema: unknown): string[] {
-  const declared = (paramsSchema as ParamsSchema | null)?.properties?.credential?.[
+  const listed = (paramsSchema as CredentialParams | null)?.properties?.credential?.[
     "x-credential-kinds"
   ];
-  if (Array.isArray(declared) && declared.every((k) => typeof k === "string") && declared.length) {
-    return declared as string[];
-  }
-  return [NODE_CREDENTIAL_KIND];
+  return Array.isArray(listed) && listed.every((k) => typeof k === "string")
+    ? (listed as string[])
+    : [NODE_CREDENTIAL_KIND];
 }
 
-/** Whether the node must name a credential (no operator's default to fall back on). */
+/** Whether the node cannot run without a credential (no operator default to fall back on). */
 export function credentialRequired(paramsSchema: unknown): boolean {
-  const required = (paramsSchema as ParamsSchema | null)?.required;
+  const required = (paramsSchema as CredentialParams | null)?.required;
   return Array.isArray(required) && required.includes("credential");
 }

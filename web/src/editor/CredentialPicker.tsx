@@ -1,30 +1,28 @@
 import { Link } from "react-router";
 import { useCredentials } from "../api/queries";
 import { REMOVE } from "../forms/SchemaForm";
-import { maskedSecret } from "../credentials/kinds";
+import { NODE_CREDENTIAL_KIND, maskedSecret } from "../credentials/kinds";
 
-/** A provider node's `credential` param: a select of the account's credentials of the kind
- * the node takes, the operator's provider as the empty choice, and a link to add one. A value
- * that names no credential of the account (deleted since) stays selected, marked missing, so
- * opening the form never changes the graph. */
+/** A provider node's `credential` param: a select of the account's credentials of the kinds
+ * the node takes, the operator's provider as the empty choice (unless the node needs a
+ * credential), and a link to add one. A value that names no credential of the account
+ * (deleted since) stays selected, marked missing, so opening the form never changes the
+ * graph. */
 export function CredentialPicker({
   id,
   value,
   onChange,
-  kinds,
+  kinds = [NODE_CREDENTIAL_KIND],
   required = false,
 }: {
   id: string;
   value: unknown;
   onChange: (value: unknown) => void;
-  /** The kinds the node takes (its schema's `x-credential-kinds`). */
-  kinds: string[];
-  /** No operator's default: the node must name one (a ComfyUI server is the account's). */
+  kinds?: string[];
   required?: boolean;
 }) {
   const credentials = useCredentials();
   const usable = (credentials.data ?? []).filter((c) => kinds.includes(c.kind));
-  const kindNames = kinds.join(" or ");
   const current = typeof value === "string" ? value : "";
   const missing = current !== "" && credentials.isSuccess && !usable.some((c) => c.id === current);
   const hint = `${id}-hint`;
@@ -38,8 +36,8 @@ export function CredentialPicker({
         value={current}
         onChange={(e) => onChange(e.target.value === "" ? REMOVE : e.target.value)}
       >
-        <option value="">
-          {required ? "Choose a credential…" : "Operator’s default provider"}
+        <option value="" disabled={required}>
+          {required ? "Choose a credential" : "Operator’s default provider"}
         </option>
         {usable.map((c) => (
           <option key={c.id} value={c.id}>
@@ -50,7 +48,7 @@ export function CredentialPicker({
         {!credentials.isSuccess && current !== "" && <option value={current}>{current}</option>}
       </select>
       <div className="hint" id={hint}>
-        Which {kindNames} credential of your account this node calls with.{" "}
+        Which {kinds.join(" or ")} credential of your account this node calls with.{" "}
         {usable.length === 0 && credentials.isSuccess ? "You have none yet. " : ""}
         <Link to="/profile#credentials-heading">Add a credential</Link>
       </div>

@@ -71,9 +71,11 @@ export function CredentialsSection() {
       <h2 id="credentials-heading">Credentials</h2>
       <p className="small muted">
         Your own provider accounts. A node that names one (LLM text, Text to image, Text to speech
-        take an <span className="mono">{NODE_CREDENTIAL_KIND}</span> one) calls that provider with
-        that key, and you pay the provider directly. Secrets are stored encrypted and are never
-        shown again, not even to you.
+        take an <span className="mono">{NODE_CREDENTIAL_KIND}</span> one; the Replicate and fal
+        models, Text to video, Image to video and Text to music a{" "}
+        <span className="mono">replicate</span> or <span className="mono">fal</span> one) calls that
+        provider with that key, and you pay the provider directly. Secrets are stored encrypted and
+        are never shown again, not even to you.
       </p>
       <ErrorBanner error={error} />
       <AddCredentialForm onCreated={refresh} onError={setError} />

@@ -37,9 +37,11 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import functools
 import hashlib
 import json
 import random
+import ssl
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -47,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, cast, runtime_checkable
 
+import certifi
 import httpx
 from pydantic import Field
 
@@ -199,6 +202,13 @@ def transient(status: int) -> bool:
     return status in (408, 429) or status >= 500
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """One TLS context for every provider client: building one (loading the CA bundle) costs
+    tens of milliseconds of CPU, which a node per client would spend on the event loop."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
 def _not_accepted(status: int) -> bool:
     """Answers that say a submission was not taken (safe to send again)."""
     return status in (429, 503)
@@ -230,29 +240,38 @@ class Provider:
         self.guard = Allowlist.from_settings(settings)
         self._origin = _origin(httpx.URL(self.base_url))
         self._client: httpx.AsyncClient | None = None
+        self._other: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> Provider:
         timeout = httpx.Timeout(self.settings.provider_timeout_seconds, connect=10.0)
-        # trust_env=False: a proxy would resolve names itself, past the address check. No
-        # keep-alive: a pooled connection is keyed by address, not by the checked name.
-        self._client = httpx.AsyncClient(
-            timeout=timeout,
-            trust_env=False,
-            follow_redirects=False,
-            limits=httpx.Limits(max_keepalive_connections=0),
-        )
+
+        # trust_env=False: a proxy would resolve names itself, past the address check.
+        # A pooled connection is keyed by address, not by the name that was checked: only
+        # the client that talks to the API's own host keeps connections alive (every request
+        # on it is for that one name, so its polls skip a handshake each); URLs on other
+        # hosts (outputs) go through one that keeps none.
+        def client(keep: int) -> httpx.AsyncClient:
+            return httpx.AsyncClient(
+                timeout=timeout,
+                verify=_tls(),
+                trust_env=False,
+                follow_redirects=False,
+                limits=httpx.Limits(max_keepalive_connections=keep, keepalive_expiry=30),
+            )
+
+        self._client, self._other = client(2), client(0)
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._client is not None:
+        if self._client is not None and self._other is not None:
             await self._client.aclose()
-            self._client = None
+            await self._other.aclose()
+            self._client = self._other = None
 
-    @property
-    def client(self) -> httpx.AsyncClient:
-        if self._client is None:
+    def client_for(self, url: httpx.URL) -> httpx.AsyncClient:
+        if self._client is None or self._other is None:
             raise RuntimeError("use the provider as `async with`")
-        return self._client
+        return self._client if _origin(url) == self._origin else self._other
 
     def url(self, path_or_url: str) -> str:
         if path_or_url.startswith(("http://", "https://")):
@@ -280,10 +299,11 @@ class Provider:
     ) -> httpx.Response:
         """One request through the SSRF guard, connected to a checked address."""
         addresses = await checked_addresses(url, self.guard)
+        client = self.client_for(url)
         for index, ip in enumerate(addresses):
-            request = _pinned_request(self.client, method, url, ip, headers, content)
+            request = _pinned_request(client, method, url, ip, headers, content)
             try:
-                return await self.client.send(request, stream=stream)
+                return await client.send(request, stream=stream)
             except httpx.ConnectError:
                 if index == len(addresses) - 1:
                     raise

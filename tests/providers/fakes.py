@@ -1,0 +1,344 @@
+"""Small REAL HTTP servers on 127.0.0.1 speaking Replicate's and fal's published HTTP APIs
+(https://replicate.com/docs/reference/http, https://docs.fal.ai/model-endpoints/queue),
+returning real PNG/JPEG/MP4/MP3/WAV bytes made with Pillow and PyAV. They count paid
+submissions, record every request, and can be scripted: slow jobs, 429 with Retry-After,
+5xx, failures, output URLs at private addresses, oversized outputs."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
+from typing import Any
+
+import av
+import numpy as np
+from PIL import Image
+
+from nodeloom.nodes import media
+from nodeloom.settings import Settings
+from tests.fakes import FakeServer, serve
+
+REPLICATE_TOKEN = "r8_fakeReplicateToken0123456789abcdef"
+FAL_KEY = "fal-key-id:fal-key-secret-0123456789abcdef"
+
+
+def png_bytes(width: int = 40, height: int = 30) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), "#cc3366").save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def jpeg_bytes(width: int = 40, height: int = 30) -> bytes:
+    buffer = io.BytesIO()
+    Image.new("RGB", (width, height), "#3366cc").save(buffer, format="JPEG")
+    return buffer.getvalue()
+
+
+def mp3_bytes(tmp: Path, seconds: float = 1.0) -> bytes:
+    n = round(media.SAMPLE_RATE * seconds)
+    t = np.arange(n, dtype=np.float32) / media.SAMPLE_RATE
+    mono = (0.3 * np.sin(2 * np.pi * 330 * t)).astype(np.float32)
+    path = tmp / f"music-{seconds}.mp3"
+    media.encode_mp3(np.stack([mono, mono]), path, Settings())
+    return path.read_bytes()
+
+
+def wav_bytes(tmp: Path, seconds: float = 1.0) -> bytes:
+    rate = 22050
+    path = tmp / f"music-{seconds}.wav"
+    with av.open(str(path), "w", format="wav") as out:
+        stream = out.add_stream("pcm_s16le", rate=rate, layout="mono")
+        t = np.arange(round(rate * seconds)) / rate
+        samples = (0.3 * np.sin(2 * np.pi * 220 * t) * 32767).astype(np.int16)[None, :]
+        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+        frame.sample_rate = rate
+        for packet in stream.encode(frame):
+            out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+    return path.read_bytes()
+
+
+def mp4_bytes(tmp: Path, seconds: int = 2, fps: int = 8) -> bytes:
+    path = tmp / f"clip-{seconds}.mp4"
+    writer = media.VideoWriter(path, 64, 48, fps)
+    for i in range(seconds * fps):
+        writer.write_image(Image.new("RGB", (64, 48), (i * 10 % 255, 90, 160)))
+    writer.close()
+    return path.read_bytes()
+
+
+@dataclass
+class Job:
+    id: str
+    model: str
+    input: dict[str, Any]
+    started: float
+    cancelled: bool = False
+
+
+@dataclass
+class Script:
+    """How the fake behaves; change it between tests."""
+
+    seconds: float = 0.0  # how long a job runs
+    output: str = "image"  # which file a job returns (a key of ``files``), or "text"
+    output_url: str | None = None  # the URL handed back instead of our own file's
+    by_model: dict[str, str] = field(default_factory=dict)  # model substring -> output
+    fail: str | None = None  # the job fails with this error
+    # Answers served before the real ones, for matching requests: (method, path regex,
+    # status, headers, body).
+    before: list[tuple[str, str, int, dict[str, str], Any]] = field(default_factory=list)
+
+
+class _Fake:
+    token_header: str = ""
+
+    def __init__(self, tmp: Path) -> None:
+        self.script = Script()
+        self.jobs: dict[str, Job] = {}
+        self.submissions = 0
+        self.cancels: list[str] = []
+        self.requests: list[tuple[str, str, dict[str, str], Any]] = []
+        self.lock = threading.Lock()
+        self.files: dict[str, tuple[str, bytes]] = {
+            "image": ("image/png", png_bytes()),
+            "jpeg": ("image/jpeg", jpeg_bytes()),
+            "video": ("video/mp4", mp4_bytes(tmp)),
+            "audio": ("audio/mpeg", mp3_bytes(tmp)),
+            "wav": ("audio/wav", wav_bytes(tmp)),
+            "big": ("image/png", png_bytes() + b"\0" * 300_000),
+        }
+        fake = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def answer(self, status: int, body: Any, headers: dict[str, str] | None = None) -> None:
+                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                self.send_response(status)
+                content_type = "application/json" if not isinstance(body, bytes) else None
+                for name, value in {
+                    **({"Content-Type": content_type} if content_type else {}),
+                    **(headers or {}),
+                }.items():
+                    self.send_header(name, value)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def handle_any(self, method: str) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                raw = self.rfile.read(length) if length else b""
+                try:
+                    body = json.loads(raw) if raw else None
+                except ValueError:
+                    body = raw
+                fake.requests.append((method, self.path, dict(self.headers), body))
+                if self.path.startswith("/files/"):
+                    kind = self.path.removeprefix("/files/")
+                    content_type, data = fake.files[kind]
+                    self.answer(200, data, {"Content-Type": content_type})
+                    return
+                if self.headers.get("Authorization") != fake.token_header:
+                    self.answer(401, {"detail": "Invalid token."})
+                    return
+                with fake.lock:
+                    scripted = next(
+                        (
+                            (index, item)
+                            for index, item in enumerate(fake.script.before)
+                            if item[0] == method and re.fullmatch(item[1], self.path.split("?")[0])
+                        ),
+                        None,
+                    )
+                    if scripted is not None:
+                        del fake.script.before[scripted[0]]
+                if scripted is not None:
+                    _, _, status, headers, answer = scripted[1]
+                    self.answer(status, answer, headers)
+                    return
+                status, answer = fake.route(method, self.path, body, dict(self.headers))
+                self.answer(status, answer)
+
+            def do_GET(self) -> None:
+                self.handle_any("GET")
+
+            def do_POST(self) -> None:
+                self.handle_any("POST")
+
+            def do_PUT(self) -> None:
+                self.handle_any("PUT")
+
+        self.server: FakeServer = serve(Handler)
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def stop(self) -> None:
+        self.server.stop()
+
+    def new_job(self, model: str, payload: dict[str, Any]) -> Job:
+        with self.lock:
+            self.submissions += 1
+            job = Job(uuid.uuid4().hex[:20], model, payload, time.monotonic())
+            self.jobs[job.id] = job
+        return job
+
+    def done(self, job: Job) -> bool:
+        return time.monotonic() - job.started >= self.script.seconds
+
+    def fraction(self, job: Job) -> float:
+        if self.script.seconds <= 0:
+            return 1.0
+        return min(1.0, (time.monotonic() - job.started) / self.script.seconds)
+
+    def output_of(self, job: Job) -> str:
+        for part, output in self.script.by_model.items():
+            if part in job.model:
+                return output
+        return self.script.output
+
+    def output_url(self, job: Job) -> str:
+        return self.script.output_url or f"{self.url}/files/{self.output_of(job)}"
+
+    def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
+        raise NotImplementedError
+
+
+class FakeReplicate(_Fake):
+    token_header = f"Bearer {REPLICATE_TOKEN}"
+
+    def prediction(self, job: Job) -> dict[str, Any]:
+        status = "processing"
+        output: Any = None
+        error = None
+        percent = round(self.fraction(job) * 100)
+        logs = f"Using seed: 42\n{percent:3d}%|{'#' * (percent // 10):<10}| {percent // 5}/20\n"
+        if job.cancelled:
+            status = "canceled"
+        elif self.done(job):
+            if self.script.fail:
+                status, error = "failed", self.script.fail
+            else:
+                status = "succeeded"
+                if self.output_of(job) == "text":
+                    output = ["Once ", "upon ", "a time"]
+                else:
+                    output = [self.output_url(job)]
+        base = f"{self.url}/v1/predictions/{job.id}"
+        return {
+            "id": job.id,
+            "model": job.model,
+            "version": "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa",
+            "input": job.input,
+            "logs": logs,
+            "output": output,
+            "error": error,
+            "status": status,
+            "created_at": "2026-11-25T12:00:00.000Z",
+            "urls": {"get": base, "cancel": base + "/cancel"},
+            "metrics": {"predict_time": self.script.seconds} if status == "succeeded" else {},
+        }
+
+    def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
+        path = path.split("?")[0]
+        if method == "POST" and (
+            path == "/v1/predictions" or re.fullmatch(r"/v1/models/[^/]+/[^/]+/predictions", path)
+        ):
+            if not isinstance(body, dict) or not isinstance(body.get("input"), dict):
+                return 422, {"detail": "input is required", "status": 422}
+            model = body.get("version") or path.split("/")[3] + "/" + path.split("/")[4]
+            job = self.new_job(str(model), body["input"])
+            wait = re.fullmatch(r"wait(=(\d+))?", headers.get("Prefer", ""))
+            if wait:
+                limit = float(wait.group(2) or 60)
+                while not self.done(job) and time.monotonic() - job.started < limit:
+                    time.sleep(0.05)
+            return 201, self.prediction(job)
+        found = re.fullmatch(r"/v1/predictions/([^/]+)(/cancel)?", path)
+        if found and found.group(1) in self.jobs:
+            job = self.jobs[found.group(1)]
+            if found.group(2):
+                if method != "POST":
+                    return 405, {"detail": "Method not allowed"}
+                self.cancels.append(job.id)
+                if not self.done(job):
+                    job.cancelled = True
+                return 200, self.prediction(job)
+            return 200, self.prediction(job)
+        return 404, {"detail": "Not found."}
+
+
+class FakeFal(_Fake):
+    token_header = f"Key {FAL_KEY}"
+
+    def result(self, job: Job) -> Any:
+        url = self.output_url(job)
+        kind = self.output_of(job)
+        if kind in ("image", "jpeg", "big"):
+            ctype = self.files[kind][0] if kind in self.files else "image/png"
+            return {"images": [{"url": url, "content_type": ctype, "width": 40, "height": 30}]}
+        if kind == "video":
+            return {"video": {"url": url, "content_type": "video/mp4"}}
+        if kind == "text":
+            return {"output": "Once upon a time"}
+        return {"audio_file": {"url": url, "content_type": self.files[kind][0]}}
+
+    def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
+        path = path.split("?")[0]
+        found = re.fullmatch(r"/([^/]+/[^/]+)/requests/([^/]+)(/status|/cancel)?", path)
+        if found:
+            job = self.jobs.get(found.group(2))
+            if job is None:
+                return 404, {"detail": "Request not found"}
+            base = f"{self.url}/{found.group(1)}/requests/{job.id}"
+            if found.group(3) == "/cancel":
+                if method != "PUT":
+                    return 405, {"detail": "Method not allowed"}
+                self.cancels.append(job.id)
+                if self.done(job):
+                    return 400, {"status": "ALREADY_COMPLETED"}
+                job.cancelled = True
+                return 202, {"status": "CANCELLATION_REQUESTED"}
+            if found.group(3) == "/status":
+                if job.cancelled or self.done(job):
+                    return 200, {"status": "COMPLETED", "request_id": job.id, "response_url": base}
+                percent = round(self.fraction(job) * 100)
+                return 202, {
+                    "status": "IN_PROGRESS",
+                    "request_id": job.id,
+                    "response_url": base,
+                    "logs": [{"message": f"step {percent // 5}/20", "level": "INFO"}],
+                }
+            if job.cancelled:
+                return 400, {"detail": "Request was cancelled"}
+            if not self.done(job):
+                return 400, {"detail": "Request is still in progress"}
+            if self.script.fail:
+                return 422, {"detail": [{"msg": self.script.fail, "type": "value_error"}]}
+            return 200, self.result(job)
+        if method == "POST" and re.fullmatch(r"/[\w.-]+(/[\w.-]+){1,4}", path):
+            if not isinstance(body, dict):
+                return 422, {"detail": "the body must be a JSON object"}
+            model = path.lstrip("/")
+            job = self.new_job(model, body)
+            app = "/".join(model.split("/")[:2])
+            base = f"{self.url}/{app}/requests/{job.id}"
+            return 200, {
+                "request_id": job.id,
+                "response_url": base,
+                "status_url": base + "/status",
+                "cancel_url": base + "/cancel",
+                "queue_position": 0,
+            }
+        return 404, {"detail": "Not found"}

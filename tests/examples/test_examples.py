@@ -17,6 +17,7 @@ import pytest
 from PIL import Image
 
 from nodeloom.client import Client
+from tests.comfyui_fake import FakeComfyUI, running
 from tests.conftest import PASSWORD
 from tests.fakes import FakeServer, fake_provider
 from tests.server import ServerProcess
@@ -42,6 +43,8 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
                 "NODELOOM_PROVIDER_BASE_URL": provider.url + "/v1",
                 "NODELOOM_PROVIDER_API_KEY": "sk-test-key",
                 "NODELOOM_LOG_LEVEL": "WARNING",
+                # The fake ComfyUI server of the ComfyUI example listens on 127.0.0.1.
+                "NODELOOM_HTTP_ALLOWLIST": '["127.0.0.1/32"]',
             },
         )
         server.start()
@@ -78,9 +81,19 @@ def decode(content_type: str, data: bytes) -> dict[str, Any]:
         return info
 
 
-def run_example(setup: Setup, name: str) -> dict[str, dict[str, Any]]:
-    document = json.loads((EXAMPLES / name).read_text(encoding="utf-8"))
-    workflow = setup.client.workflows.create(EXAMPLES / name)
+def run_example(
+    setup: Setup, name: str, replace: dict[str, str] | None = None, tmp: Path | None = None
+) -> dict[str, dict[str, Any]]:
+    path = EXAMPLES / name
+    text = path.read_text(encoding="utf-8")
+    for old, new in (replace or {}).items():  # what the user fills in (a credential id)
+        assert old in text
+        assert tmp is not None
+        text = text.replace(old, new)
+        path = tmp / name
+        path.write_text(text, encoding="utf-8")
+    document = json.loads(text)
+    workflow = setup.client.workflows.create(path)
     assert workflow.name == document["name"]
     run = setup.client.workflows.execute(workflow.id, document["input"]).wait(timeout=300)
     failed = [(n.node_id, n.error) for n in run.node_runs if n.status != "completed"]
@@ -156,3 +169,21 @@ def test_narration_with_captions(setup: Setup) -> None:
     assert video["seconds"] > 4  # the whole narration, captioned where the cues are
     calls = setup.provider.requests[before:]
     assert [c.path for c in calls] == ["/v1/audio/transcriptions"]
+
+
+def test_comfyui_text_to_image(setup: Setup, tmp_path: Path) -> None:
+    with running(FakeComfyUI(steps=3)) as comfy:
+        credential = setup.client.credentials.create(
+            "my GPU box", "comfyui", {"base_url": comfy.url}
+        )
+        out = run_example(
+            setup,
+            "comfyui-text-to-image.json",
+            {"REPLACE-WITH-YOUR-COMFYUI-CREDENTIAL-ID": credential.id},
+            tmp_path,
+        )
+        (submitted,) = comfy.submissions
+    assert out == {"thumb": {"type": "image/png", "size": (256, 256)}}
+    prompt = submitted["prompt"]
+    assert prompt["6"]["inputs"]["text"] == "a lighthouse on a cliff at dusk, oil painting"
+    assert prompt["3"]["inputs"]["seed"] == 1234

@@ -18,6 +18,7 @@ from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.nodes.base import InputValue, Kind, NodeType, Produced
 from nodeloom.nodes.registry import build_registry, params_schema
 from nodeloom.settings import Settings
+from tests.comfyui_fake import SDXL_WORKFLOW, FakeComfyUI, running
 from tests.nodes.conftest import Artifacts, FakeServer, make_settings, run_node
 from tests.providers.context import provider_context
 from tests.providers.fakes import FAL_KEY, REPLICATE_TOKEN, FakeFal, FakeReplicate
@@ -119,6 +120,16 @@ def _cases() -> dict[str, CaseFactory]:
         ),
         "LLMText": lambda a, s: Case({}, {"text": a.text("hi")}, text="echo: hi"),
         "TextToImage": lambda a, s: Case({"size": "256x256"}, {"text": a.text("a cat")}, (40, 30)),
+        "ComfyUIWorkflow": lambda a, s: Case(
+            {
+                "workflow": SDXL_WORKFLOW,
+                "bindings": [{"source": "text1", "node": "6", "input": "text", "type": "text"}],
+                "credential": "c1",
+            },
+            {"text1": a.text("a cat")},
+            (96, 64),
+            credential="comfyui",
+        ),
         "RenderText": lambda a, s: Case(
             {"width": 120, "height": 80}, {"text": a.text("Hello")}, (120, 80)
         ),
@@ -242,6 +253,14 @@ FAKE_OUTPUTS = {"img": "image", "vid": "video", "aud": "audio", "txt": "text", "
 
 
 @pytest.fixture(scope="module")
+def comfyui_url() -> Iterator[str]:
+    """A fake ComfyUI server (tests/comfyui_fake.py): the account's own, as a credential
+    names it."""
+    with running(FakeComfyUI(steps=2, step_seconds=0.01)) as comfy:
+        yield comfy.url
+
+
+@pytest.fixture(scope="module")
 def hosted_fakes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """Fakes of Replicate's and fal's APIs: (Replicate API URL, fal queue URL)."""
     directory = tmp_path_factory.mktemp("hosted")
@@ -269,7 +288,9 @@ def catalog_settings(
     )
 
 
-def _credential(kind: str) -> Credential:
+def _credential(kind: str, comfyui_url: str) -> Credential:
+    if kind == "comfyui":
+        return Credential(id="cred", kind=kind, fields={"base_url": comfyui_url}, secret={})
     secret = {"api_token": REPLICATE_TOKEN} if kind == "replicate" else {"api_key": FAL_KEY}
     return Credential(id="cred", kind=kind, fields={}, secret=secret)
 
@@ -281,6 +302,7 @@ async def test_node_type_produces_a_real_file(
     tmp_path: Path,
     artifacts: Artifacts,
     site: FakeServer,
+    comfyui_url: str,
 ) -> None:
     node = build_registry().get(type_name)
     assert node is not None
@@ -289,7 +311,7 @@ async def test_node_type_produces_a_real_file(
     if node.spec.adapter:
         assert case.credential in node.spec.credential_kinds
         ctx = provider_context(
-            catalog_settings, tmp_path / "scratch", _credential(case.credential or "")
+            catalog_settings, tmp_path / "scratch", _credential(case.credential or "", comfyui_url)
         )
     assert node.unavailable_reason(catalog_settings) is None
     produced = await run_node(node, ctx, case.params, case.inputs)

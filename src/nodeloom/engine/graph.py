@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from nodeloom.engine.batches import Batches, estimate, find_regions
 from nodeloom.errors import FieldError
-from nodeloom.nodes.base import NodeType, Params
+from nodeloom.nodes.base import NodeType, ParamProblem, Params
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 
@@ -293,8 +293,12 @@ def _check_node_type(
             loc = "/".join(_escape(str(part)) for part in err["loc"])
             problems.add(f"{at}/data/{loc}" if loc else f"{at}/data", err["msg"])
         return None
-    for message in node.param_problems(params):
-        problems.add(f"{at}/data", message)
+    for problem in node.param_problems(params):
+        if isinstance(problem, ParamProblem):
+            tokens = "/".join(_escape(str(token)) for token in problem.path)
+            problems.add(f"{at}/data/{tokens}", problem.message)
+        else:
+            problems.add(f"{at}/data", problem)
     return node, params
 
 

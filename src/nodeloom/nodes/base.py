@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -204,6 +204,15 @@ class Produced:
             ) from exc
 
 
+@dataclass(frozen=True)
+class ParamProblem:
+    """A problem of one param, at its path under the node's ``data`` (``("bindings", 0,
+    "node")``); a plain string is about the params as a whole."""
+
+    path: tuple[str | int, ...]
+    message: str
+
+
 class NodeFailure(Exception):
     """A node could not do its work; the message is shown to the user as the node's error."""
 
@@ -285,7 +294,7 @@ class NodeType(ABC):
         dumped: dict[str, Any] = params.model_dump(mode="json")
         return dumped
 
-    def param_problems(self, params: Any) -> list[str]:
+    def param_problems(self, params: Any) -> Sequence[str | ParamProblem]:
         """Cheap problems the params schema cannot express; checked on the event loop."""
         return []
 

@@ -18,6 +18,7 @@ from nodeloom.nodes import (
     text_extra,
     video,
 )
+from nodeloom.nodes.adapters import comfyui
 from nodeloom.nodes.base import NodeType
 
 
@@ -36,4 +37,5 @@ def all_nodes() -> list[NodeType]:
         *batch.NODES,
         *openai_media.NODES,
         *hosted.NODES,
+        *comfyui.NODES,
     ]

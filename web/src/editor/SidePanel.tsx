@@ -85,6 +85,7 @@ export function SidePanel({
           <li>Select a node to edit its parameters or pick its inputs.</li>
           <li>
             Ctrl+S saves, Ctrl+Z undoes, Ctrl+C / Ctrl+V copy and paste, Shift+drag selects several.
+            Pasting a ComfyUI workflow saved with Export (API) adds it as a ComfyUI node.
           </li>
         </ul>
         {runError && <div className="banner error">{runError}</div>}

@@ -30,6 +30,12 @@ import type {
 import { fromGraph, newNodeId, toGraph, type FlowEdge, type FlowNode } from "../graph/convert";
 import { copySelection, newEdgeId, paste, type Copied } from "../graph/clipboard";
 import {
+  COMFY_NODE_TYPE as COMFY_TYPE,
+  importedParams,
+  parseComfyWorkflow,
+  proposeBindings,
+} from "../graph/comfyui";
+import {
   OUTPUT_HANDLE,
   edgeToNew,
   refusal,
@@ -267,7 +273,11 @@ function Editor({
   );
 
   const addNode = useCallback(
-    (type: string, position?: { x: number; y: number }): string => {
+    (
+      type: string,
+      position?: { x: number; y: number },
+      data: Record<string, unknown> = {},
+    ): string => {
       let at = position;
       if (!at) {
         // Pressed in the palette: the middle of the view, moved aside from nodes already there.
@@ -293,7 +303,7 @@ function Editor({
         type,
         nodesRef.current.map((n) => n.id),
       );
-      const added: FlowNode = { id, type, position: at, data: {}, selected: true };
+      const added: FlowNode = { id, type, position: at, data, selected: true };
       nodesRef.current = [
         ...nodesRef.current.map((n) => (n.selected ? { ...n, selected: false } : n)),
         added,
@@ -609,6 +619,50 @@ function Editor({
     setDirty(true);
   }, [history, setEdges, setNodes]);
 
+  /** Pasted text that is a ComfyUI workflow becomes a ComfyUIWorkflow node with its bindings
+   * proposed (graph/comfyui.ts); false when the text is not one. */
+  const importComfy = useCallback(
+    (text: string): boolean => {
+      const parsed = parseComfyWorkflow(text);
+      if (!parsed) return false;
+      if ("error" in parsed) {
+        setToast(parsed.error);
+        return true;
+      }
+      if (!catalog.has(COMFY_TYPE)) {
+        setToast("This server has no ComfyUIWorkflow node.");
+        return true;
+      }
+      const proposal = proposeBindings(parsed.workflow);
+      addNode(COMFY_TYPE, undefined, importedParams(proposal));
+      const count = proposal.bindings.length;
+      setToast(
+        `Imported a ComfyUI workflow with ${count} binding${count === 1 ? "" : "s"} proposed: ` +
+          "connect its inputs and pick your ComfyUI credential.",
+      );
+      return true;
+    },
+    [addNode, catalog],
+  );
+
+  // Ctrl+V pastes what the browser's clipboard holds when it is a ComfyUI workflow, else the
+  // nodes copied on the canvas: the paste event (which carries the clipboard's text) decides,
+  // and a browser that sends none gets the copied nodes after the key press.
+  const pendingPaste = useRef(false);
+  useEffect(() => {
+    const onPaste = (event: ClipboardEvent) => {
+      if (isTyping(event.target) || runOpen) return;
+      pendingPaste.current = false;
+      if (importComfy(event.clipboardData?.getData("text/plain") ?? "")) {
+        event.preventDefault();
+        return;
+      }
+      pasteCopy();
+    };
+    window.addEventListener("paste", onPaste);
+    return () => window.removeEventListener("paste", onPaste);
+  }, [importComfy, pasteCopy, runOpen]);
+
   useEffect(() => {
     const onKey = (event: KeyboardEvent) => {
       const mod = event.ctrlKey || event.metaKey;
@@ -623,8 +677,15 @@ function Editor({
       if (key === "z" && !event.shiftKey) history.undo();
       else if ((key === "z" && event.shiftKey) || key === "y") history.redo();
       else if (key === "c") copy();
-      else if (key === "v") pasteCopy();
-      else return;
+      else if (key === "v") {
+        pendingPaste.current = true;
+        setTimeout(() => {
+          if (!pendingPaste.current) return;
+          pendingPaste.current = false;
+          pasteCopy();
+        }, 0);
+        return; // the browser's paste event follows, with the clipboard's text
+      } else return;
       event.preventDefault();
     };
     window.addEventListener("keydown", onKey);

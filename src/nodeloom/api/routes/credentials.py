@@ -23,6 +23,7 @@ from nodeloom.auth.tokens import decrypt, encrypt
 from nodeloom.errors import NotFound
 from nodeloom.nodes import elevenlabs, providers
 from nodeloom.nodes.adapters import replicate
+from nodeloom.nodes.adapters import comfyui_protocol
 from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.schemas.credentials import (
     ELEVENLABS_URL,
@@ -62,6 +63,7 @@ TESTS: dict[str, Check] = {
         settings, c.value("base_url") or ELEVENLABS_URL, c.value("api_key") or ""
     ),
     replicate.KIND: lambda settings, c: replicate.check(settings, c.value("api_token") or ""),
+    comfyui_protocol.CREDENTIAL_KIND: comfyui_protocol.check,
 }
 
 
@@ -200,7 +202,8 @@ async def test_credential(
     credential_id: str, principal: PrincipalDep, ctx: CtxDep
 ) -> CredentialTestResult:
     """Try the credential on the provider's cheapest authenticated call (openai: ``GET
-    {base_url}/models``; elevenlabs: ``GET {base_url}/v1/user``), through the same address
+    {base_url}/models``; elevenlabs: ``GET {base_url}/v1/user``; replicate: ``GET /v1/account``;
+    comfyui: ``GET {base_url}/system_stats``), through the same address
     check as HttpRequest, with a short timeout. ``ok`` says whether the provider accepted
     it; its error is quoted. Kinds without a test (see GET /credential-kinds) answer
     ``ok: false`` and say so."""

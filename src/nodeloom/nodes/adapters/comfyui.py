@@ -1,0 +1,529 @@
+"""``ComfyUIWorkflow``: run a ComfyUI workflow (API format) on the account's ComfyUI server.
+
+The workflow is what ComfyUI's "Export (API)" saves: an object of node id -> ``{class_type,
+inputs}``, where an input is a value or a link ``[node id, output index]``. Declared
+*bindings* put our inputs into it before it is queued: the text of ``text1``..``text4`` into a
+node input as text or as a number, the image of ``image1``..``image3`` uploaded with
+``/upload/image`` and its stored name put into a node input (a ``LoadImage``'s ``image``). An
+input that is not connected leaves the workflow's own value. The ``output`` names the node
+whose first (or ``index``-th) image becomes our artifact.
+
+The prompt id is chosen here and kept on the node run before the prompt is queued (ComfyUI
+takes a caller's ``prompt_id``): after a worker crash the node attaches to it — its history
+if it finished, its progress if it is queued — and queues it only if the server never got
+it. Waiting is I/O on the event loop: the node holds no sandbox process. Cancelling the run
+interrupts the prompt and deletes it from the server's queue. See docs/providers.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import math
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal
+
+import websockets
+from pydantic import BaseModel, ConfigDict, Field
+
+from nodeloom.nodes.adapters import policy
+from nodeloom.nodes.adapters.comfyui_protocol import (
+    CREDENTIAL_KIND,
+    ERROR_QUOTE,
+    ComfyUIClient,
+    auth_headers,
+)
+from nodeloom.nodes.adapters.policy import ProviderError
+from nodeloom.nodes.base import (
+    Cost,
+    Input,
+    InputValue,
+    Kind,
+    NodeContext,
+    NodeFailure,
+    NodeSpec,
+    NodeType,
+    Output,
+    ParamProblem,
+    Params,
+    Produced,
+)
+
+PROVIDER = "comfyui"  # as the stored job names it
+TEXT_SLOTS = ("text1", "text2", "text3", "text4")
+IMAGE_SLOTS = ("image1", "image2", "image3")
+WORKFLOW_MAX_NODES = 2000
+WORKFLOW_MAX_BYTES = 2 * 1024 * 1024
+SILENCE_CHECK = 5.0  # seconds without a message before the history is looked at anyway
+POLL_INTERVAL = 1.0  # seconds between history checks when the WebSocket is gone
+
+Slot = Literal["text1", "text2", "text3", "text4", "image1", "image2", "image3"]
+
+
+class Binding(BaseModel):
+    """One of our inputs put into one ComfyUI node input."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: Slot = Field(description="Our input whose value is sent: text1..text4, image1..3.")
+    node: str = Field(min_length=1, max_length=64, description="The ComfyUI node id.")
+    input: str = Field(min_length=1, max_length=200, description="The input of that node.")
+    type: Literal["text", "number", "image"] = Field(
+        description="text: the text as is; number: the text parsed as a number; image: "
+        "uploaded, its stored name sent."
+    )
+
+
+class OutputBinding(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    node: str = Field(min_length=1, max_length=64, description="The ComfyUI output node id.")
+    index: Annotated[int, Field(ge=0, le=1000)] = Field(
+        default=0, description="Which of that node's images (0: the first)."
+    )
+
+
+class ComfyUIWorkflowParams(Params):
+    workflow: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The workflow in ComfyUI's API format (Export (API)): node id -> "
+        "{class_type, inputs}.",
+    )
+    bindings: list[Binding] = Field(
+        default_factory=list, max_length=32, description="Our inputs -> ComfyUI node inputs."
+    )
+    output: OutputBinding | None = Field(
+        default=None,
+        description="The node whose image becomes the artifact; none: the first image of "
+        "the workflow's outputs.",
+    )
+    credential: str = policy.credential_field(CREDENTIAL_KIND)
+
+
+# ----------------------------------------------------------------------------- checks
+
+
+def workflow_problems(params: ComfyUIWorkflowParams) -> list[ParamProblem]:
+    """What makes the workflow or its bindings unusable, each at its param's pointer."""
+    workflow = params.workflow
+    problems: list[ParamProblem] = []
+    size = None
+    if not workflow:
+        size = "the workflow has no nodes"
+    elif len(workflow) > WORKFLOW_MAX_NODES:
+        size = f"the workflow has over {WORKFLOW_MAX_NODES} nodes"
+    elif len(json.dumps(workflow)) > WORKFLOW_MAX_BYTES:
+        size = f"the workflow is over {WORKFLOW_MAX_BYTES} bytes"
+    if size is not None:
+        return [ParamProblem(("workflow",), size)]
+    shapes = len(problems)
+    for node_id, node in workflow.items():
+        if (
+            not isinstance(node, dict)
+            or not isinstance(node.get("class_type"), str)
+            or not isinstance(node.get("inputs"), dict)
+        ):
+            problems.append(
+                ParamProblem(
+                    ("workflow", node_id),
+                    f"node {node_id} must be an object {{class_type, inputs}} (ComfyUI's API "
+                    "format, as Export (API) saves it; not the UI format)",
+                )
+            )
+    if len(problems) > shapes:
+        return problems
+    known = ", ".join(list(workflow)[:20])
+    targets: set[tuple[str, str]] = set()
+    for index, binding in enumerate(params.bindings):
+        at = ("bindings", index)
+        node = workflow.get(binding.node)
+        if node is None:
+            problems.append(
+                ParamProblem((*at, "node"), f"no node {binding.node!r} in the workflow ({known})")
+            )
+            continue
+        inputs = node["inputs"]
+        if binding.input not in inputs:
+            names = ", ".join(inputs) or "none"
+            problems.append(
+                ParamProblem(
+                    (*at, "input"),
+                    f"node {binding.node} ({node['class_type']}) has no input "
+                    f"{binding.input!r} (its inputs: {names})",
+                )
+            )
+            continue
+        if _is_link(inputs[binding.input]):
+            problems.append(
+                ParamProblem(
+                    (*at, "input"),
+                    f"input {binding.input!r} of node {binding.node} is fed by node "
+                    f"{inputs[binding.input][0]}'s output; bind an input that holds a value",
+                )
+            )
+        if (binding.type == "image") != (binding.source in IMAGE_SLOTS):
+            wanted = "image1..image3" if binding.type == "image" else "text1..text4"
+            problems.append(
+                ParamProblem((*at, "source"), f"a {binding.type} binding takes {wanted}")
+            )
+        if (binding.node, binding.input) in targets:
+            problems.append(
+                ParamProblem(
+                    (*at, "input"), f"input {binding.input!r} of node {binding.node} is bound twice"
+                )
+            )
+        targets.add((binding.node, binding.input))
+    if params.output is not None and params.output.node not in workflow:
+        problems.append(
+            ParamProblem(
+                ("output", "node"), f"no node {params.output.node!r} in the workflow ({known})"
+            )
+        )
+    return problems
+
+
+def _is_link(value: Any) -> bool:
+    return (
+        isinstance(value, list)
+        and len(value) == 2
+        and isinstance(value[0], str)
+        and isinstance(value[1], int)
+    )
+
+
+def _number(text: str, binding: Binding) -> int | float:
+    value = text.strip()
+    try:
+        return int(value)
+    except ValueError:
+        pass
+    try:
+        number = float(value)
+    except ValueError:
+        number = math.nan
+    if not math.isfinite(number):
+        raise NodeFailure(
+            f"input {binding.source} is bound as a number to {binding.input!r} of node "
+            f"{binding.node}, but its text {value[:40]!r} is not a number"
+        )
+    return number
+
+
+# ----------------------------------------------------------------------------- waiting
+
+
+@dataclass
+class Tracker:
+    """Progress of one prompt from its messages: nodes done (run or cached) out of the
+    workflow's, plus the running node's own ``value/max`` steps."""
+
+    ctx: NodeContext
+    total: int
+    done: set[str] = field(default_factory=set)
+    current: str | None = None
+    step: float = 0.0
+
+    async def report(self) -> None:
+        await policy.report(self.ctx, (len(self.done) + self.step) / max(1, self.total))
+
+    async def on(self, kind: str, data: Mapping[str, Any]) -> None:
+        if kind == "execution_cached":
+            self.done.update(str(n) for n in data.get("nodes") or [])
+        elif kind == "executing" and data.get("node") is not None:
+            if self.current is not None:
+                self.done.add(self.current)
+            self.current, self.step = str(data["node"]), 0.0
+        elif kind == "progress":
+            value, top = data.get("value"), data.get("max")
+            if not (isinstance(value, int | float) and isinstance(top, int | float) and top > 0):
+                return
+            self.step = min(1.0, value / top)
+        elif kind == "executed":
+            self.done.add(str(data.get("node")))
+            self.step = 0.0
+        else:
+            return
+        await self.report()
+
+
+def _failure_of(entry: Mapping[str, Any]) -> NodeFailure | None:
+    """The error of a finished prompt's history entry, if it failed."""
+    status = entry.get("status")
+    if not isinstance(status, dict) or status.get("status_str") != "error":
+        return None
+    for message in status.get("messages") or []:
+        if isinstance(message, list) and len(message) == 2:
+            if message[0] == "execution_error":
+                return execution_error(message[1])
+            if message[0] == "execution_interrupted":
+                return ProviderError("ComfyUI failed: the workflow was interrupted on the server")
+    return ProviderError("ComfyUI failed: the server reports the workflow failed")
+
+
+def execution_error(data: Any) -> NodeFailure:
+    """ComfyUI's ``execution_error``, quoted: the node, its class, the exception."""
+    data = data if isinstance(data, dict) else {}
+    node, kind = data.get("node_id", "?"), data.get("node_type", "?")
+    detail = str(data.get("exception_message") or "").strip()[:ERROR_QUOTE]
+    exc = data.get("exception_type")
+    return ProviderError(
+        f"ComfyUI failed at node {node} ({kind}): " + (f"{exc}: {detail}" if exc else detail)
+    )
+
+
+async def wait_for(
+    client: ComfyUIClient, prompt_id: str, connection: Any | None, tracker: Tracker
+) -> dict[str, Any]:
+    """The history entry of ``prompt_id`` once it has finished, following the server's
+    messages on ``connection`` (a WebSocket, or None: poll). The history is looked at after
+    a silence too, so a missed message never leaves the node waiting."""
+    while True:
+        if connection is None:
+            await asyncio.sleep(POLL_INTERVAL)
+        else:
+            try:
+                raw = await asyncio.wait_for(connection.recv(), SILENCE_CHECK)
+            except TimeoutError:
+                raw = None
+            except websockets.ConnectionClosed:
+                connection, raw = None, None
+            if raw is not None:
+                message = _message(raw)
+                if message is None:
+                    continue  # a binary preview, or not ComfyUI's JSON
+                kind, data = message
+                if data.get("prompt_id") not in (None, prompt_id):
+                    continue  # another prompt of the same client
+                if kind == "execution_error":
+                    raise execution_error(data)
+                if kind == "execution_interrupted":
+                    raise ProviderError("ComfyUI failed: the workflow was interrupted")
+                if kind != "execution_success" and not (
+                    kind == "executing" and data.get("node") is None
+                ):
+                    await tracker.on(kind, data)
+                    continue
+        entry = await client.history(prompt_id)
+        if entry is not None:
+            failure = _failure_of(entry)
+            if failure is not None:
+                raise failure
+            return entry
+        if connection is None and not await client.queued(prompt_id):
+            raise ProviderError(
+                f"ComfyUI failed: the server no longer knows prompt {prompt_id} (restarted?)"
+            )
+
+
+def _message(raw: Any) -> tuple[str, dict[str, Any]] | None:
+    if not isinstance(raw, str):
+        return None
+    try:
+        message = json.loads(raw)
+    except ValueError:
+        return None
+    if not isinstance(message, dict) or not isinstance(message.get("data"), dict):
+        return None
+    return str(message.get("type")), message["data"]
+
+
+# ----------------------------------------------------------------------------- the node
+
+
+class ComfyUIWorkflow(NodeType):
+    spec = NodeSpec(
+        type="ComfyUIWorkflow",
+        version=1,
+        category="ai",
+        title="ComfyUI workflow",
+        description="Run a ComfyUI workflow (API format) on your ComfyUI server; bound inputs "
+        "are put into its nodes, and one output node's image is the result.",
+        inputs=(
+            *(Input(name, Kind.TEXT, required=False) for name in TEXT_SLOTS),
+            *(Input(name, Kind.IMAGE, required=False) for name in IMAGE_SLOTS),
+        ),
+        output=Output(Kind.IMAGE),
+        params=ComfyUIWorkflowParams,
+        cost=Cost(credits=10),
+        cacheable=False,
+        sandboxed=False,
+        adapter=True,
+        credential_kinds=(CREDENTIAL_KIND,),
+    )
+
+    def param_problems(self, params: ComfyUIWorkflowParams) -> list[ParamProblem]:
+        return workflow_problems(params)
+
+    async def run(
+        self, ctx: NodeContext, params: ComfyUIWorkflowParams, inputs: Mapping[str, InputValue]
+    ) -> Produced:
+        pctx = policy.provider_context(ctx)
+        credential = policy.require_credential(pctx, CREDENTIAL_KIND)
+        base_url = credential.value("base_url")
+        if not base_url:
+            raise NodeFailure("the comfyui credential has no base_url", "invalid_credential")
+        async with policy.Provider(
+            ctx.settings,
+            name="ComfyUI",
+            base_url=base_url,
+            headers=auth_headers(credential),
+            secrets=tuple(credential.secret.values()),
+        ) as api:
+            client = ComfyUIClient(api)
+            entry = await follow(pctx, client, params, inputs)
+            return await _output(pctx, client, entry, params.output)
+
+
+def request_of(params: ComfyUIWorkflowParams, inputs: Mapping[str, InputValue]) -> Any:
+    """What identifies a submission (the same after a crash): the params and the content
+    hashes of the bound inputs."""
+    hashes = {
+        name: [v.sha256 for v in (value if isinstance(value, list) else [value])]
+        for name, value in inputs.items()
+        if value is not None
+    }
+    return {"params": params.model_dump(mode="json"), "inputs": hashes}
+
+
+async def follow(
+    ctx: policy.ProviderContext,
+    client: ComfyUIClient,
+    params: ComfyUIWorkflowParams,
+    inputs: Mapping[str, InputValue],
+) -> dict[str, Any]:
+    """The history entry of the finished prompt: the one an earlier attempt of this node run
+    queued (after a crash: attached to, never queued twice), else a new one. The prompt id
+    is chosen here and stored on the node run (committed) before it is queued."""
+    fingerprint = policy.request_fingerprint(request_of(params, inputs))
+    known = ctx.remembered_job
+    job: dict[str, Any] | None = None
+    if (
+        isinstance(known, dict)
+        and known.get("provider") == PROVIDER
+        and known.get("request") == fingerprint
+        and known.get("id")
+    ):
+        job = dict(known)
+    tracker = Tracker(ctx, total=len(params.workflow))
+    async with contextlib.AsyncExitStack() as stack:
+        if job is not None:
+            prompt_id, client_id = str(job["id"]), str(job.get("client_id") or _client_id())
+            entry = await client.history(prompt_id)
+            if entry is not None:  # it finished while no one waited
+                failure = _failure_of(entry)
+                if failure is not None:
+                    await policy.forget_job(ctx)  # a retry queues afresh
+                    raise failure
+                return entry
+            if await client.queued(prompt_id):
+                ws = await _listen(stack, client, client_id)
+                await stack.enter_async_context(_cancelling(ctx, client, prompt_id))
+                return await wait_for(client, prompt_id, ws, tracker)
+            # It never reached the server (the process stopped between storing the id and
+            # queueing it), or the server lost it: queue it now, under the same id.
+        else:
+            prompt_id, client_id = str(uuid.uuid4()), _client_id()
+        prompt = await bound_prompt(client, params, inputs)
+        job = {"id": prompt_id, "client_id": client_id, "provider": PROVIDER}
+        await ctx.remember_job({**job, "request": fingerprint})
+        ws = await _listen(stack, client, client_id)  # before queueing: no message is missed
+        await stack.enter_async_context(_cancelling(ctx, client, prompt_id))
+        answered = await client.submit(prompt, client_id, prompt_id)  # refused: forgotten
+        if answered != prompt_id:  # a server that ignores a caller's id
+            prompt_id = answered
+            await ctx.remember_job({**job, "id": prompt_id, "request": fingerprint})
+        return await wait_for(client, prompt_id, ws, tracker)
+
+
+def _client_id() -> str:
+    return f"nodeloom-{uuid.uuid4().hex}"
+
+
+@contextlib.asynccontextmanager
+async def _cancelling(
+    ctx: policy.ProviderContext, client: ComfyUIClient, prompt_id: str
+) -> AsyncIterator[None]:
+    """Around the wait: a ComfyUI failure forgets the job (a retry queues afresh); our run
+    cancelled interrupts the prompt and deletes it from the queue, before the WebSocket
+    closes (a server merely stopping leaves it running: the next process attaches)."""
+    try:
+        async with policy.cancelling(ctx, lambda: client.cancel(prompt_id)):
+            yield
+    except ProviderError:
+        await policy.forget_job(ctx)
+        raise
+
+
+async def _listen(
+    stack: contextlib.AsyncExitStack, client: ComfyUIClient, client_id: str
+) -> Any | None:
+    """The server's WebSocket for ``client_id``, or None (the node then polls the history)."""
+    try:
+        return await stack.enter_async_context(client.websocket(client_id))
+    except (OSError, websockets.InvalidHandshake, websockets.InvalidURI, TimeoutError):
+        return None
+
+
+async def bound_prompt(
+    client: ComfyUIClient, params: ComfyUIWorkflowParams, inputs: Mapping[str, InputValue]
+) -> dict[str, Any]:
+    """The workflow with the connected inputs put where the bindings say (images uploaded)."""
+    prompt: dict[str, Any] = json.loads(json.dumps(params.workflow))
+    uploaded: dict[str, str] = {}
+    for binding in params.bindings:
+        value = inputs.get(binding.source)
+        if value is None:
+            continue
+        ref = value[0] if isinstance(value, list) else value
+        target = prompt[binding.node]["inputs"]
+        if binding.type == "image":
+            if binding.source not in uploaded:
+                data = await asyncio.to_thread(ref.read_bytes)
+                name = f"nodeloom-{ref.sha256[:32]}.png"
+                uploaded[binding.source] = await client.upload_image(name, data)
+            target[binding.input] = uploaded[binding.source]
+        else:
+            text = await asyncio.to_thread(ref.read_text)
+            target[binding.input] = _number(text, binding) if binding.type == "number" else text
+    return prompt
+
+
+async def _output(
+    ctx: policy.ProviderContext,
+    client: ComfyUIClient,
+    entry: Mapping[str, Any],
+    output: OutputBinding | None,
+) -> Produced:
+    """The chosen output image, downloaded from ``/view`` (guarded, size-limited, checked
+    and made PNG in a sandbox process)."""
+    outputs = entry.get("outputs")
+    outputs = outputs if isinstance(outputs, dict) else {}
+    if output is None:  # the first image of any output node, in node order
+        output = next(
+            (
+                OutputBinding(node=node_id)
+                for node_id in sorted(outputs, key=lambda k: (len(k), k))
+                if isinstance(outputs[node_id], dict) and outputs[node_id].get("images")
+            ),
+            None,
+        )
+        if output is None:
+            raise ProviderError("ComfyUI's workflow produced no image")
+    node = outputs.get(output.node)
+    images = node.get("images") if isinstance(node, dict) else None
+    if not isinstance(images, list) or not images:
+        raise ProviderError(f"ComfyUI's node {output.node} produced no image")
+    if output.index >= len(images) or not isinstance(images[output.index], dict):
+        raise ProviderError(
+            f"ComfyUI's node {output.node} produced {len(images)} image(s); "
+            f"image {output.index} was asked for"
+        )
+    produced = await client.api.download(ctx, client.view_url(images[output.index]), Kind.IMAGE)
+    await policy.report(ctx, 1.0)
+    return produced
+
+
+NODES: list[NodeType] = [ComfyUIWorkflow()]

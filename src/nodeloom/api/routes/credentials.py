@@ -22,8 +22,7 @@ from nodeloom.api.state import AppContext
 from nodeloom.auth.tokens import decrypt, encrypt
 from nodeloom.errors import NotFound
 from nodeloom.nodes import elevenlabs, providers
-from nodeloom.nodes.adapters import replicate
-from nodeloom.nodes.adapters import comfyui_protocol
+from nodeloom.nodes.adapters import comfyui_protocol, replicate
 from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.schemas.credentials import (
     ELEVENLABS_URL,

@@ -9,8 +9,8 @@ n8n is installed (once, ~6 min, ~2.3 GB) into ``$NODELOOM_PEERS_DIR/n8n`` (defau
 README shows: a package.json overriding xlsx with the registry copy,
 ``npm install n8n@2.8.4``, its env.sh, then import + publish of the bench workflow
 (Webhook -> Edit Fields -> Respond to Webhook). The folder's copies of those files are kept in
-``$NODELOOM_PEERS_SRC`` (default: the ``shared/peers`` folder beside this repository's own
-folder, wherever the checkout is).
+``bench/peers/`` (``$NODELOOM_PEERS_SRC`` points elsewhere): n8n's environment (loopback only,
+telemetry and banners off) and the bench workflow.
 
 Scenarios, each run against both products with wrk (1 thread, every request body unique so
 Nodeloom's node cache never answers):
@@ -66,7 +66,7 @@ from bench.common import (
 N8N_VERSION = "2.8.4"
 N8N_WORKFLOW_ID = "benchWf000000001"
 REPOSITORY = Path(__file__).resolve().parents[1]
-PEERS_SRC = Path(os.environ.get("NODELOOM_PEERS_SRC", str(REPOSITORY.parent / "shared" / "peers")))
+PEERS_SRC = Path(os.environ.get("NODELOOM_PEERS_SRC", str(REPOSITORY / "bench" / "peers")))
 PEERS_DIR = Path(os.environ.get("NODELOOM_PEERS_DIR", "/tmp/nodeloom-peers"))
 N8N_PACKAGE_JSON = {
     "name": "n8n-peer",

@@ -5,8 +5,8 @@ this machine, one server at a time (the other one stopped), all traffic on 127.0
     .venv/bin/python -m bench.bench_peers [--seconds 15] [--runs 5000] [--profile OUT]
 
 n8n is installed (once, ~6 min, ~2.3 GB) into ``$NODELOOM_PEERS_DIR/n8n`` (default
-``/tmp/nodeloom-peers/n8n``, outside the repository, never committed) the way the peers'
-README shows: a package.json overriding xlsx with the registry copy,
+``/tmp/nodeloom-peers/n8n``, outside the repository, never committed) as follows:
+a package.json overriding xlsx with the registry copy,
 ``npm install n8n@2.8.4``, its env.sh, then import + publish of the bench workflow
 (Webhook -> Edit Fields -> Respond to Webhook). The folder's copies of those files are kept in
 ``bench/peers/`` (``$NODELOOM_PEERS_SRC`` points elsewhere): n8n's environment (loopback only,

@@ -257,6 +257,9 @@ class TestItemsInFlightPerAccount:
             nr["status"] == "completed" for run in mine for nr in of(run, "wait")
         )
         assert most_at_once(spans) == 3, spans
+        # The room is shared: neither run waited for all the other's items to start.
+        starts = [sorted(nr["started_at"] for nr in of(run, "wait")) for run in mine]
+        assert starts[0][0] < starts[1][-1] and starts[1][0] < starts[0][-1], starts
         # The other account's 3 items ran together, while the owner's 3 were running.
         theirs_spans = [(nr["started_at"], nr["finished_at"]) for nr in of(their_run, "wait")]
         assert most_at_once(theirs_spans) == 3, theirs_spans

@@ -167,7 +167,9 @@ class RunDriver:
 
     def _count_items(self, state: RunState) -> None:
         if self.items is not None and state.graph.batches:
-            self.items.update(state.account_id, self.run_id, state.items_in_flight())
+            self.items.update(
+                state.account_id, self.run_id, state.items_in_flight(), holding=state.held
+            )
 
     async def _cancel(self, state: RunState, batch: Batch) -> None:
         """Stop the nodes running here, then cancel: nothing runs elsewhere."""

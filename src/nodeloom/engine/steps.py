@@ -49,6 +49,8 @@ class StepResult:
     # Other runs of the account that may hold items for want of the room this step freed
     # (engine/items.py): each is given a step (``nudge``) after this one commits.
     nudge: list[str] = field(default_factory=list)
+    # Items the account had room for apart from this run, as counted by this step.
+    items_room: int | None = None
 
 
 def guarded(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
@@ -97,9 +99,10 @@ def _advance(
     """Queue what became runnable (a job each); end the run when every node ended. With
     ``claimed_by``, up to ``instant_room`` runnable instant nodes (``stepper.is_instant``)
     are started under that claim instead, for the caller to execute at once."""
+    room: int | None = None
     if state.graph.batches.instances:
         assert state.items_cap is not None, "queue steps load states with the cap (_load)"
-        state.items_allowed = items.allowed_in_database(
+        state.items_allowed, room = items.allowed_in_database(
             conn, state.account_id, state.run_id, state.items_cap
         )
     ready = state.runnable()
@@ -111,7 +114,7 @@ def _advance(
     stepper.advance(state, batch, now)  # queues the rest; ends the run once all ended
     started = [NodeTask.of(state, n) for n in instant]
     queued = [n for n in ready if n not in set(instant)]
-    return _commit(conn, state, batch, StepResult(queued=queued, started=started))
+    return _commit(conn, state, batch, StepResult(queued=queued, started=started, items_room=room))
 
 
 @guarded
@@ -178,7 +181,7 @@ def finish_many(
     before = state.items_in_flight()
     ends_items = any(state.graph.batches.region_of_instance(n) is not None for n in ours)
     result = _finish_many(conn, state, batch, now, ours, outcomes, claimed_by, instant_room)
-    if ends_items and state.items_allowed is not None and before >= state.items_allowed:
+    if ends_items and result.items_room is not None and before >= result.items_room:
         # The account was at its cap: its other runs may hold items that fit now.
         result.nudge = items.held_runs(conn, state.account_id, run_id)
     return result

@@ -149,18 +149,18 @@ def allowed_in_database(
 def held_runs(conn: Connection, account_id: str, run_id: str) -> list[str]:
     """The account's other running runs with item instances still pending: those that may
     hold items for want of room."""
-    query = (
-        sa.select(_NODES.c.run_id)
-        .distinct()
-        .select_from(_NODES.join(_RUNS, _RUNS.c.id == _NODES.c.run_id))
-        .where(
-            _RUNS.c.account_id == account_id,
-            _RUNS.c.status == RunStatus.RUNNING.value,
-            _NODES.c.run_id != run_id,
-            _NODES.c.item_index.is_not(None),
-            _NODES.c.type != FOR_EACH_ITEM.spec.type,
-            _NODES.c.status == NodeStatus.PENDING.value,
-        )
+    # Per run, the first pending item row found will do (EXISTS), not a count of them all.
+    pending = sa.exists().where(
+        _NODES.c.run_id == _RUNS.c.id,
+        _NODES.c.item_index.is_not(None),
+        _NODES.c.type != FOR_EACH_ITEM.spec.type,
+        _NODES.c.status == NodeStatus.PENDING.value,
+    )
+    query = sa.select(_RUNS.c.id).where(
+        _RUNS.c.account_id == account_id,
+        _RUNS.c.status == RunStatus.RUNNING.value,
+        _RUNS.c.id != run_id,
+        pending,
     )
     return [str(r) for r in conn.execute(query).scalars()]
 

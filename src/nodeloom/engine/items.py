@@ -150,39 +150,33 @@ def held_runs(conn: Connection, account_id: str, run_id: str) -> list[str]:
     """The account's other running runs with item instances still pending: those that may
     hold items for want of room."""
     # Per run, the first pending item row found will do (EXISTS), not a count of them all.
-    pending = sa.exists().where(
+    query = sa.select(_RUNS.c.id).where(
+        _RUNS.c.account_id == account_id,
+        _RUNS.c.status == RunStatus.RUNNING.value,
+        _RUNS.c.id != run_id,
+        _pending_items(),
+    )
+    return [str(r) for r in conn.execute(query).scalars()]
+
+
+def _pending_items() -> sa.Exists:
+    return sa.exists().where(
         _NODES.c.run_id == _RUNS.c.id,
         _NODES.c.item_index.is_not(None),
         _NODES.c.type != FOR_EACH_ITEM.spec.type,
         _NODES.c.status == NodeStatus.PENDING.value,
     )
-    query = sa.select(_RUNS.c.id).where(
-        _RUNS.c.account_id == account_id,
-        _RUNS.c.status == RunStatus.RUNNING.value,
-        _RUNS.c.id != run_id,
-        pending,
-    )
-    return [str(r) for r in conn.execute(query).scalars()]
 
 
 def held_anywhere(conn: Connection) -> list[str]:
     """Running runs with pending item instances and no node queued or running: a run held
-    by its account's cap whose wake-up was lost (the reconciler gives each a step)."""
-    other = _NODES.alias("busy")
+    by its account's cap whose wake-up was lost (the reconciler gives each a step). One
+    look per running run (two EXISTS), not per pending row."""
     busy = sa.exists().where(
-        other.c.run_id == _NODES.c.run_id,
-        other.c.status.in_([NodeStatus.QUEUED.value, NodeStatus.RUNNING.value]),
+        _NODES.c.run_id == _RUNS.c.id,
+        _NODES.c.status.in_([NodeStatus.QUEUED.value, NodeStatus.RUNNING.value]),
     )
-    query = (
-        sa.select(_NODES.c.run_id)
-        .distinct()
-        .select_from(_NODES.join(_RUNS, _RUNS.c.id == _NODES.c.run_id))
-        .where(
-            _RUNS.c.status == RunStatus.RUNNING.value,
-            _NODES.c.item_index.is_not(None),
-            _NODES.c.status == NodeStatus.PENDING.value,
-            _NODES.c.type != FOR_EACH_ITEM.spec.type,
-            ~busy,
-        )
+    query = sa.select(_RUNS.c.id).where(
+        _RUNS.c.status == RunStatus.RUNNING.value, _pending_items(), ~busy
     )
     return [str(r) for r in conn.execute(query).scalars()]

@@ -121,7 +121,9 @@ def main() -> None:
         "A run of `TextInput -> ForEach -> <item node> -> Collect` against one `nodeloom serve` "
         "(SQLite, the in-process driver), timed from execute until the server's finished-runs "
         f"counter moves (`/metrics`, read every 10 ms); the median of {REPEATS} runs, the "
-        f"output cache off. Load average when it ended: {os.getloadavg()[0]:.1f} (other "
+        "output cache off, items in flight per account at the default cap (64: the instant "
+        "batch's concurrency of 100 runs at most 64 items at once). "
+        f"Load average when it ended: {os.getloadavg()[0]:.1f} (other "
         "work on the machine shows in these figures).\n\n"
         + table(rows, ("batch", "wall (median)", "per item", "ideal, overshoot"))
     )

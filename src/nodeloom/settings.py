@@ -124,6 +124,14 @@ class Settings(BaseSettings):
         "known to be longer when the run is submitted is refused with 400, one found longer "
         "while it runs fails the ForEach node with batch_too_large.",
     )
+    batch_items_in_flight_per_account: int = Field(
+        default=64,
+        ge=1,
+        le=100_000,
+        description="Most item node runs of ForEach batches (docs/batches.md) one account may "
+        "have queued or running at once, across all its running runs; more wait until some "
+        "end. Other accounts are not held by it.",
+    )
     max_graph_nodes: int = Field(
         default=500,
         ge=1,

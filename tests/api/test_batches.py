@@ -181,6 +181,92 @@ class TestConcurrency:
         assert any(s1 < s2 < f1 for s1, f1 in spans for s2, _ in spans), spans
 
 
+def delay_batch(concurrency: int, seconds: float) -> dict[str, Any]:
+    """in -> each -> wait (a Delay per item) -> all (Collect)."""
+    return g(
+        [
+            n("in", "TextInput"),
+            n("each", "ForEach", concurrency=concurrency),
+            n("wait", "Delay", seconds=seconds),
+            n("all", "Collect"),
+        ],
+        [e("in", "each"), e("each", "wait"), e("wait", "all")],
+    )
+
+
+def most_at_once(spans: list[tuple[str, str]]) -> int:
+    """The most spans (started_at, finished_at) running at one moment."""
+    return max(
+        1 + sum(1 for j, (s, f) in enumerate(spans) if j != i and s <= start < f)
+        for i, (start, _) in enumerate(spans)
+    )
+
+
+async def run_of(client: httpx.AsyncClient, user: User, wf: str, run_id: str) -> dict[str, Any]:
+    r = await client.get(f"/api/v1/workflows/{wf}/runs/{run_id}", headers=user.headers)
+    assert r.status_code == 200, r.text
+    return dict(r.json())
+
+
+class TestItemsInFlightPerAccount:
+    """``batch_items_in_flight_per_account`` bounds one account's items over all its runs."""
+
+    @pytest.fixture
+    def settings_overrides(self) -> dict[str, object]:
+        return {
+            "rate_limit_api_key": 100_000,
+            "rate_limit_jwt": 100_000,
+            "batch_items_in_flight_per_account": 3,
+        }
+
+    async def test_two_runs_share_the_cap_and_both_complete(
+        self, client: httpx.AsyncClient, owner: User, other: User
+    ) -> None:
+        # Each run alone would run 3 items at once: together they may run only 3.
+        wf = await create_workflow(client, owner, delay_batch(concurrency=3, seconds=0.6))
+        ids = []
+        for _ in range(2):
+            r = await execute(client, owner, wf, {"input": {"text": "\n".join("abcde")}})
+            assert r.status_code == 202, r.text
+            ids.append(r.json()["run_id"])
+        # While the account is at its cap, another account's batch is not held by it.
+        theirs = await create_workflow(client, other, delay_batch(concurrency=3, seconds=0.6))
+        seen: list[int] = []
+        for _ in range(400):
+            runs = [await run_of(client, owner, wf, run_id) for run_id in ids]
+            busy = [
+                nr
+                for run in runs
+                for nr in of(run, "wait")
+                if nr["status"] in ("queued", "running")
+            ]
+            seen.append(len(busy))
+            if any(nr["status"] == "running" for nr in busy) and len(busy) == 3:
+                break
+            await asyncio.sleep(0.02)
+        assert seen[-1] == 3, seen
+        r = await execute(client, other, theirs, {"input": {"text": "x\ny\nz"}})
+        assert r.status_code == 202, r.text
+        their_run = await wait_for_run(client, other, theirs, r.json()["run_id"], timeout=60)
+        mine = [await wait_for_run(client, owner, wf, run_id, timeout=60) for run_id in ids]
+        assert their_run["status"] == "completed", their_run
+        assert [run["status"] for run in mine] == ["completed", "completed"], mine
+        # Never more than 3 of the account's items at once, over both runs; the cap was used.
+        spans = [(nr["started_at"], nr["finished_at"]) for run in mine for nr in of(run, "wait")]
+        assert len(spans) == 10 and all(
+            nr["status"] == "completed" for run in mine for nr in of(run, "wait")
+        )
+        assert most_at_once(spans) == 3, spans
+        # The room is shared: neither run waited for all the other's items to start.
+        starts = [sorted(nr["started_at"] for nr in of(run, "wait")) for run in mine]
+        assert starts[0][0] < starts[1][-1] and starts[1][0] < starts[0][-1], starts
+        # The other account's 3 items ran together, while the owner's 3 were running.
+        theirs_spans = [(nr["started_at"], nr["finished_at"]) for nr in of(their_run, "wait")]
+        assert most_at_once(theirs_spans) == 3, theirs_spans
+        first_start = min(s for s, _ in theirs_spans)
+        assert sum(1 for s, f in spans if s <= first_start < f) == 3, (spans, theirs_spans)
+
+
 class TestCancel:
     async def test_cancel_stops_the_items_not_finished(
         self, client: httpx.AsyncClient, owner: User

@@ -143,8 +143,15 @@ class RunState:
     # completed since. None: look at every node (the first time). Keeps a chain of n nodes
     # from costing n scans of n nodes.
     _candidates: set[str] | None = field(default=None, repr=False)
-    # Item instances runnable but held back by their ForEach's concurrency.
+    # Item instances runnable but held back by their ForEach's concurrency or the account's
+    # cap on items in flight.
     _held: set[str] = field(default_factory=set, repr=False)
+    # How many item instances this run may have queued or running at once, given what the
+    # account's other runs have in flight (``batch_items_in_flight_per_account``); set by
+    # the executor before each ``runnable``. None: no account bound.
+    items_allowed: int | None = None
+    # The account's cap itself, for the queue steps that count it in the database.
+    items_cap: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.status, StatusMap):
@@ -199,26 +206,50 @@ class RunState:
 
     def _within_concurrency(self, found: list[str]) -> list[str]:
         """``found`` less the item instances over their ForEach's ``concurrency`` (queued or
-        running at once); those are held, earliest item first, until some end. Held nodes
-        stay runnable candidates, so they are looked at again on every pass."""
+        running at once) or over ``items_allowed`` (the account's cap on items in flight, all
+        its runs together: engine/items.py); those are held, earliest item first, until some
+        end. Held nodes stay runnable candidates, so they are looked at again on every
+        pass."""
         batches = self.graph.batches
         busy: dict[str, int] = {}
         for node_id in self.with_status(NodeStatus.QUEUED, NodeStatus.RUNNING):
             region = batches.region_of_instance(node_id)
             if region is not None:
                 busy[region.for_each] = busy.get(region.for_each, 0) + 1
+        # The account's bound: this run's items in flight, all regions together.
+        in_flight = sum(busy.values())
+        allowed = self.items_allowed
         kept: list[str] = []
         self._held = set()
         for node_id in found:
             region = batches.region_of_instance(node_id)
             if region is None:
                 kept.append(node_id)
-            elif busy.get(region.for_each, 0) < region.concurrency:
+            elif busy.get(region.for_each, 0) < region.concurrency and (
+                allowed is None or in_flight < allowed
+            ):
                 busy[region.for_each] = busy.get(region.for_each, 0) + 1
+                in_flight += 1
                 kept.append(node_id)
             else:
                 self._held.add(node_id)
         return kept
+
+    @property
+    def held(self) -> bool:
+        """Are item instances runnable but held back (concurrency or the account's cap)?"""
+        return bool(self._held)
+
+    def items_in_flight(self) -> int:
+        """This run's item instances queued or running (what the account's cap counts)."""
+        batches = self.graph.batches
+        if not batches.instances:
+            return 0
+        return sum(
+            1
+            for node_id in self.with_status(NodeStatus.QUEUED, NodeStatus.RUNNING)
+            if batches.region_of_instance(node_id) is not None
+        )
 
     def _expand(self, batch: Batch, for_each: str, count: int) -> None:
         """A ForEach completed with ``count`` items: the run's graph gains their nodes, and

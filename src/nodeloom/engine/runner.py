@@ -24,6 +24,7 @@ from typing import Any
 from nodeloom.db.models import utcnow
 from nodeloom.engine import stepper
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
+from nodeloom.engine.items import AccountItems
 from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs, Unrunnable
@@ -40,6 +41,7 @@ class RunDriver:
         owner: str,
         fresh: RunState | None = None,
         graphs: RunGraphs | None = None,
+        items: AccountItems | None = None,
     ) -> None:
         self.env = env
         self.run_id = run_id
@@ -53,6 +55,10 @@ class RunDriver:
         self._tasks: dict[asyncio.Task[Outcome], str] = {}
         self._throttle = stepper.Throttle()
         self.state: RunState | None = None
+        # The process's count of batch items in flight per account (engine/items.py), and
+        # the event another run of the account sets when it frees room.
+        self.items = items
+        self._wake: asyncio.Event | None = None
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -86,9 +92,13 @@ class RunDriver:
         limit = self.env.settings.node_max_attempts
         interrupted = state.with_status(NodeStatus.RUNNING)
         stepper.interrupted(state, batch, interrupted, utcnow(), limit)
+        if self.items is not None:
+            self._wake = self.items.join(state.account_id, self.run_id)
         try:
             await self._loop(state, batch)
         finally:
+            if self.items is not None:
+                self.items.leave(state.account_id, self.run_id)
             for task in self._tasks:
                 task.cancel()
             if self._tasks:
@@ -101,21 +111,34 @@ class RunDriver:
                 if self.cancel_requested.is_set():
                     await self._cancel(state, batch)
                     return
+                if self._wake is not None:
+                    self._wake.clear()  # room freed before this advance is seen by it
                 started = await self._run_instant(state, batch, self._advance(state, batch))
                 finished = batch.run_end is not None
                 await self._commit(batch)
                 for node_id in started:
                     task = asyncio.create_task(self._execute(state, node_id), name=node_id)
                     self._tasks[task] = node_id
-                if finished or not self._tasks:
+                # Nothing runs here but items are held by the account's cap: another run
+                # of the account wakes this one when its items end (engine/items.py).
+                held = state.held and self._wake is not None and not self.draining
+                if finished or (not self._tasks and not held):
                     return
                 waiting: list[asyncio.Future[Any]] = [*self._tasks, cancel_wait]
-                done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if self._wake is not None:
+                    wake_wait = asyncio.ensure_future(self._wake.wait())
+                    waiting.append(wake_wait)
+                try:
+                    done, _ = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if self._wake is not None:
+                        wake_wait.cancel()
                 batch = state.batch()
                 for task in list(self._tasks):
                     if task in done:
                         self._tasks.pop(task)
                         state.record(batch, task.result())
+                self._count_items(state)
         finally:
             cancel_wait.cancel()
 
@@ -136,7 +159,17 @@ class RunDriver:
         # Draining for shutdown: finish what runs, start nothing new.
         limit = 0 if self.draining else self.env.settings.max_concurrent_nodes_per_run
         room = max(0, limit - state.count(NodeStatus.RUNNING))
-        return stepper.advance(state, batch, utcnow(), self.owner, room)
+        if self.items is not None:
+            state.items_allowed = self.items.allowed(state.account_id, self.run_id)
+        started = stepper.advance(state, batch, utcnow(), self.owner, room)
+        self._count_items(state)  # before any await: other drivers count these now
+        return started
+
+    def _count_items(self, state: RunState) -> None:
+        if self.items is not None and state.graph.batches:
+            self.items.update(
+                state.account_id, self.run_id, state.items_in_flight(), holding=state.held
+            )
 
     async def _cancel(self, state: RunState, batch: Batch) -> None:
         """Stop the nodes running here, then cancel: nothing runs elsewhere."""

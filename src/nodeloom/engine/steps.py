@@ -25,7 +25,7 @@ from typing import Any
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import utcnow
-from nodeloom.engine import stepper
+from nodeloom.engine import items, stepper
 from nodeloom.engine.executor import NodeTask
 from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.states import NodeStatus
@@ -46,6 +46,11 @@ class StepResult:
     # (``finish`` given ``instant_room``): the same job executes them and records them with
     # another ``finish``, instead of a job (defer, fetch, claim, finish) per node.
     started: list[NodeTask] = field(default_factory=list)
+    # Other runs of the account that may hold items for want of the room this step freed
+    # (engine/items.py): each is given a step (``nudge``) after this one commits.
+    nudge: list[str] = field(default_factory=list)
+    # Items the account had room for apart from this run, as counted by this step.
+    items_room: int | None = None
 
 
 def guarded(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
@@ -59,6 +64,14 @@ def guarded(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
             return StepResult(run_id=run_id, events=events)
 
     return run
+
+
+def _load(conn: Connection, run_id: str, graphs: RunGraphs) -> RunState | None:
+    """``stepper.load``, with the account's cap on items in flight (engine/items.py)."""
+    state = stepper.load(conn, run_id, graphs)
+    if state is not None:
+        state.items_cap = graphs.settings.batch_items_in_flight_per_account
+    return state
 
 
 def _commit(conn: Connection, state: RunState, batch: Batch, result: StepResult) -> StepResult:
@@ -86,6 +99,12 @@ def _advance(
     """Queue what became runnable (a job each); end the run when every node ended. With
     ``claimed_by``, up to ``instant_room`` runnable instant nodes (``stepper.is_instant``)
     are started under that claim instead, for the caller to execute at once."""
+    room: int | None = None
+    if state.graph.batches.instances:
+        assert state.items_cap is not None, "queue steps load states with the cap (_load)"
+        state.items_allowed, room = items.allowed_in_database(
+            conn, state.account_id, state.run_id, state.items_cap
+        )
     ready = state.runnable()
     instant: list[str] = []
     if claimed_by is not None:
@@ -95,7 +114,7 @@ def _advance(
     stepper.advance(state, batch, now)  # queues the rest; ends the run once all ended
     started = [NodeTask.of(state, n) for n in instant]
     queued = [n for n in ready if n not in set(instant)]
-    return _commit(conn, state, batch, StepResult(queued=queued, started=started))
+    return _commit(conn, state, batch, StepResult(queued=queued, started=started, items_room=room))
 
 
 @guarded
@@ -103,7 +122,7 @@ def claim(
     conn: Connection, run_id: str, node_id: str, claimed_by: str, graphs: RunGraphs
 ) -> StepResult:
     """A worker takes a queued node: it is ``running``, claimed by ``claimed_by``."""
-    state = stepper.load(conn, run_id, graphs)
+    state = _load(conn, run_id, graphs)
     if state is None or state.status.get(node_id) != NodeStatus.QUEUED:
         return StepResult()
     now = utcnow()
@@ -151,13 +170,33 @@ def finish_many(
     """``finish`` for several nodes held under one claim (a job and the instant nodes it
     started), one transaction. A node no longer ours (given back as stalled, or the run
     ended) is dropped."""
-    loaded = stepper.load(conn, run_id, graphs)
+    loaded = _load(conn, run_id, graphs)
     ours = [n for n in outcomes if _ours(loaded, n, claimed_by) is not None]
     if loaded is None or not ours:
         return StepResult()
     state = loaded
     now = utcnow()
     batch = state.batch()
+    # Items of this run in flight before this step, and whether it ends some.
+    before = state.items_in_flight()
+    ends_items = any(state.graph.batches.region_of_instance(n) is not None for n in ours)
+    result = _finish_many(conn, state, batch, now, ours, outcomes, claimed_by, instant_room)
+    if ends_items and result.items_room is not None and before >= result.items_room:
+        # The account was at its cap: its other runs may hold items that fit now.
+        result.nudge = items.held_runs(conn, state.account_id, run_id)
+    return result
+
+
+def _finish_many(
+    conn: Connection,
+    state: RunState,
+    batch: Batch,
+    now: datetime,
+    ours: list[str],
+    outcomes: dict[str, Outcome | None],
+    claimed_by: str,
+    instant_room: int,
+) -> StepResult:
     stopped = [n for n in ours if outcomes[n] is None]
     for node_id in ours:
         outcome = outcomes[node_id]
@@ -186,7 +225,7 @@ def requeue(
 ) -> StepResult:
     """The worker holding the node is gone: queue the node again, or fail it as
     ``node_crashed`` once it was started ``max_attempts`` times (``stepper.interrupted``)."""
-    state = _ours(stepper.load(conn, run_id, graphs), node_id, claimed_by)
+    state = _ours(_load(conn, run_id, graphs), node_id, claimed_by)
     if state is None:
         return StepResult()
     now = utcnow()
@@ -206,16 +245,29 @@ def request_cancel(conn: Connection, run_id: str, graphs: RunGraphs) -> StepResu
     nothing runs; the claims of running nodes are returned, for their jobs to be aborted
     (their workers end the run when they stop)."""
     run_store.request_cancel(conn, [run_id])
-    state = stepper.load(conn, run_id, graphs)
+    state = _load(conn, run_id, graphs)
     if state is None:
         return StepResult()
     return _cancel(conn, state, state.batch(), utcnow())
 
 
 @guarded
+def nudge(conn: Connection, run_id: str, graphs: RunGraphs) -> StepResult:
+    """Another run of the account freed room for items (engine/items.py): queue what of
+    this run's held items fits now."""
+    state = _load(conn, run_id, graphs)
+    if state is None:
+        return StepResult()
+    batch = state.batch()
+    if state.cancel_requested:
+        return _cancel(conn, state, batch, utcnow())
+    return _advance(conn, state, batch, utcnow())
+
+
+@guarded
 def finish_empty(conn: Connection, run_id: str, graphs: RunGraphs) -> StepResult:
     """A run without nodes completes as soon as it is accepted."""
-    state = stepper.load(conn, run_id, graphs)
+    state = _load(conn, run_id, graphs)
     if state is None:
         return StepResult()
     return _advance(conn, state, state.batch(), utcnow())

@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Run
 from nodeloom.engine.executor import ExecutorEnv
+from nodeloom.engine.items import AccountItems
 from nodeloom.engine.process import ProcessIdentity
 from nodeloom.engine.run_state import RunState
 from nodeloom.engine.runner import RunDriver
@@ -71,6 +72,8 @@ class LocalDispatcher:
         self._waiting: dict[str, tuple[Ticket, RunState | None]] = {}
         self._run_of: dict[Ticket, str] = {}
         self._held: dict[str, Ticket] = {}
+        # Batch items in flight per account, across the runs driven here (engine/items.py).
+        self._items = AccountItems(env.settings.batch_items_in_flight_per_account)
 
     @property
     def owner(self) -> str | None:
@@ -154,7 +157,7 @@ class LocalDispatcher:
     def _launch(
         self, run_id: str, fresh: RunState | None = None, ticket: Ticket | None = None
     ) -> None:
-        driver = RunDriver(self.env, run_id, self.identity.token, fresh)
+        driver = RunDriver(self.env, run_id, self.identity.token, fresh, items=self._items)
         if ticket is not None:
             self._held[run_id] = ticket
         self._drivers[run_id] = driver

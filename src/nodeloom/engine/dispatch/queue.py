@@ -38,7 +38,7 @@ from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.jobs import Status
 
 from nodeloom.db.models import NodeRun, utcnow
-from nodeloom.engine import stepper, steps
+from nodeloom.engine import items, stepper, steps
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
 from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.states import NodeStatus
@@ -206,6 +206,8 @@ class QueueDispatcher:
             await self.defer(result.run_id, result.queued)
         if result.abort:
             await self._abort(result.abort)
+        for run_id in result.nudge:  # room freed for their held items (engine/items.py)
+            await self._step(lambda c, r=run_id: steps.nudge(c, r, self.graphs))
         return result
 
     async def _publish(self, events: list[Event]) -> None:
@@ -355,3 +357,7 @@ class QueueDispatcher:
             )
         for run_id, node_id in orphans:
             await self.defer(run_id, [node_id])
+        # Runs holding items for their account's cap with nothing of theirs in flight:
+        # should the step that freed room have stopped before waking them, wake them now.
+        for run_id in await self.env.db.read(items.held_anywhere):
+            await self._step(lambda c, r=run_id: steps.nudge(c, r, self.graphs))

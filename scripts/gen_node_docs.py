@@ -151,13 +151,20 @@ def _section(node: NodeType) -> list[str]:
         f"{', multiple, in edge order' if i.multiple else ''})"
         for i in spec.inputs
     )
-    lines += [
-        f"- Category: {spec.category} · version {spec.version}",
-        f"- Inputs: {inputs or 'none'}",
-        f"- Output: {spec.output.kind.value} (`{spec.output.content_type}`)",
-        f"- Price: {_price(node)}",
-        "",
-    ]
+    if node.dynamic_interface:
+        lines += [
+            f"- Category: {spec.category} · version {spec.version}",
+            "- Inputs, output and price: the chosen workflow's (see above)",
+            "",
+        ]
+    else:
+        lines += [
+            f"- Category: {spec.category} · version {spec.version}",
+            f"- Inputs: {inputs or 'none'}",
+            f"- Output: {spec.output.kind.value} (`{spec.output.content_type}`)",
+            f"- Price: {_price(node)}",
+            "",
+        ]
     schema = spec.params.model_json_schema()
     props: dict[str, Any] = schema.get("properties", {})
     if props:
@@ -165,11 +172,13 @@ def _section(node: NodeType) -> list[str]:
         defs = schema.get("$defs", {})
         for name, prop in props.items():
             field = spec.params.model_fields[name]
-            default = field.get_default(call_default_factory=True)
-            description = str(prop.get("description", "")).replace("|", "\\|")
-            lines.append(
-                f"| `{name}` | {_type_name(prop, defs)} | {_default(default)} | {description} |"
+            shown = (
+                "required"
+                if field.is_required()
+                else _default(field.get_default(call_default_factory=True))
             )
+            description = str(prop.get("description", "")).replace("|", "\\|")
+            lines.append(f"| `{name}` | {_type_name(prop, defs)} | {shown} | {description} |")
         lines.append("")
     return lines
 

@@ -11,6 +11,7 @@ from nodeloom.nodes import (
     image_filters,
     providers,
     speech,
+    subworkflow,
     text,
     text_extra,
     video,
@@ -30,4 +31,5 @@ def all_nodes() -> list[NodeType]:
         *http.NODES,
         *providers.NODES,
         *batch.NODES,
+        *subworkflow.NODES,
     ]

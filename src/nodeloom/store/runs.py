@@ -33,6 +33,8 @@ SUMMARY_COLUMNS = (
     _RUNS.c.webhook_id,
     _RUNS.c.workflow_version,
     _RUNS.c.retried_from,
+    _RUNS.c.parent_run_id,
+    _RUNS.c.parent_node_id,
 )
 _RUN = Prepared(
     sa.select(*SUMMARY_COLUMNS, _RUNS.c.input).where(
@@ -53,6 +55,7 @@ _NODE_RUNS = Prepared(
         _NODES.c.finished_at,
         _NODES.c.error,
         _NODES.c.item_index,
+        _NODES.c.child_run_id,
     )
     .where(_NODES.c.run_id == sa.bindparam("run"))
     .order_by(_NODES.c.position, _NODES.c.item_index)

@@ -90,6 +90,7 @@ class TestExecute:
             "error",
             "item_index",
             "child_run_id",
+            "child_workflow_id",
         }
 
     @pytest.mark.parametrize(

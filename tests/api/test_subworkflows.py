@@ -103,7 +103,7 @@ class TestRunning:
         sub = nodes["sub"]
         assert sub["status"] == "completed" and sub["type"] == "Workflow"
         child_run_id = sub["child_run_id"]
-        assert child_run_id
+        assert child_run_id and sub["child_workflow_id"] == child
         assert await _text(client, owner, nodes["out"]["artifact_id"]) == "[About cats]"
 
         # The child is a real run of the child workflow, linked back.

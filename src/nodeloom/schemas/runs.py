@@ -91,6 +91,9 @@ class NodeRunOut(BaseModel):
         description="A Workflow node's run of its sub-workflow (GET /workflows/{the node's "
         "workflow_id}/runs/{child_run_id}).",
     )
+    child_workflow_id: str | None = Field(
+        default=None, description="The workflow of child_run_id (where to read it)."
+    )
     error: dict[str, Any] | None
 
 

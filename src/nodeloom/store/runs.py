@@ -43,6 +43,9 @@ _RUN = Prepared(
         _RUNS.c.workflow_id == sa.bindparam("workflow"),
     )
 )
+_CHILD_RUNS = _RUNS.alias("child_runs")
+# A Workflow node's child run is named with its workflow (where it is read): a join on the
+# child's primary key, NULL for every other node.
 _NODE_RUNS = Prepared(
     sa.select(
         _NODES.c.node_id,
@@ -56,7 +59,9 @@ _NODE_RUNS = Prepared(
         _NODES.c.error,
         _NODES.c.item_index,
         _NODES.c.child_run_id,
+        _CHILD_RUNS.c.workflow_id.label("child_workflow_id"),
     )
+    .select_from(_NODES.outerjoin(_CHILD_RUNS, _CHILD_RUNS.c.id == _NODES.c.child_run_id))
     .where(_NODES.c.run_id == sa.bindparam("run"))
     .order_by(_NODES.c.position, _NODES.c.item_index)
 )

@@ -196,6 +196,13 @@ function RunDetails() {
                   {String((node.error as { message?: string }).message ?? "")}
                 </div>
               )}
+              {node.child_run_id && node.child_workflow_id && (
+                <div className="small">
+                  <Link to={`/workflows/${node.child_workflow_id}/runs/${node.child_run_id}`}>
+                    Sub-workflow run
+                  </Link>
+                </div>
+              )}
               {node.artifact_id && <ArtifactPreview artifactId={node.artifact_id} />}
             </li>
           );

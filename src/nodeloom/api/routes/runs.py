@@ -215,6 +215,7 @@ def node_run_out(node: Any) -> dict[str, Any]:
         "duration_ms": _ms(node.started_at, node.finished_at) if node.started_at else None,
         "error": node.error,
         "child_run_id": node.child_run_id,
+        "child_workflow_id": node.child_workflow_id,
     }
 
 

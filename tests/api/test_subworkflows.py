@@ -16,6 +16,8 @@ import pytest
 from fastapi import FastAPI
 
 from nodeloom.engine.credits import ledger_balance
+from nodeloom.engine.executor import NodeTask
+from nodeloom.engine.submit import read_workflow
 from nodeloom.schemas.events import MESSAGE
 from tests.api.test_auth import assert_problem
 from tests.api.test_instant_runs import events_of
@@ -288,3 +290,67 @@ class TestValidation:
         r = await execute(client, owner, parent)
         problem = assert_problem(r, 400, "invalid_graph")
         assert problem["errors"][0]["pointer"] == "/graph_json/nodes/1/data/workflow_id"
+
+
+class TestNestingAndResume:
+    async def test_nested_sub_workflows_run_and_price_through(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        inner = await create_workflow(client, owner, CHILD, "inner")
+        # middle: its TextInput "topic" feeds a Workflow node running inner.
+        middle_graph = g(
+            [n("in", "TextInput", key="topic"), n("sub", "Workflow", workflow_id=inner)],
+            [e("in", "sub", "topic")],
+        )
+        middle = await create_workflow(client, owner, middle_graph, "middle")
+        outer = await create_workflow(client, owner, parent_of(middle), "outer")
+        r = await execute(client, owner, outer)
+        assert r.status_code == 202, r.text
+        assert r.json()["estimated_credits"] == 2  # inner's template, outer's own
+        run = await wait_for_run(client, owner, outer, r.json()["run_id"])
+        assert run["status"] == "completed", run
+        assert await _text(client, owner, _nodes(run)["out"]["artifact_id"]) == "[About cats]"
+        middle_run = await _get(client, owner, middle, _nodes(run)["sub"]["child_run_id"])
+        inner_run_id = _nodes(middle_run)["sub"]["child_run_id"]
+        inner_run = await _get(client, owner, inner, inner_run_id)
+        assert inner_run["parent_run_id"] == middle_run["id"]
+        assert inner_run["input"] == {"topic": "cats"}
+
+    async def test_a_node_started_again_finds_its_child_instead_of_starting_another(
+        self, client: httpx.AsyncClient, owner: User, app: FastAPI
+    ) -> None:
+        """What a resumed driver or a queue job given back does: the node's execution looks
+        its child up first (one child per parent node, a unique index)."""
+        slow = g(
+            [n("in", "TextInput", key="topic"), n("d", "Delay", seconds=1)],
+            [e("in", "d")],
+        )
+        child = await create_workflow(client, owner, slow, "child")
+        parent = await create_workflow(client, owner, parent_of(child), "parent")
+        run_id = (await execute(client, owner, parent)).json()["run_id"]
+        child_run_id = None
+        deadline = time.monotonic() + 10
+        while child_run_id is None:
+            assert time.monotonic() < deadline, "the child run never started"
+            await asyncio.sleep(0.05)
+            child_run_id = _nodes(await _get(client, owner, parent, run_id))["sub"]["child_run_id"]
+        env = app.state.ctx.dispatcher.env
+        graph = env.children.acceptor.graphs
+        workflow = await env.db.read(lambda c: read_workflow(c, owner.id, parent, graph))
+        task = NodeTask(
+            run_id=run_id,
+            account_id=owner.id,
+            plan="free",
+            node=workflow.graph.nodes["sub"],
+            inputs={"topic": None},
+            run_input=None,
+            use_cache=True,
+        )
+        outcome = await env.children.run(task)
+        assert outcome.status == "completed", outcome
+        run = await wait_for_run(client, owner, parent, run_id)
+        assert run["status"] == "completed"
+        assert outcome.artifact is not None
+        assert outcome.artifact.id == _nodes(run)["sub"]["artifact_id"]
+        r = await client.get(_url(child), headers=owner.headers)
+        assert [item["id"] for item in r.json()] == [child_run_id]

@@ -72,6 +72,7 @@ class TestExecute:
             "retried_from",
             "parent_run_id",
             "parent_node_id",
+            "parent_workflow_id",
             "retries",
         }
         assert run["input"] == {"text": "there"} and run["workflow_id"] == wf

@@ -112,6 +112,7 @@ class TestRunning:
         child_run = await _get(client, owner, child, child_run_id)
         assert child_run["status"] == "completed"
         assert child_run["parent_run_id"] == run["id"] and child_run["parent_node_id"] == "sub"
+        assert child_run["parent_workflow_id"] == parent and run["parent_workflow_id"] is None
         assert child_run["trigger"] == "workflow"
         assert child_run["input"] == {"topic": "cats"}
         # The parent node's artifact is the child's output (shared, not copied).

@@ -162,6 +162,11 @@ class RunOut(RunSummary):
     retries: list[str] = Field(
         default_factory=list, description="The runs that retry this one, oldest first."
     )
+    parent_workflow_id: str | None = Field(
+        default=None,
+        description="The workflow of parent_run_id (GET /workflows/{parent_workflow_id}/runs/"
+        "{parent_run_id}).",
+    )
 
 
 class ArtifactMetadata(BaseModel):

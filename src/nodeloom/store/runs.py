@@ -36,8 +36,17 @@ SUMMARY_COLUMNS = (
     _RUNS.c.parent_run_id,
     _RUNS.c.parent_node_id,
 )
+_PARENT_RUNS = _RUNS.alias("parent_runs")
+# A sub-workflow's run names its parent's workflow too (where to read the parent): a join
+# on the parent's primary key, NULL for every other run.
 _RUN = Prepared(
-    sa.select(*SUMMARY_COLUMNS, _RUNS.c.input).where(
+    sa.select(
+        *SUMMARY_COLUMNS,
+        _RUNS.c.input,
+        _PARENT_RUNS.c.workflow_id.label("parent_workflow_id"),
+    )
+    .select_from(_RUNS.outerjoin(_PARENT_RUNS, _PARENT_RUNS.c.id == _RUNS.c.parent_run_id))
+    .where(
         _RUNS.c.id == sa.bindparam("run"),
         _RUNS.c.account_id == sa.bindparam("account"),
         _RUNS.c.workflow_id == sa.bindparam("workflow"),

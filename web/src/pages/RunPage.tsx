@@ -112,6 +112,15 @@ function RunDetails() {
         <Link to={`/workflows/${workflowId}`}>Workflow</Link>
         <Link to={`/workflows/${workflowId}/runs`}>All runs of it</Link>
       </p>
+      {r.parent_run_id && r.parent_workflow_id && (
+        <p className="small">
+          Run of a Workflow node ({r.parent_node_id}) of{" "}
+          <Link to={`/workflows/${r.parent_workflow_id}/runs/${r.parent_run_id}`}>
+            its parent run
+          </Link>
+          .
+        </p>
+      )}
       {(r.retried_from || (r.retries && r.retries.length > 0)) && (
         <p className="row small" aria-label="Retries">
           {r.retried_from && (

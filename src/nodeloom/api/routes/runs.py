@@ -282,6 +282,7 @@ async def get_run(
     body["input"] = run.input
     body["node_runs"] = nodes
     body["retries"] = retries
+    body["parent_workflow_id"] = run.parent_workflow_id
     return OrjsonResponse(body)
 
 

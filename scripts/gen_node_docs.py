@@ -160,13 +160,20 @@ def _section(node: NodeType) -> list[str]:
         f"{', multiple, in edge order' if i.multiple else ''})"
         for i in spec.inputs
     )
-    lines += [
-        f"- Category: {spec.category} · version {spec.version}",
-        f"- Inputs: {inputs or 'none'}",
-        f"- Output: {spec.output.kind.value} (`{spec.output.content_type}`)",
-        f"- Price: {_price(node)}",
-        "",
-    ]
+    if node.dynamic_interface:
+        lines += [
+            f"- Category: {spec.category} · version {spec.version}",
+            "- Inputs, output and price: the chosen workflow's (see above)",
+            "",
+        ]
+    else:
+        lines += [
+            f"- Category: {spec.category} · version {spec.version}",
+            f"- Inputs: {inputs or 'none'}",
+            f"- Output: {spec.output.kind.value} (`{spec.output.content_type}`)",
+            f"- Price: {_price(node)}",
+            "",
+        ]
     schema = spec.params.model_json_schema()
     props: dict[str, Any] = schema.get("properties", {})
     if props:

@@ -106,9 +106,12 @@ def worker(
 async def _work(settings: Settings) -> None:
     import signal
 
+    from nodeloom.engine.submit import GraphCache
     from nodeloom.runtime import Runtime
 
     runtime = Runtime.build(settings, executes=True)
+    # A worker executes Workflow nodes too: it starts their child runs like any process.
+    runtime.build_acceptor(GraphCache(runtime.registry, settings))
     await runtime.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

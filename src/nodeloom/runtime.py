@@ -24,10 +24,12 @@ from nodeloom.engine.callbacks import CallbackSender
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.dispatch.local import LocalDispatcher
 from nodeloom.engine.dispatch.queue import QueueDispatcher
-from nodeloom.engine.executor import ExecutorEnv
+from nodeloom.engine.executor import ExecutorEnv, NodeExecutor
 from nodeloom.engine.process import ProcessIdentity
 from nodeloom.engine.retention import Retention
 from nodeloom.engine.scratch import ScratchSpace
+from nodeloom.engine.submit import Acceptor, GraphCache
+from nodeloom.engine.subworkflows import ChildRuns
 from nodeloom.events.bus import EventBus, MemoryBus
 from nodeloom.events.links import LogReader, PollingBus, RedisBus
 from nodeloom.metrics import Metrics
@@ -36,6 +38,7 @@ from nodeloom.ratelimit import LocalWindows, Windows
 from nodeloom.sandbox.fair import FairSlots
 from nodeloom.sandbox.pool import SandboxPool
 from nodeloom.settings import Settings
+from nodeloom.store import runs as run_store
 
 log = logging.getLogger("nodeloom")
 
@@ -144,6 +147,31 @@ class Runtime:
         )
         runtime._gauges()
         return runtime
+
+    def build_acceptor(self, graphs: GraphCache) -> Acceptor:
+        """The process's acceptor of runs; Workflow nodes executed here start their child
+        runs through it (engine/subworkflows.py)."""
+        acceptor = Acceptor(
+            settings=self.settings,
+            db=self.db,
+            graphs=graphs,
+            bus=self.bus,
+            dispatcher=self.dispatcher,
+            metrics=self.metrics,
+            # Every process executes instant nodes while accepting a run, API-only replicas
+            # too: they need no sandbox, slot or scratch directory, so a run made only of
+            # them is accepted and finished in one transaction, never queued (ADR 0011).
+            executor=NodeExecutor(self.env),
+            claimant=self.identity.token,
+        )
+        self.env.children = ChildRuns(self.env, acceptor, self.cancel_run)
+        return acceptor
+
+    async def cancel_run(self, run_id: str) -> None:
+        """Ask a running run to stop, as the cancel endpoint does (a child run whose
+        parent was cancelled)."""
+        await self.db.write(lambda c: run_store.request_cancel(c, [run_id]))
+        await self.dispatcher.cancel(run_id)
 
     def _gauges(self) -> None:
         metrics, db, sandbox, dispatcher = self.metrics, self.db, self.sandbox, self.dispatcher

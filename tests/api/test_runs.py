@@ -70,10 +70,14 @@ class TestExecute:
             "webhook_id",
             "workflow_version",
             "retried_from",
+            "parent_run_id",
+            "parent_node_id",
+            "parent_workflow_id",
             "retries",
         }
         assert run["input"] == {"text": "there"} and run["workflow_id"] == wf
         assert run["retried_from"] is None and run["retries"] == []
+        assert run["parent_run_id"] is None and run["parent_node_id"] is None
         assert set(run["node_runs"][0]) == {
             "node_id",
             "item_index",  # null but for a batch's items (docs/batches.md)
@@ -86,6 +90,9 @@ class TestExecute:
             "finished_at",
             "duration_ms",
             "error",
+            "item_index",
+            "child_run_id",
+            "child_workflow_id",
         }
         assert run["node_runs"][0]["item_index"] is None
 

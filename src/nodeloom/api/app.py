@@ -40,9 +40,8 @@ from nodeloom.api.routes import (
 from nodeloom.api.serving import RefuseWhileDraining
 from nodeloom.api.state import AppContext
 from nodeloom.auth.usage import KeyUsage
-from nodeloom.engine.executor import NodeExecutor
 from nodeloom.engine.schedules import ScheduleFirer
-from nodeloom.engine.submit import Acceptor, GraphCache
+from nodeloom.engine.submit import GraphCache
 from nodeloom.events.links import readiness
 from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
@@ -73,19 +72,7 @@ def create_app(
         bus=runtime.bus,
         dispatcher=runtime.dispatcher,
         graphs=graphs,
-        acceptor=Acceptor(
-            settings=settings,
-            db=runtime.db,
-            graphs=graphs,
-            bus=runtime.bus,
-            dispatcher=runtime.dispatcher,
-            metrics=runtime.metrics,
-            # Every process executes instant nodes while accepting a run, API-only replicas
-            # too: they need no sandbox, slot or scratch directory, so a run made only of
-            # them is accepted and finished in one transaction, never queued (ADR 0011).
-            executor=NodeExecutor(runtime.env),
-            claimant=runtime.identity.token,
-        ),
+        acceptor=runtime.build_acceptor(graphs),
         metrics=runtime.metrics,
         sandbox=runtime.sandbox,
         revocations=runtime.revocations,

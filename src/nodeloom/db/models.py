@@ -188,6 +188,10 @@ class Run(Base):
     driver: Mapped[str | None] = mapped_column(sa.String(64))
     # The failed or cancelled run this one retries (engine/retry.py); NULL otherwise.
     retried_from: Mapped[str | None] = mapped_column(sa.String(36))
+    # A sub-workflow's run (engine/subworkflows.py): the run and the Workflow node that
+    # started it; NULL for any other run. One child per (parent run, node): unique.
+    parent_run_id: Mapped[str | None] = mapped_column(sa.String(36))
+    parent_node_id: Mapped[str | None] = mapped_column(sa.String(200))
     # Large columns last (see Workflow). The graph as it was when the run started: later
     # edits never change a run.
     input: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
@@ -199,6 +203,7 @@ class Run(Base):
         sa.Index("ix_runs_workflow_created", "workflow_id", "created_at", "id"),
         sa.Index("ix_runs_account_created", "account_id", "created_at", "id"),
         sa.Index("ix_runs_retried_from", "retried_from"),
+        sa.Index("ux_runs_parent", "parent_run_id", "parent_node_id", unique=True),
         sa.Index(
             "ix_runs_running",
             "driver",
@@ -234,6 +239,8 @@ class NodeRun(Base):
     # What a provider node submitted (the provider's job id), committed before it waits: a
     # node run again after a crash attaches to it rather than paying twice (nodes/adapters).
     provider_job: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
+    # The run a Workflow node started (engine/subworkflows.py); NULL for other nodes.
+    child_run_id: Mapped[str | None] = mapped_column(sa.String(36))
 
     __table_args__ = (
         # Retention asks which runs still show an artifact (cache hits share one).

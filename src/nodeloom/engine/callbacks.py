@@ -137,6 +137,7 @@ def run_record(run: Any, nodes: list[Any]) -> dict[str, Any]:
     body = run_summary(run, sum(n["credits_used"] for n in node_runs))
     body["input"] = run.input
     body["node_runs"] = node_runs
+    body["parent_workflow_id"] = run.parent_workflow_id
     return body
 
 

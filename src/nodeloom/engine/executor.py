@@ -15,7 +15,7 @@ import shutil
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
@@ -36,6 +36,7 @@ from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
+from nodeloom.nodes.subworkflow import WORKFLOW_TYPE
 from nodeloom.sandbox import budget
 from nodeloom.sandbox.fair import FairSlots
 from nodeloom.sandbox.pool import NodeJob, SandboxPool
@@ -44,6 +45,9 @@ from nodeloom.settings import Settings
 from nodeloom.store import Record, provider_jobs
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import credentials as credential_store
+
+if TYPE_CHECKING:
+    from nodeloom.engine.subworkflows import ChildRuns
 
 log = logging.getLogger("nodeloom.engine")
 
@@ -64,6 +68,9 @@ class ExecutorEnv:
     metrics: Metrics
     sandbox: SandboxPool
     scratch: ScratchSpace
+    # Runs the child of a Workflow node (engine/subworkflows.py), once the process has an
+    # acceptor; None: such nodes fail (a process that accepts no runs).
+    children: ChildRuns | None = None
 
 
 @dataclass(frozen=True)
@@ -233,6 +240,17 @@ class NodeExecutor:
     async def execute(self, task: NodeTask, progress: Progress) -> Outcome:
         env = self.env
         node = task.node
+        if node.type == WORKFLOW_TYPE:
+            # A child run, waited for on the event loop: no sandbox process, no slot.
+            if env.children is None:
+                message = "this process cannot start sub-workflow runs"
+                return failed(node.id, "internal_error", message, utcnow())
+            try:
+                return await env.children.run(task)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                return _crashed(task, exc)
         try:
             credential = await self.credential_of(task)
         except NodeFailure as exc:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +19,12 @@ from nodeloom.engine.batches import Batches, estimate, find_regions
 from nodeloom.errors import FieldError
 from nodeloom.nodes.base import NodeType, ParamProblem, Params
 from nodeloom.nodes.registry import Registry
+from nodeloom.nodes.subworkflow import WORKFLOW_TYPE, ChildInterface, bind
 from nodeloom.settings import Settings
+
+# A Workflow node's child, resolved beforehand (engine/subworkflows.py): its interface, or
+# why it cannot be used (a problem reported at the node's ``data/workflow_id``).
+Children = Mapping[str, ChildInterface | str]
 
 MAX_EDGES = 2000
 OUTPUT_HANDLE = "output"
@@ -83,9 +89,11 @@ class _Problems:
 
 
 def validate_graph(
-    graph_json: Any, registry: Registry, settings: Settings
+    graph_json: Any, registry: Registry, settings: Settings, children: Children | None = None
 ) -> Graph | list[FieldError]:
-    """The checked graph, or every problem found (never raises for any JSON value)."""
+    """The checked graph, or every problem found (never raises for any JSON value).
+    ``children``: the interfaces of the workflows its ``Workflow`` nodes name, by id
+    (engine/subworkflows.py resolves them); a node naming one not there is a problem."""
     problems = _Problems()
     if not isinstance(graph_json, dict):
         problems.add(ROOT, "graph_json must be an object with nodes, edges and viewport")
@@ -107,7 +115,7 @@ def validate_graph(
     if problems.items:
         return problems.items
 
-    nodes = _check_nodes(raw_nodes, registry, settings, problems)
+    nodes = _check_nodes(raw_nodes, registry, settings, problems, children or {})
     inputs = _check_edges(raw_edges, nodes, problems)
     _check_required_inputs(nodes, inputs, problems)
     graph = Graph(
@@ -238,7 +246,11 @@ def _check_viewport(graph_json: dict[str, Any], problems: _Problems) -> None:
 
 
 def _check_nodes(
-    raw_nodes: list[Any], registry: Registry, settings: Settings, problems: _Problems
+    raw_nodes: list[Any],
+    registry: Registry,
+    settings: Settings,
+    problems: _Problems,
+    children: Children,
 ) -> dict[str, GraphNode | None]:
     """Node id -> checked node (None when the node itself is invalid but has a usable id)."""
     nodes: dict[str, GraphNode | None] = {}
@@ -262,6 +274,8 @@ def _check_nodes(
         ):
             problems.add(f"{at}/position", "position must be an object {x, y} of numbers")
         checked = _check_node_type(raw, index, registry, settings, problems)
+        if checked is not None and checked[0].spec.type == WORKFLOW_TYPE:
+            checked = _bind_child(checked, children, f"{at}/data/workflow_id", problems)
         if node_id is not None:
             nodes[node_id] = (
                 GraphNode(node_id, checked[0].spec.type, index, checked[0], checked[1])
@@ -300,6 +314,22 @@ def _check_node_type(
         else:
             problems.add(f"{at}/data", problem)
     return node, params
+
+
+def _bind_child(
+    checked: tuple[NodeType, Params], children: Children, at: str, problems: _Problems
+) -> tuple[NodeType, Params] | None:
+    """A Workflow node bound to its child's interface; None (a problem) when the child is
+    not the account's, makes a cycle or cannot be used."""
+    workflow_id = checked[1].workflow_id  # type: ignore[attr-defined]
+    child = children.get(workflow_id)
+    if child is None:
+        problems.add(at, f"no workflow {workflow_id!r} in this account")
+        return None
+    if isinstance(child, str):
+        problems.add(at, child)
+        return None
+    return bind(child), checked[1]
 
 
 def _check_edges(

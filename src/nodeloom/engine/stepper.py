@@ -38,7 +38,7 @@ from datetime import datetime
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import utcnow
-from nodeloom.engine import batches
+from nodeloom.engine import batches, subworkflows
 from nodeloom.engine.executor import small_inputs
 from nodeloom.engine.graph import Graph, validate_graph
 from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
@@ -95,11 +95,15 @@ class RunGraphs:
         self.size = size
         self._items: OrderedDict[str, Graph | str] = OrderedDict()
 
-    def get(self, conn: Connection, run_id: str) -> Graph | str:
+    def get(self, conn: Connection, run_id: str, account_id: str) -> Graph | str:
         if run_id in self._items:
             self._items.move_to_end(run_id)
             return self._items[run_id]
-        checked = validate_graph(run_store.graph_json(conn, run_id), self.registry, self.settings)
+        graph_json = run_store.graph_json(conn, run_id)
+        # Its sub-workflows as they are when this process first loads the run (a child
+        # run is started from its workflow's version of that moment anyway).
+        children = subworkflows.resolve(conn, account_id, graph_json, self.registry, self.settings)
+        checked = validate_graph(graph_json, self.registry, self.settings, children)
         if isinstance(checked, list):
             graph: Graph | str = "; ".join(f"{p.pointer}: {p.message}" for p in checked[:3])
         else:
@@ -117,7 +121,7 @@ def load(conn: Connection, run_id: str, graphs: RunGraphs) -> RunState | None:
     run = run_store.locked(conn, run_id)
     if run is None or run.status != RunStatus.RUNNING:
         return None
-    graph = graphs.get(conn, run_id)
+    graph = graphs.get(conn, run_id, run.account_id)
     if isinstance(graph, str):
         raise Unrunnable(run_id, graph)
     nodes = run_store.node_states(conn, run_id)

@@ -32,10 +32,10 @@ from sqlalchemy.exc import IntegrityError
 from nodeloom.db.engine import Database
 from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
-from nodeloom.engine import batches, retry, stepper
+from nodeloom.engine import batches, retry, stepper, subworkflows
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
-from nodeloom.engine.graph import Graph, unavailable_nodes, validate_graph
+from nodeloom.engine.graph import Children, Graph, unavailable_nodes, validate_graph
 from nodeloom.engine.retry import RetrySource
 from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.states import NodeStatus, RunStatus
@@ -79,7 +79,25 @@ class GraphCache:
             self._items.move_to_end(key)
         return graph
 
-    def get(self, workflow_id: str, updated_at: datetime, graph_json: Any) -> Graph:
+    def children(
+        self, conn: Connection, account_id: str, graph_json: Any, workflow_id: str | None
+    ) -> Children:
+        """The sub-workflows ``graph_json`` names, resolved (engine/subworkflows.py)."""
+        return subworkflows.resolve(
+            conn, account_id, graph_json, self._registry, self._settings, workflow_id
+        )
+
+    def get(
+        self,
+        workflow_id: str,
+        updated_at: datetime,
+        graph_json: Any,
+        children: Children | None = None,
+    ) -> Graph:
+        if children:
+            # Its checked graph depends on its children's versions too: never cached, so a
+            # child saved since is seen at once (its run resolves them again anyway).
+            return self.check(graph_json, children)
         graph = self.peek(workflow_id, updated_at)
         if graph is not None:
             return graph
@@ -89,10 +107,10 @@ class GraphCache:
             self._items.popitem(last=False)
         return checked
 
-    def check(self, graph_json: Any) -> Graph:
+    def check(self, graph_json: Any, children: Children | None = None) -> Graph:
         """``graph_json`` checked against the catalog and what this server can run now
         (InvalidGraph otherwise), without keeping it (a retry's graph is its own)."""
-        checked = validate_graph(graph_json, self._registry, self._settings)
+        checked = validate_graph(graph_json, self._registry, self._settings, children)
         if isinstance(checked, list):
             raise InvalidGraph(
                 "The stored workflow no longer validates against this server's node catalog.",
@@ -172,6 +190,9 @@ class RunRequest:
     retry_params: dict[str, dict[str, Any]] | None = None
     # Where the run's record is POSTed, signed, when it ends (engine/callbacks.py).
     callback_url: str | None = None
+    # A sub-workflow's run (engine/subworkflows.py): the run and Workflow node starting it.
+    parent_run_id: str | None = None
+    parent_node_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -234,7 +255,8 @@ def read_workflow(
     graph = graphs.peek(row.id, row.updated_at)
     if graph is None:
         graph_json = _WORKFLOW_GRAPH.run(conn, {"id": row.id}).scalar_one()
-        graph = graphs.get(row.id, row.updated_at, graph_json)
+        children = graphs.children(conn, account_id, graph_json, row.id)
+        graph = graphs.get(row.id, row.updated_at, graph_json, children)
     return WorkflowVersion(row.id, row.updated_at, graph)
 
 
@@ -262,7 +284,10 @@ def read_retry(request: RunRequest, graphs: GraphCache, conn: Connection) -> Wor
         request.workflow_id,
         request.retry_of,
         request.retry_params,
-        graphs.check,
+        lambda graph_json: graphs.check(
+            graph_json,
+            graphs.children(conn, request.account_id, graph_json, request.workflow_id),
+        ),
     )
     return WorkflowVersion(
         planned.workflow_id, planned.workflow_version, planned.graph, planned.source
@@ -328,10 +353,14 @@ def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, B
         retried_from=source.retried_from if source is not None else None,
         graph_json=source.graph_json if source is not None else None,
         callback_url=request.callback_url,
+        parent_run_id=request.parent_run_id,
+        parent_node_id=request.parent_node_id,
     )
     started: dict[str, Any] = {"estimated_credits": estimate}
     if source is not None:
         started["retried_from"] = source.retried_from
+    if request.parent_run_id is not None:
+        started["parent_run_id"] = request.parent_run_id
     batch.event(EventType.RUN_STARTED, now, None, **started)
     for node_id in graph.order:
         if node_id in reuse:

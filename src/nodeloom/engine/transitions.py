@@ -99,6 +99,10 @@ class NewRun:
     # Where the run reports when it ends: its callback delivery is written with the run, so
     # it cannot be lost between the run ending and someone noticing (engine/callbacks.py).
     callback_url: str | None = None
+    # A sub-workflow's run: the run and node that started it; that node run is linked back
+    # (``child_run_id``) in the same transaction (engine/subworkflows.py).
+    parent_run_id: str | None = None
+    parent_node_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -396,6 +400,8 @@ _NEW_RUN_VALUES = (
     "driver",
     "input",
     "retried_from",
+    "parent_run_id",
+    "parent_node_id",
 )
 # The run row with a copy of the workflow's graph and its version number, only if the
 # workflow is still the version that was read (and not deleted): the check and the copy in
@@ -429,6 +435,12 @@ _INSERT_RETRY = Prepared(
             _WORKFLOW.c.deleted_at.is_(None),
         ),
     )
+)
+# A sub-workflow's run, linked from the node run that started it.
+_LINK_CHILD = Prepared(
+    sa.update(_NODE)
+    .where(_NODE.c.run_id == sa.bindparam("parent"), _NODE.c.node_id == sa.bindparam("node"))
+    .values(child_run_id=sa.bindparam("child"))
 )
 _ARTIFACT_EXISTS = Prepared(sa.select(_ARTIFACT.c.id).where(_ARTIFACT.c.id == sa.bindparam("id")))
 _INSERT_ARTIFACT = Prepared(sa.insert(_ARTIFACT))
@@ -578,6 +590,8 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
         "driver": new.driver,
         "input": new.run_input,
         "retried_from": new.retried_from,
+        "parent_run_id": new.parent_run_id,
+        "parent_node_id": new.parent_node_id,
     }
     if new.graph_json is None:
         values["version"] = new.workflow_version
@@ -588,6 +602,11 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
         raise WorkflowChanged(batch.workflow_id)
     if new.nodes:  # an empty graph is valid: its run completes at once
         _INSERT_NODES.run(conn, _folded_nodes(batch, new))
+    if new.parent_run_id is not None:
+        _LINK_CHILD.run(
+            conn,
+            {"parent": new.parent_run_id, "node": new.parent_node_id, "child": batch.run_id},
+        )
     if new.callback_url is not None:
         _INSERT_CALLBACK.run(
             conn,

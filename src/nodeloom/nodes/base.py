@@ -275,6 +275,8 @@ class NodeType(ABC):
     spec: ClassVar[NodeSpec]
     # "for_each" or "collect" for the nodes that open and close a batch (nodes/batch.py).
     batch_role: ClassVar[str | None] = None
+    # Inputs, output and price are another workflow's (nodes/subworkflow.py), not the spec's.
+    dynamic_interface: ClassVar[bool] = False
 
     @abstractmethod
     def run(

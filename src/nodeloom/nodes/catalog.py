@@ -14,6 +14,7 @@ from nodeloom.nodes import (
     openai_media,
     providers,
     speech,
+    subworkflow,
     text,
     text_extra,
     video,
@@ -38,4 +39,5 @@ def all_nodes() -> list[NodeType]:
         *openai_media.NODES,
         *hosted.NODES,
         *comfyui.NODES,
+        *subworkflow.NODES,
     ]

@@ -28,6 +28,10 @@ class RunStartedData(_Data):
     retried_from: str | None = Field(
         default=None, description="The run this one retries (only on a retry's first event)."
     )
+    parent_run_id: str | None = Field(
+        default=None,
+        description="The run whose Workflow node started this one (a sub-workflow's run).",
+    )
 
 
 class NodeProgressData(_Data):

@@ -13,7 +13,7 @@ from nodeloom.schemas.common import Timestamp
 # schemas, the OpenAPI document, the typed web client and the Python client cannot drift.
 RunStatusName = RunStatus
 NodeStatusName = NodeStatus
-RunTrigger = Literal["api", "webhook", "editor", "schedule"]
+RunTrigger = Literal["api", "webhook", "editor", "schedule", "workflow"]
 
 
 class ExecuteRequest(BaseModel):
@@ -86,6 +86,14 @@ class NodeRunOut(BaseModel):
     started_at: Timestamp | None
     finished_at: Timestamp | None
     duration_ms: int | None
+    child_run_id: str | None = Field(
+        default=None,
+        description="A Workflow node's run of its sub-workflow (GET /workflows/{the node's "
+        "workflow_id}/runs/{child_run_id}).",
+    )
+    child_workflow_id: str | None = Field(
+        default=None, description="The workflow of child_run_id (where to read it)."
+    )
     error: dict[str, Any] | None
 
 
@@ -100,7 +108,8 @@ class RunSummary(BaseModel):
     finished_at: Timestamp | None
     error: RunError | None
     trigger: RunTrigger = Field(
-        description="What started the run: api, webhook, editor or schedule."
+        description="What started the run: api, webhook, editor, schedule, or workflow "
+        "(a Workflow node of another run: parent_run_id)."
     )
     webhook_id: str | None = Field(default=None, description="The webhook, for webhook runs.")
     workflow_version: int | None = Field(
@@ -110,6 +119,13 @@ class RunSummary(BaseModel):
     )
     retried_from: str | None = Field(
         default=None, description="The failed or cancelled run this run retries, if any."
+    )
+    parent_run_id: str | None = Field(
+        default=None,
+        description="The run whose Workflow node started this one (a sub-workflow's run).",
+    )
+    parent_node_id: str | None = Field(
+        default=None, description="That Workflow node's id in the parent run."
     )
 
 
@@ -145,6 +161,11 @@ class RunOut(RunSummary):
     node_runs: list[NodeRunOut]
     retries: list[str] = Field(
         default_factory=list, description="The runs that retry this one, oldest first."
+    )
+    parent_workflow_id: str | None = Field(
+        default=None,
+        description="The workflow of parent_run_id (GET /workflows/{parent_workflow_id}/runs/"
+        "{parent_run_id}).",
     )
 
 

@@ -85,8 +85,15 @@ def for_sending(
     delivery = conn.execute(sa.select(DELIVERIES).where(DELIVERIES.c.id == delivery_id)).first()
     if delivery is None:
         return None
+    parents = _RUNS.alias("parent_runs")
     run = conn.execute(
-        sa.select(*run_store.SUMMARY_COLUMNS, _RUNS.c.input).where(_RUNS.c.id == delivery.run_id)
+        sa.select(
+            *run_store.SUMMARY_COLUMNS,
+            _RUNS.c.input,
+            parents.c.workflow_id.label("parent_workflow_id"),
+        )
+        .select_from(_RUNS.outerjoin(parents, parents.c.id == _RUNS.c.parent_run_id))
+        .where(_RUNS.c.id == delivery.run_id)
     ).first()
     if run is None:
         return None

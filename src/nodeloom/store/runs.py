@@ -33,14 +33,28 @@ SUMMARY_COLUMNS = (
     _RUNS.c.webhook_id,
     _RUNS.c.workflow_version,
     _RUNS.c.retried_from,
+    _RUNS.c.parent_run_id,
+    _RUNS.c.parent_node_id,
 )
+_PARENT_RUNS = _RUNS.alias("parent_runs")
+# A sub-workflow's run names its parent's workflow too (where to read the parent): a join
+# on the parent's primary key, NULL for every other run.
 _RUN = Prepared(
-    sa.select(*SUMMARY_COLUMNS, _RUNS.c.input).where(
+    sa.select(
+        *SUMMARY_COLUMNS,
+        _RUNS.c.input,
+        _PARENT_RUNS.c.workflow_id.label("parent_workflow_id"),
+    )
+    .select_from(_RUNS.outerjoin(_PARENT_RUNS, _PARENT_RUNS.c.id == _RUNS.c.parent_run_id))
+    .where(
         _RUNS.c.id == sa.bindparam("run"),
         _RUNS.c.account_id == sa.bindparam("account"),
         _RUNS.c.workflow_id == sa.bindparam("workflow"),
     )
 )
+_CHILD_RUNS = _RUNS.alias("child_runs")
+# A Workflow node's child run is named with its workflow (where it is read): a join on the
+# child's primary key, NULL for every other node.
 _NODE_RUNS = Prepared(
     sa.select(
         _NODES.c.node_id,
@@ -53,7 +67,10 @@ _NODE_RUNS = Prepared(
         _NODES.c.finished_at,
         _NODES.c.error,
         _NODES.c.item_index,
+        _NODES.c.child_run_id,
+        _CHILD_RUNS.c.workflow_id.label("child_workflow_id"),
     )
+    .select_from(_NODES.outerjoin(_CHILD_RUNS, _CHILD_RUNS.c.id == _NODES.c.child_run_id))
     .where(_NODES.c.run_id == sa.bindparam("run"))
     .order_by(_NODES.c.position, _NODES.c.item_index)
 )

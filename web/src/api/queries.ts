@@ -1,5 +1,12 @@
 // Server state through TanStack Query: one hook per read, keys in one place.
-import { useQuery } from "@tanstack/react-query";
+import { useMemo } from "react";
+import { useQueries, useQuery } from "@tanstack/react-query";
+import {
+  WORKFLOW_TYPE,
+  childInterface,
+  withChildren,
+  type ChildInterface,
+} from "../graph/subworkflow";
 import { api, unwrap } from "./client";
 import { fromServer } from "../credentials/kinds";
 import type { NodeType } from "./types";
@@ -55,4 +62,50 @@ export function useCredentials() {
     queryFn: async () =>
       unwrap(await api.GET("/api/v1/credentials", { params: { query: { limit: 200 } } })),
   });
+}
+
+/** The account's workflows (the first 200), for the Workflow node's picker. */
+export function useWorkflowChoices() {
+  return useQuery({
+    queryKey: [...keys.workflows, "choices"],
+    queryFn: async () =>
+      unwrap(await api.GET("/api/v1/workflows", { params: { query: { limit: 200 } } })),
+  });
+}
+
+/** `catalog` with a spec bound to the child of every Workflow node among `nodes`
+ * (graph/subworkflow.ts): each child workflow is read once, and again when it changes. */
+export function useChildCatalog(
+  catalog: Map<string, NodeType>,
+  nodes: { type?: string; data?: Record<string, unknown> }[],
+): Map<string, NodeType> {
+  const ids = [
+    ...new Set(
+      nodes
+        .filter((n) => n.type === WORKFLOW_TYPE && typeof n.data?.workflow_id === "string")
+        .map((n) => String(n.data?.workflow_id)),
+    ),
+  ].sort();
+  const results = useQueries({
+    queries: ids.map((id) => ({
+      queryKey: keys.workflow(id),
+      retry: false,
+      queryFn: async () =>
+        unwrap(
+          await api.GET("/api/v1/workflows/{workflow_id}", {
+            params: { path: { workflow_id: id } },
+          }),
+        ),
+    })),
+  });
+  const stamp = results.map((r) => r.dataUpdatedAt).join(",");
+  return useMemo(() => {
+    const children = new Map<string, ChildInterface>();
+    results.forEach((r, i) => {
+      const id = ids[i];
+      if (id && r.data) children.set(id, childInterface(r.data.graph_json as never, catalog));
+    });
+    return withChildren(catalog, children);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [catalog, ids.join(","), stamp]);
 }

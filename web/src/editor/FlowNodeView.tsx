@@ -6,15 +6,16 @@ import { CACHED_NOTE, Status } from "../components/Status";
 import { ArtifactPreview } from "./ArtifactPreview";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
 import { useEditor } from "./context";
+import { specKey } from "../graph/subworkflow";
 import type { ItemsLive } from "../events/runEvents";
 
 /** One node on the canvas: an element with role "group" named by the node type's title,
  * carrying its live run state in data-status; typed handles (red while a dragged connection
  * may not end on them), problems, warnings and output (which can be folded away). */
-function FlowNodeViewInner({ id, type }: NodeProps<FlowNode>) {
+function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
   const { catalog, live, problems, warnings, refused } = useEditor();
   const [folded, setFolded] = useState(false);
-  const spec = catalog.get(type);
+  const spec = catalog.get(specKey({ type, data })) ?? catalog.get(type);
   const state = live[id];
   const status = state?.status ?? "idle";
   const nodeProblems = problems?.nodes.get(id) ?? [];

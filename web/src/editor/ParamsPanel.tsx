@@ -6,6 +6,8 @@ import type { JsonSchema } from "../forms/schema";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
 import { credentialRequired, nodeCredentialKinds, takesCredential } from "../credentials/kinds";
 import { CredentialPicker } from "./CredentialPicker";
+import { WorkflowPicker } from "./WorkflowPicker";
+import { WORKFLOW_TYPE, specKey } from "../graph/subworkflow";
 import { useEditor } from "./context";
 
 /** The selected node: what it is, its params as a form, its inputs as pickers (a keyboard
@@ -26,7 +28,7 @@ export function ParamsPanel({
   onDelete: () => void;
 }) {
   const { catalog, problems, warnings } = useEditor();
-  const spec = catalog.get(node.type ?? "");
+  const spec = catalog.get(specKey(node)) ?? catalog.get(node.type ?? "");
   if (!spec) {
     return (
       <div>
@@ -85,19 +87,29 @@ export function ParamsPanel({
         idPrefix={`param-${node.id}`}
         onChange={(name, value) => onParam(node.id, name, value)}
         overrides={
-          takesCredential(spec.params_schema)
+          spec.type === WORKFLOW_TYPE
             ? {
-                credential: (id) => (
-                  <CredentialPicker
+                workflow_id: (id) => (
+                  <WorkflowPicker
                     id={id}
-                    kinds={nodeCredentialKinds(spec)}
-                    value={node.data.credential}
-                    onChange={(value) => onParam(node.id, "credential", value)}
-                    required={credentialRequired(spec.params_schema)}
+                    value={node.data.workflow_id}
+                    onChange={(value) => onParam(node.id, "workflow_id", value)}
                   />
                 ),
               }
-            : {}
+            : takesCredential(spec.params_schema)
+              ? {
+                  credential: (id) => (
+                    <CredentialPicker
+                      id={id}
+                      kinds={nodeCredentialKinds(spec)}
+                      value={node.data.credential}
+                      onChange={(value) => onParam(node.id, "credential", value)}
+                      required={credentialRequired(spec.params_schema)}
+                    />
+                  ),
+                }
+              : {}
         }
       />
       <button type="button" className="danger" onClick={onDelete}>

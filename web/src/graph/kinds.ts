@@ -2,6 +2,7 @@
 // video), and a single-valued input takes one edge. The server checks the same rules.
 import type { NodeType } from "../api/types";
 import type { FlowEdge, FlowNode } from "./convert";
+import { specKey } from "./subworkflow";
 
 export const OUTPUT_HANDLE = "output";
 
@@ -29,8 +30,8 @@ export function refusal(
   const target = nodes.find((n) => n.id === attempt.target);
   if (!source || !target) return "Connect two nodes of this graph.";
   if (source.id === target.id) return "A node cannot feed itself.";
-  const from = catalog.get(source.type ?? "");
-  const to = catalog.get(target.type ?? "");
+  const from = catalog.get(specKey(source));
+  const to = catalog.get(specKey(target));
   if (!from || !to) return "Unknown node type.";
   const inputName = targetInput(to, attempt.targetHandle);
   const input = to.inputs.find((i) => i.name === inputName);
@@ -82,7 +83,7 @@ export function refusedHandles(
 ): Set<string> {
   const refused = new Set<string>();
   for (const n of nodes) {
-    const spec = catalog.get(n.type ?? "");
+    const spec = catalog.get(specKey(n));
     if (!spec) continue;
     if (from.type === "source") {
       for (const input of spec.inputs) {

@@ -18,7 +18,8 @@ import {
   type NodeTypes,
 } from "@xyflow/react";
 import { ApiError, api, unwrap } from "../api/client";
-import { catalogMap, keys, useNodeTypes } from "../api/queries";
+import { catalogMap, keys, useChildCatalog, useNodeTypes } from "../api/queries";
+import { specKey } from "../graph/subworkflow";
 import type {
   GraphJson,
   NodeType,
@@ -132,7 +133,7 @@ function Editor({
   onNote: (note: string | null) => void;
 }) {
   const client = useQueryClient();
-  const catalog = useMemo(() => catalogMap(types), [types]);
+  const baseCatalog = useMemo(() => catalogMap(types), [types]);
   const [loaded] = useState(() => fromGraph(workflow.graph_json as unknown as GraphJson));
   const location = useLocation();
   const [opened] = useState((): OpenState & { fromServer?: boolean } => {
@@ -144,11 +145,13 @@ function Editor({
       : { ...state, warnings: workflow.warnings ?? [], fromServer: true };
   });
   const [nodes, setNodes, onNodesChange] = useNodesState<FlowNode>(loaded.nodes);
+  // Workflow nodes are drawn and checked with their child's inputs and output.
+  const catalog = useChildCatalog(baseCatalog, nodes);
   // Every type on the canvas is drawn by FlowNodeView, including a type the catalog no longer
   // lists (its package was removed): it gets the "Unknown node" placeholder, not React Flow's
   // default node. The key changes only when such a type appears or goes.
   const unknownKey = [...new Set(nodes.map((n) => n.type ?? ""))]
-    .filter((t) => !catalog.has(t))
+    .filter((t) => !baseCatalog.has(t))
     .sort()
     .join("\n");
   const nodeTypes = useMemo<NodeTypes>(
@@ -400,7 +403,8 @@ function Editor({
 
   const connectInput = useCallback(
     (nodeId: string, input: string, sourceId: string | null) => {
-      const spec = catalog.get(nodesRef.current.find((n) => n.id === nodeId)?.type ?? "");
+      const found = nodesRef.current.find((n) => n.id === nodeId);
+      const spec = found ? catalog.get(specKey(found)) : undefined;
       if (!spec) return;
       history.record();
       setEdges((es) => {

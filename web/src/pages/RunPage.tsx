@@ -112,6 +112,15 @@ function RunDetails() {
         <Link to={`/workflows/${workflowId}`}>Workflow</Link>
         <Link to={`/workflows/${workflowId}/runs`}>All runs of it</Link>
       </p>
+      {r.parent_run_id && r.parent_workflow_id && (
+        <p className="small">
+          Run of a Workflow node ({r.parent_node_id}) of{" "}
+          <Link to={`/workflows/${r.parent_workflow_id}/runs/${r.parent_run_id}`}>
+            its parent run
+          </Link>
+          .
+        </p>
+      )}
       {(r.retried_from || (r.retries && r.retries.length > 0)) && (
         <p className="row small" aria-label="Retries">
           {r.retried_from && (
@@ -194,6 +203,13 @@ function RunDetails() {
               {node.error && (
                 <div className="error-text">
                   {String((node.error as { message?: string }).message ?? "")}
+                </div>
+              )}
+              {node.child_run_id && node.child_workflow_id && (
+                <div className="small">
+                  <Link to={`/workflows/${node.child_workflow_id}/runs/${node.child_run_id}`}>
+                    Sub-workflow run
+                  </Link>
                 </div>
               )}
               {node.artifact_id && <ArtifactPreview artifactId={node.artifact_id} />}

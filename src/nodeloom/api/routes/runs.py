@@ -19,6 +19,7 @@ from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.db.models import utcnow
 from nodeloom.engine import callbacks
+from nodeloom.engine.graph import Children
 from nodeloom.engine.states import RunStatus
 from nodeloom.engine.submit import RunRequest, check_credentials
 from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound
@@ -213,6 +214,8 @@ def node_run_out(node: Any) -> dict[str, Any]:
         "finished_at": _ts(node.finished_at),
         "duration_ms": _ms(node.started_at, node.finished_at) if node.started_at else None,
         "error": node.error,
+        "child_run_id": node.child_run_id,
+        "child_workflow_id": node.child_workflow_id,
     }
 
 
@@ -234,6 +237,8 @@ def run_summary(run: Any, credits_so_far: int | None = None) -> dict[str, Any]:
         "webhook_id": run.webhook_id,
         "workflow_version": run.workflow_version,
         "retried_from": run.retried_from,
+        "parent_run_id": run.parent_run_id,
+        "parent_node_id": run.parent_node_id,
     }
 
 
@@ -277,13 +282,14 @@ async def get_run(
     body["input"] = run.input
     body["node_runs"] = nodes
     body["retries"] = retries
+    body["parent_workflow_id"] = run.parent_workflow_id
     return OrjsonResponse(body)
 
 
 StatusQuery = Annotated[RunStatusName | None, Query(alias="status")]
 TriggerQuery = Annotated[
     RunTrigger | None,
-    Query(description="Only runs started this way: api, webhook, editor or schedule"),
+    Query(description="Only runs started this way: api, webhook, editor, schedule or workflow"),
 ]
 
 
@@ -369,14 +375,15 @@ async def _estimate(ctx: CtxDep, account_id: str, workflow_id: str) -> RunEstima
     checked as execute checks it (the graph against this server's catalog, the
     credentials it names), without holding, charging or creating anything."""
 
-    def read(conn: Connection) -> tuple[Record, Record]:
+    def read(conn: Connection) -> tuple[Record, Record, Children]:
         row = workflow_store.get(conn, account_id, workflow_id)
         if row is None:
             raise NotFound("No such workflow.")
-        return row, account_store.by_id(conn, account_id)
+        children = ctx.graphs.children(conn, account_id, row.graph_json, row.id)
+        return row, account_store.by_id(conn, account_id), children
 
-    row, account = await ctx.db.read(read)
-    graph = ctx.graphs.get(row.id, row.updated_at, row.graph_json)
+    row, account, children = await ctx.db.read(read)
+    graph = ctx.graphs.get(row.id, row.updated_at, row.graph_json, children)
     await check_credentials(ctx.db, account_id, graph)
     nodes = [
         NodeEstimate(node_id=n.id, type=n.type, credits=n.node.estimate_credits(n.params))

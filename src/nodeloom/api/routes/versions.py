@@ -168,7 +168,9 @@ async def restore_version(
         ) from exc
     old = await _version_or_404(ctx, principal.account_id, workflow_id, version)
     content = {"name": old.name, "graph_json": old.graph_json}
-    name, graph, _ = await check_body(ctx, content, principal.account_id, partial=False)
+    name, graph, _ = await check_body(
+        ctx, content, principal.account_id, partial=False, workflow_id=workflow_id
+    )
     message = (body.message or "").strip() or f"Restored version {version}"
     save = saved_by(principal, message, restored_from=version)
     row = await ctx.db.write(

@@ -141,10 +141,11 @@ def saved_by(principal: Principal, message: str | None, restored_from: int | Non
 
 
 async def check_body(
-    ctx: AppContext, body: Any, account_id: str, *, partial: bool
+    ctx: AppContext, body: Any, account_id: str, *, partial: bool, workflow_id: str | None = None
 ) -> tuple[str | None, dict[str, Any] | None, str | None]:
     """Name, graph and message from a create/update body, or InvalidGraph naming every
-    problem."""
+    problem. ``workflow_id``: the workflow being updated (a sub-workflow naming it back is
+    a cycle)."""
     problems: list[FieldError] = []
     message = check_message(body, problems)
     name = body.get("name")
@@ -158,7 +159,10 @@ async def check_body(
     if graph is None and not partial:
         problems.append(FieldError("/graph_json", "graph_json is required"))
     elif graph is not None:
-        checked = validate_graph(graph, ctx.registry, ctx.settings)
+        children = await ctx.db.read(
+            lambda c: ctx.graphs.children(c, account_id, graph, workflow_id)
+        )
+        checked = validate_graph(graph, ctx.registry, ctx.settings, children)
         if isinstance(checked, list):
             # A node whose package is not installed (now) is no flaw of the graph: it is
             # kept as it is and saved with a warning (``out``), so the rest of the workflow
@@ -302,7 +306,9 @@ async def update_workflow(
     current = await get_or_404(ctx, principal.account_id, workflow_id)
     expected = expected_version(if_match, current)
     body = await read_json(request, MAX_WORKFLOW_BODY)
-    name, graph, message = await check_body(ctx, body, principal.account_id, partial=True)
+    name, graph, message = await check_body(
+        ctx, body, principal.account_id, partial=True, workflow_id=workflow_id
+    )
     save = saved_by(principal, message)
     row = await ctx.db.write(
         lambda c: workflows.update(

@@ -90,7 +90,6 @@ class TestExecute:
             "finished_at",
             "duration_ms",
             "error",
-            "item_index",
             "child_run_id",
             "child_workflow_id",
         }

@@ -45,11 +45,13 @@ from sqlalchemy.engine import Connection
 from nodeloom.auth.tokens import decrypt
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
+from nodeloom.engine.states import RunStatus
 from nodeloom.errors import FieldError, InvalidRequest
 from nodeloom.nodes import http
 from nodeloom.nodes.base import NodeFailure
 from nodeloom.settings import Settings
 from nodeloom.store import callbacks as store
+from nodeloom.store import runs as run_store
 
 log = logging.getLogger("nodeloom.callbacks")
 
@@ -129,14 +131,16 @@ def envelope(run: dict[str, Any]) -> bytes:
     )
 
 
-def run_record(run: Any, nodes: list[Any]) -> dict[str, Any]:
-    """The run as ``GET /workflows/{id}/runs/{run_id}`` shows it."""
+def run_record(run: Any, nodes: list[Any], retries: list[str]) -> dict[str, Any]:
+    """The run as ``GET /workflows/{id}/runs/{run_id}`` shows it (``retries``: the runs
+    that retry it, oldest first)."""
     from nodeloom.api.routes.runs import node_run_out, run_summary  # the API's one shape
 
     node_runs = [node_run_out(n) for n in nodes]
     body = run_summary(run, sum(n["credits_used"] for n in node_runs))
     body["input"] = run.input
     body["node_runs"] = node_runs
+    body["retries"] = retries
     body["parent_workflow_id"] = run.parent_workflow_id
     return body
 
@@ -202,7 +206,10 @@ class CallbackSender:
             await self.db.write(lambda c: store.give_up(c, delivery_id, utcnow()))
             return
         delivery, run_row, node_rows, secret_encrypted = found
-        run = run_record(run_row, node_rows)
+        retries: list[str] = []
+        if run_row.status in (RunStatus.FAILED, RunStatus.CANCELLED):  # only those are retried
+            retries = await self.db.read(lambda c: run_store.retries(c, run_row.id))
+        run = run_record(run_row, node_rows, retries)
         secret = decrypt(self.settings.secret, secret_encrypted or "")
         started = time.monotonic()
         status_code: int | None = None

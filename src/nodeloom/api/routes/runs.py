@@ -276,14 +276,7 @@ async def get_run(
     found = await ctx.db.read(read)
     if found is None:
         raise NotFound("No such run of this workflow.")
-    run, node_rows, retries = found
-    nodes = [node_run_out(n) for n in node_rows]
-    body = run_summary(run, sum(n["credits_used"] for n in nodes))
-    body["input"] = run.input
-    body["node_runs"] = nodes
-    body["retries"] = retries
-    body["parent_workflow_id"] = run.parent_workflow_id
-    return OrjsonResponse(body)
+    return OrjsonResponse(callbacks.run_record(*found))
 
 
 StatusQuery = Annotated[RunStatusName | None, Query(alias="status")]

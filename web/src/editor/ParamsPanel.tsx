@@ -6,6 +6,8 @@ import type { JsonSchema } from "../forms/schema";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
 import { credentialRequired, nodeCredentialKinds, takesCredential } from "../credentials/kinds";
 import { CredentialPicker } from "./CredentialPicker";
+import { ModelInputForm } from "./ModelInputForm";
+import { REPLICATE_NODE_TYPES } from "../credentials/modelSchema";
 import { useEditor } from "./context";
 
 /** The selected node: what it is, its params as a form, its inputs as pickers (a keyboard
@@ -84,10 +86,10 @@ export function ParamsPanel({
         data={node.data}
         idPrefix={`param-${node.id}`}
         onChange={(name, value) => onParam(node.id, name, value)}
-        overrides={
-          takesCredential(spec.params_schema)
+        overrides={{
+          ...(takesCredential(spec.params_schema)
             ? {
-                credential: (id) => (
+                credential: (id: string) => (
                   <CredentialPicker
                     id={id}
                     kinds={nodeCredentialKinds(spec)}
@@ -97,8 +99,23 @@ export function ParamsPanel({
                   />
                 ),
               }
-            : {}
-        }
+            : {}),
+          ...(REPLICATE_NODE_TYPES.has(spec.type)
+            ? {
+                input: (id: string) => (
+                  <ModelInputForm
+                    id={id}
+                    nodeType={spec.type}
+                    data={node.data}
+                    inputSchema={
+                      ((spec.params_schema as JsonSchema).properties?.input ?? {}) as JsonSchema
+                    }
+                    onChange={(value) => onParam(node.id, "input", value)}
+                  />
+                ),
+              }
+            : {}),
+        }}
       />
       <button type="button" className="danger" onClick={onDelete}>
         Delete node

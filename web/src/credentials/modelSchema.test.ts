@@ -1,12 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { formFields, type JsonSchema } from "../forms/schema";
-import {
-  boundFields,
-  inputData,
-  modelInputSchema,
-  schemaLookup,
-  withField,
-} from "./modelSchema";
+import { boundFields, inputData, modelInputSchema, schemaLookup, withField } from "./modelSchema";
 
 // As GET /api/v1/credentials/{id}/model-schema answers for black-forest-labs/flux-schnell:
 // Replicate's Input schema, its enum components already resolved by the server, properties
@@ -48,9 +42,10 @@ describe("schemaLookup", () => {
       credential: "c1",
       model: "black-forest-labs/flux-schnell",
     });
-    expect(schemaLookup("ReplicateModel", { credential: "c1", model: `a/b:${VERSION}` })).toEqual(
-      { credential: "c1", model: `a/b:${VERSION}` },
-    );
+    expect(schemaLookup("ReplicateModel", { credential: "c1", model: `a/b:${VERSION}` })).toEqual({
+      credential: "c1",
+      model: `a/b:${VERSION}`,
+    });
   });
 
   it("does not ask without a credential, a readable model, or for another node type", () => {

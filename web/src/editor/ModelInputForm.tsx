@@ -65,8 +65,7 @@ export function ModelInputForm({
     return (
       <>
         <p className="small" role="note">
-          The model’s input fields cannot be read ({schema.error.message}): edit the input as
-          JSON.
+          The model’s input fields cannot be read ({schema.error.message}): edit the input as JSON.
         </p>
         {raw}
       </>
@@ -90,9 +89,7 @@ export function ModelInputForm({
         schema={modelInputSchema(schema.data.input as JsonSchema, bindings)}
         data={current}
         idPrefix={id}
-        onChange={(name, value) =>
-          onChange(withField(data.input, name, value, value === REMOVE))
-        }
+        onChange={(name, value) => onChange(withField(data.input, name, value, value === REMOVE))}
       />
       {bound.length > 0 && (
         <p className="muted small">Set from the node’s inputs: {bound.join(", ")}.</p>

@@ -6,11 +6,13 @@ PostgreSQL."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
 from tests.api.test_auth import assert_problem
 from tests.conftest import User
@@ -146,3 +148,16 @@ async def test_another_kind_and_bad_models_are_400(
     r = await client.get(URL.format(cred), headers=owner.headers)
     assert_problem(r, 400, "invalid_request")
     assert model_gets(replicate_fake) == []
+
+
+async def test_a_replicate_that_does_not_answer_in_time_is_502(
+    client: httpx.AsyncClient, app: FastAPI, owner: User, replicate_fake: FakeReplicate
+) -> None:
+    cred = await credential(client, owner, "replicate")
+    app.state.ctx.settings.provider_timeout_seconds = 0.5
+    replicate_fake.script.model_delay = 2.0
+    started = time.monotonic()
+    r = await client.get(URL.format(cred), params={"model": FLUX}, headers=owner.headers)
+    assert time.monotonic() - started < 2.0
+    body = assert_problem(r, 502, "provider_error")
+    assert str(body["detail"]).startswith("Replicate did not answer")

@@ -93,6 +93,7 @@ class Script:
     output_url: str | None = None  # the URL handed back instead of our own file's
     by_model: dict[str, str] = field(default_factory=dict)  # model substring -> output
     fail: str | None = None  # the job fails with this error
+    model_delay: float = 0.0  # seconds GET /v1/models/... takes to answer
     # Answers served before the real ones, for matching requests: (method, path regex,
     # status, headers, body).
     before: list[tuple[str, str, int, dict[str, str], Any]] = field(default_factory=list)
@@ -357,6 +358,7 @@ class FakeReplicate(_Fake):
             return 200, {"type": "user", "username": "fakeuser", "name": "Fake User"}
         found = re.fullmatch(r"/v1/models/([^/]+/[^/]+)(/versions/([^/]+))?", path)
         if method == "GET" and found and found.group(1) in self.models:
+            time.sleep(self.script.model_delay)
             if found.group(2) is None:
                 return 200, self.model(found.group(1))
             if found.group(3) == FLUX_VERSION:

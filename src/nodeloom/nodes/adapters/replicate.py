@@ -200,8 +200,9 @@ def schemas_of(version: Any) -> tuple[dict[str, Any], Any] | None:
 async def model_schema(settings: Settings, token: str, model: str) -> dict[str, Any]:
     """What Replicate publishes about ``model`` (owner/name or owner/name:version): ``{"model",
     "version", "description", "input", "output"}``, the schemas as JSON schema. Through the
-    address check, within SCHEMA_TIMEOUT; ``ProviderError`` quoting Replicate (the token
-    masked), ``LookupError`` when the model has no version with a schema."""
+    address check, within SCHEMA_TIMEOUT (or the provider timeout if shorter);
+    ``ProviderError`` quoting Replicate (the token masked), ``LookupError`` when the model
+    has no version with a schema."""
     path = schema_call(model)
     api = policy.Provider(
         settings.model_copy(update={"provider_max_retries": 0}),
@@ -210,11 +211,12 @@ async def model_schema(settings: Settings, token: str, model: str) -> dict[str, 
         headers={"Authorization": f"Bearer {token}"},
         secrets=(token,),
     )
+    limit = min(SCHEMA_TIMEOUT, settings.provider_timeout_seconds)
     try:
-        async with asyncio.timeout(SCHEMA_TIMEOUT), api:
+        async with asyncio.timeout(limit), api:
             body = await api.json("GET", path)
     except TimeoutError as exc:
-        raise policy.ProviderError(f"{NAME} did not answer within {SCHEMA_TIMEOUT:g} s") from exc
+        raise policy.ProviderError(f"{NAME} did not answer within {limit:g} s") from exc
     except policy.ProviderError:
         raise
     except NodeFailure as exc:  # the address check refused the API's address

@@ -1,6 +1,13 @@
 import { describe, expect, it } from "vitest";
 import { formFields, type JsonSchema } from "../forms/schema";
-import { boundFields, inputData, modelInputSchema, schemaLookup, withField } from "./modelSchema";
+import {
+  boundFields,
+  extraFields,
+  inputData,
+  modelInputSchema,
+  schemaLookup,
+  withField,
+} from "./modelSchema";
 
 // As GET /api/v1/credentials/{id}/model-schema answers for black-forest-labs/flux-schnell:
 // Replicate's Input schema, its enum components already resolved by the server, properties
@@ -134,5 +141,12 @@ describe("the input object", () => {
       "image ← image input",
     ]);
     expect(boundFields(null)).toEqual([]);
+  });
+});
+
+describe("extraFields", () => {
+  it("lists what the input holds beyond the model's fields", () => {
+    expect(extraFields({ prompt: "x", steps: 4, seed: 1 }, flux)).toEqual(["steps"]);
+    expect(extraFields(undefined, flux)).toEqual([]);
   });
 });

@@ -91,3 +91,10 @@ export function inputData(current: unknown): Record<string, unknown> {
     ? (current as Record<string, unknown>)
     : {};
 }
+
+/** Fields of the node's input object the model's schema does not list (typed as JSON
+ * before, or for another model): still sent, so said under the form. */
+export function extraFields(current: unknown, schema: JsonSchema): string[] {
+  const known = schema.properties ?? {};
+  return Object.keys(inputData(current)).filter((name) => !(name in known));
+}

@@ -2,6 +2,7 @@ import { useEffect, useState } from "react";
 import { useModelSchema } from "../api/queries";
 import {
   boundFields,
+  extraFields,
   inputData,
   modelInputSchema,
   schemaLookup,
@@ -77,6 +78,7 @@ export function ModelInputForm({
       : {};
   const bound = boundFields(bindings);
   const current = inputData(data.input);
+  const extra = extraFields(data.input, schema.data.input as JsonSchema);
   return (
     <fieldset className="model-input" aria-label={`${lookup.model} input`}>
       <legend>
@@ -93,6 +95,11 @@ export function ModelInputForm({
       />
       {bound.length > 0 && (
         <p className="muted small">Set from the node’s inputs: {bound.join(", ")}.</p>
+      )}
+      {extra.length > 0 && (
+        <p className="small" role="note">
+          Also sent, though the model does not list them: {extra.join(", ")}.
+        </p>
       )}
     </fieldset>
   );

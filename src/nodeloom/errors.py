@@ -179,6 +179,15 @@ class RateLimited(ProblemError):
     title = "Too many requests"
 
 
+class ProviderError(ProblemError):
+    """A provider the server called for the caller (with their credential) refused or
+    failed; ``detail`` quotes it."""
+
+    status = 502
+    code = "provider_error"
+    title = "Provider error"
+
+
 class ServiceUnavailable(ProblemError):
     status = 503
     code = "service_unavailable"

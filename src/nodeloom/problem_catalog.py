@@ -210,6 +210,16 @@ CATALOG: tuple[ProblemType, ...] = (
         "Retry later; if it persists, report it to the administrator with the time of the request.",
     ),
     _p(
+        "provider_error",
+        502,
+        "Provider error",
+        "A provider the server asked on the caller's behalf (Replicate, with one of the "
+        "account's credentials) refused the request, failed or did not answer in time. "
+        "`detail` quotes the provider's own words (never the credential's secret).",
+        "Read the provider's message: a refused token is fixed by rotating the credential "
+        "(`PATCH /api/v1/credentials/{id}`); a provider outage is retried later.",
+    ),
+    _p(
         "service_unavailable",
         503,
         "Service unavailable",

@@ -46,6 +46,11 @@ class TestClient:
             assert listed == [made.id]
             result = await client.credentials.test(made.id)
             assert not result.ok and result.message == "no connection test for this kind yet"
+            # A model's schema is read with a replicate credential only.
+            with pytest.raises(errors.InvalidRequest, match="fal credential"):
+                await client.credentials.model_schema(made.id, "acme/model")
+            with pytest.raises(errors.NotFound):
+                await client.credentials.model_schema("no-such-id", "acme/model")
             await client.credentials.delete(made.id)
 
 

@@ -93,6 +93,7 @@ class Script:
     output_url: str | None = None  # the URL handed back instead of our own file's
     by_model: dict[str, str] = field(default_factory=dict)  # model substring -> output
     fail: str | None = None  # the job fails with this error
+    model_delay: float = 0.0  # seconds GET /v1/models/... takes to answer
     # Answers served before the real ones, for matching requests: (method, path regex,
     # status, headers, body).
     before: list[tuple[str, str, int, dict[str, str], Any]] = field(default_factory=list)
@@ -215,8 +216,109 @@ class _Fake:
         raise NotImplementedError
 
 
+FLUX_VERSION = "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa"
+
+
+def flux_openapi_schema() -> dict[str, Any]:
+    """An OpenAPI document as Cog publishes it for a model version (abridged from
+    black-forest-labs/flux-schnell): the Input's enums are components referenced through
+    ``allOf``, fields carry ``x-order``."""
+    return {
+        "openapi": "3.0.2",
+        "info": {"title": "Cog", "version": "0.1.0"},
+        "paths": {},
+        "components": {
+            "schemas": {
+                "Input": {
+                    "type": "object",
+                    "title": "Input",
+                    "required": ["prompt"],
+                    "properties": {
+                        "seed": {
+                            "type": "integer",
+                            "title": "Seed",
+                            "x-order": 3,
+                            "description": "Random seed. Set for reproducible generation",
+                        },
+                        "prompt": {
+                            "type": "string",
+                            "title": "Prompt",
+                            "x-order": 0,
+                            "description": "Prompt for generated image",
+                        },
+                        "go_fast": {
+                            "type": "boolean",
+                            "title": "Go Fast",
+                            "default": True,
+                            "x-order": 4,
+                            "description": "Run faster predictions with an fp8 model",
+                        },
+                        "num_outputs": {
+                            "type": "integer",
+                            "title": "Num Outputs",
+                            "default": 1,
+                            "maximum": 4,
+                            "minimum": 1,
+                            "x-order": 2,
+                            "description": "Number of outputs to generate",
+                        },
+                        "aspect_ratio": {
+                            "allOf": [{"$ref": "#/components/schemas/aspect_ratio"}],
+                            "default": "1:1",
+                            "x-order": 1,
+                            "description": "Aspect ratio for the generated image",
+                        },
+                        "output_quality": {
+                            "type": "integer",
+                            "title": "Output Quality",
+                            "default": 80,
+                            "maximum": 100,
+                            "minimum": 0,
+                            "x-order": 5,
+                            "description": "Quality when saving the output images",
+                        },
+                    },
+                },
+                "Output": {
+                    "type": "array",
+                    "items": {"type": "string", "format": "uri"},
+                    "title": "Output",
+                },
+                "aspect_ratio": {
+                    "enum": ["1:1", "16:9", "21:9", "3:2", "2:3", "4:5", "5:4", "9:16"],
+                    "type": "string",
+                    "title": "aspect_ratio",
+                    "description": "An enumeration.",
+                },
+            }
+        },
+    }
+
+
 class FakeReplicate(_Fake):
     token_header = f"Bearer {REPLICATE_TOKEN}"
+    # Models GET /v1/models/{owner}/{name} knows (the others are 404 "Not found.").
+    models: tuple[str, ...] = ("black-forest-labs/flux-schnell",)
+
+    def version(self) -> dict[str, Any]:
+        return {
+            "id": FLUX_VERSION,
+            "created_at": "2026-08-01T10:00:00.000Z",
+            "cog_version": "0.9.4",
+            "openapi_schema": flux_openapi_schema(),
+        }
+
+    def model(self, name: str) -> dict[str, Any]:
+        owner, _, short = name.partition("/")
+        return {
+            "url": f"https://replicate.com/{name}",
+            "owner": owner,
+            "name": short,
+            "description": "The fastest image generation model tailored for local development",
+            "visibility": "public",
+            "run_count": 1000,
+            "latest_version": self.version(),
+        }
 
     def prediction(self, job: Job) -> dict[str, Any]:
         status = "processing"
@@ -239,7 +341,7 @@ class FakeReplicate(_Fake):
         return {
             "id": job.id,
             "model": job.model,
-            "version": "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa",
+            "version": FLUX_VERSION,
             "input": job.input,
             "logs": logs,
             "output": output,
@@ -254,6 +356,13 @@ class FakeReplicate(_Fake):
         path = path.split("?")[0]
         if method == "GET" and path == "/v1/account":
             return 200, {"type": "user", "username": "fakeuser", "name": "Fake User"}
+        found = re.fullmatch(r"/v1/models/([^/]+/[^/]+)(/versions/([^/]+))?", path)
+        if method == "GET" and found and found.group(1) in self.models:
+            time.sleep(self.script.model_delay)
+            if found.group(2) is None:
+                return 200, self.model(found.group(1))
+            if found.group(3) == FLUX_VERSION:
+                return 200, self.version()
         if method == "POST" and (
             path == "/v1/predictions" or re.fullmatch(r"/v1/models/[^/]+/[^/]+/predictions", path)
         ):

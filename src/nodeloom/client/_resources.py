@@ -29,7 +29,7 @@ from nodeloom.schemas.callbacks import (
     CallbackSecretCreated,
     CallbackSecretInfo,
 )
-from nodeloom.schemas.credentials import CredentialOut, CredentialTestResult
+from nodeloom.schemas.credentials import CredentialOut, CredentialTestResult, ModelSchemaOut
 from nodeloom.schemas.runs import ArtifactMetadata, RunEstimate, RunStatusName, RunSummary
 from nodeloom.schemas.schedules import ScheduleOut
 from nodeloom.schemas.webhooks import WebhookOut
@@ -522,3 +522,12 @@ class AsyncCredentials(_Resource):
         """Whether the provider accepts it (openai: ``GET {base_url}/models``)."""
         response = await self._client.request("POST", f"/credentials/{_seg(credential_id)}/test")
         return CredentialTestResult.model_validate(response.json())
+
+    async def model_schema(self, credential_id: str, model: str) -> ModelSchemaOut:
+        """The input (and output) JSON schema Replicate publishes for ``model``
+        (``owner/name`` or ``owner/name:version``), read with this replicate credential.
+        ``NotFound`` for a model Replicate does not know, ``ProviderError`` when it refuses."""
+        response = await self._client.request(
+            "GET", f"/credentials/{_seg(credential_id)}/model-schema", params={"model": model}
+        )
+        return ModelSchemaOut.model_validate(response.json())

@@ -279,6 +279,7 @@ class Credentials:
         self.update = loop.blocking(inner.update)
         self.delete = loop.blocking(inner.delete)
         self.test = loop.blocking(inner.test)
+        self.model_schema = loop.blocking(inner.model_schema)
 
 
 class Client:

@@ -26,6 +26,7 @@ named after its problem ``code`` (docs/errors.md lists them all):
         ├── IdempotencyKeyReused      422 idempotency_key_reused
         ├── RateLimited               429 rate_limited (.retry_after)
         ├── InternalError             500 internal_error
+        ├── ProviderError             502 provider_error
         └── ServiceUnavailable        503 service_unavailable (.retry_after)
 
 The tree mirrors the server's (``nodeloom.errors``), so ``except Forbidden`` also catches the
@@ -220,6 +221,10 @@ class RateLimited(APIError):
 
 class InternalError(APIError):
     status, code = 500, "internal_error"
+
+
+class ProviderError(APIError):
+    status, code = 502, "provider_error"
 
 
 class ServiceUnavailable(APIError):

@@ -277,6 +277,18 @@ class CredentialTestResult(BaseModel):
     message: str
 
 
+class ModelSchemaOut(BaseModel):
+    """A hosted model's published schemas, for the editor's form of its input object."""
+
+    model: str = Field(description="owner/name.")
+    version: str | None = Field(description="The version described (the latest, or the one named).")
+    description: str | None = None
+    input: dict[str, Any] = Field(
+        description="JSON schema of the model's input object; `x-order` orders its fields."
+    )
+    output: dict[str, Any] | None = Field(description="JSON schema of its output, if published.")
+
+
 def out(row: Any) -> CredentialOut:
     return CredentialOut(
         id=row.id,

@@ -22,6 +22,7 @@ export const keys = {
   keys: ["api-keys"] as const,
   credentials: ["credentials"] as const,
   credentialKinds: ["credential-kinds"] as const,
+  modelSchema: (credential: string, model: string) => ["model-schema", credential, model] as const,
   ledger: ["ledger"] as const,
   webhooks: (workflowId: string) => ["webhooks", workflowId] as const,
   versions: (workflowId: string) => ["versions", workflowId] as const,
@@ -108,4 +109,25 @@ export function useChildCatalog(
     return withChildren(catalog, children);
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [catalog, ids.join(","), stamp]);
+}
+
+/** A hosted model's published input schema, read by the server with the node's credential
+ * (null: nothing to ask). Not retried: a refusal (unknown model, refused token) is shown at
+ * once and the form falls back to the raw JSON editor. */
+export function useModelSchema(lookup: { credential: string; model: string } | null) {
+  return useQuery({
+    queryKey: keys.modelSchema(lookup?.credential ?? "", lookup?.model ?? ""),
+    enabled: lookup !== null,
+    retry: false,
+    staleTime: 60_000,
+    queryFn: async () =>
+      unwrap(
+        await api.GET("/api/v1/credentials/{credential_id}/model-schema", {
+          params: {
+            path: { credential_id: lookup?.credential ?? "" },
+            query: { model: lookup?.model ?? "" },
+          },
+        }),
+      ),
+  });
 }

@@ -8,6 +8,8 @@ import { credentialRequired, nodeCredentialKinds, takesCredential } from "../cre
 import { CredentialPicker } from "./CredentialPicker";
 import { WorkflowPicker } from "./WorkflowPicker";
 import { WORKFLOW_TYPE, specKey } from "../graph/subworkflow";
+import { ModelInputForm } from "./ModelInputForm";
+import { REPLICATE_NODE_TYPES } from "../credentials/modelSchema";
 import { useEditor } from "./context";
 
 /** The selected node: what it is, its params as a form, its inputs as pickers (a keyboard
@@ -86,10 +88,10 @@ export function ParamsPanel({
         data={node.data}
         idPrefix={`param-${node.id}`}
         onChange={(name, value) => onParam(node.id, name, value)}
-        overrides={
-          spec.type === WORKFLOW_TYPE
+        overrides={{
+          ...(spec.type === WORKFLOW_TYPE
             ? {
-                workflow_id: (id) => (
+                workflow_id: (id: string) => (
                   <WorkflowPicker
                     id={id}
                     value={node.data.workflow_id}
@@ -97,20 +99,36 @@ export function ParamsPanel({
                   />
                 ),
               }
-            : takesCredential(spec.params_schema)
-              ? {
-                  credential: (id) => (
-                    <CredentialPicker
-                      id={id}
-                      kinds={nodeCredentialKinds(spec)}
-                      value={node.data.credential}
-                      onChange={(value) => onParam(node.id, "credential", value)}
-                      required={credentialRequired(spec.params_schema)}
-                    />
-                  ),
-                }
-              : {}
-        }
+            : {}),
+          ...(takesCredential(spec.params_schema)
+            ? {
+                credential: (id: string) => (
+                  <CredentialPicker
+                    id={id}
+                    kinds={nodeCredentialKinds(spec)}
+                    value={node.data.credential}
+                    onChange={(value) => onParam(node.id, "credential", value)}
+                    required={credentialRequired(spec.params_schema)}
+                  />
+                ),
+              }
+            : {}),
+          ...(REPLICATE_NODE_TYPES.has(spec.type)
+            ? {
+                input: (id: string) => (
+                  <ModelInputForm
+                    id={id}
+                    nodeType={spec.type}
+                    data={node.data}
+                    inputSchema={
+                      ((spec.params_schema as JsonSchema).properties?.input ?? {}) as JsonSchema
+                    }
+                    onChange={(value) => onParam(node.id, "input", value)}
+                  />
+                ),
+              }
+            : {}),
+        }}
       />
       <button type="button" className="danger" onClick={onDelete}>
         Delete node

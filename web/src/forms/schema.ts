@@ -64,6 +64,13 @@ function resolve(schema: JsonSchema, root: JsonSchema): JsonSchema {
  * the order a person fills them in (TextInput declares `key` before `text`). */
 export const FIELD_ORDER: Readonly<Record<string, readonly string[]>> = {
   TextInput: ["text", "key"],
+  // A model's input form is read with the credential, for the model: those come first.
+  ...Object.fromEntries(
+    ["", "Video", "Audio", "Text"].map((s) => [
+      `ReplicateModel${s}`,
+      ["credential", "model", "input", "bindings"],
+    ]),
+  ),
 };
 
 /** The fields of `type`'s form, its main fields first. */

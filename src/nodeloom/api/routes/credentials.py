@@ -7,11 +7,14 @@ Another account's credential is 404, like a missing one. See docs/providers.md.
 
 from __future__ import annotations
 
+import hashlib
+import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy.engine import Connection
 
 from nodeloom.api.deps import CtxDep, PrincipalDep
@@ -20,9 +23,9 @@ from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth.tokens import decrypt, encrypt
-from nodeloom.errors import NotFound
+from nodeloom.errors import FieldError, InvalidRequest, NotFound, ProviderError
 from nodeloom.nodes import elevenlabs, providers
-from nodeloom.nodes.adapters import comfyui_protocol, replicate
+from nodeloom.nodes.adapters import comfyui_protocol, policy, replicate
 from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.schemas.credentials import (
     ELEVENLABS_URL,
@@ -32,6 +35,7 @@ from nodeloom.schemas.credentials import (
     CredentialOut,
     CredentialTestResult,
     CredentialUpdate,
+    ModelSchemaOut,
     changed_fields,
     hint,
     kind_out,
@@ -218,3 +222,85 @@ async def test_credential(
     credential = Credential(row.id, row.kind, dict(row.fields), orjson.loads(plain))
     ok, answered, message = await test(ctx.settings, credential)
     return CredentialTestResult(ok=ok, status=answered, message=message)
+
+
+# ----------------------------------------------------------------------------- model schemas
+
+SCHEMA_TTL = 60.0  # seconds a model's schema is kept per (credential, token, model)
+SCHEMA_CACHE_MAX = 256
+_schemas: OrderedDict[tuple[str, str, str], tuple[float, ModelSchemaOut]] = OrderedDict()
+ModelQuery = Annotated[
+    str,
+    Query(
+        min_length=1,
+        max_length=200,
+        pattern=replicate.MODEL_PATTERN,
+        description="owner/name (its latest version) or owner/name:version.",
+    ),
+]
+
+
+def _cached(key: tuple[str, str, str]) -> ModelSchemaOut | None:
+    found = _schemas.get(key)
+    if found is None or found[0] < time.monotonic():
+        _schemas.pop(key, None)
+        return None
+    return found[1]
+
+
+def _keep(key: tuple[str, str, str], answer: ModelSchemaOut) -> None:
+    _schemas[key] = (time.monotonic() + SCHEMA_TTL, answer)
+    _schemas.move_to_end(key)
+    while len(_schemas) > SCHEMA_CACHE_MAX:
+        _schemas.popitem(last=False)
+
+
+@router.get(
+    "/credentials/{credential_id}/model-schema",
+    response_model=ModelSchemaOut,
+    responses={
+        400: {"description": "Not a replicate credential, or a malformed model (invalid_request)"},
+        404: {
+            "description": "No such credential in this account, or Replicate has no such "
+            "model (not_found, Replicate quoted)"
+        },
+        502: {"description": "Replicate refused, failed or timed out (provider_error, quoted)"},
+    },
+)
+async def model_schema(
+    credential_id: str, model: ModelQuery, principal: PrincipalDep, ctx: CtxDep
+) -> ModelSchemaOut:
+    """The input (and output) JSON schema Replicate publishes for ``model``, read with this
+    replicate credential (``GET /v1/models/{owner}/{name}``, its ``latest_version``, or
+    ``GET /v1/models/{owner}/{name}/versions/{id}``) through the address check, within 10 s.
+    Local ``$ref``s are resolved; ``x-order`` gives the fields' order. The editor makes the
+    ReplicateModel node's input form of it. Kept 60 s per credential and model."""
+    row = await _get_or_404(ctx, principal.account_id, credential_id)
+    if row.kind != replicate.KIND:
+        raise InvalidRequest(
+            f"credential {credential_id} is a {row.kind} credential; model schemas are read "
+            f"with a {replicate.KIND} credential"
+        )
+    try:
+        replicate.schema_call(model)
+    except ValueError as exc:
+        raise InvalidRequest(str(exc), errors=[FieldError("query:model", str(exc))]) from exc
+    plain = decrypt(ctx.settings.secret, row.secret_encrypted)
+    if plain is None:
+        raise ProviderError("the credential's secret does not decrypt with this server's secret")
+    token = str(orjson.loads(plain).get("api_token") or "")
+    key = (row.id, hashlib.sha256(token.encode()).hexdigest(), model)
+    cached = _cached(key)
+    if cached is not None:
+        return cached
+    try:
+        found = await replicate.model_schema(ctx.settings, token, model)
+    except policy.ProviderError as exc:
+        if exc.status == 404:
+            raise NotFound(exc.message) from exc
+        raise ProviderError(exc.message) from exc
+    except LookupError as exc:
+        raise NotFound(str(exc)) from exc
+    answer = ModelSchemaOut(**found)
+    _keep(key, answer)
+    return answer

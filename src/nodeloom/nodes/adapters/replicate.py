@@ -139,3 +139,99 @@ async def run(
         return await pick_output(
             ctx, api, prediction.get("output"), kind, output_index, output_path
         )
+
+
+# ----------------------------------------------------------------------------- model schema
+
+SCHEMA_TIMEOUT = 10.0  # seconds, for reading a model's schema for the editor
+REF_DEPTH = 8  # nested $ref resolutions followed, no more (a cycle stops here)
+
+
+def schema_call(model: str) -> str:
+    """The path that describes ``model``: ``/models/{owner}/{name}`` (its latest version)
+    or ``/models/{owner}/{name}/versions/{id}``. A bare version id names no model, and
+    Replicate's API reads a version only under its model: refused with ValueError."""
+    if VERSION_ID.match(model):
+        raise ValueError("a version id alone names no model: send owner/name:version")
+    if not MODEL.match(model):
+        raise ValueError(f"model {model!r} is neither owner/name[:version] nor a version id")
+    name, colon, version = model.partition(":")
+    return f"/models/{name}/versions/{version}" if colon else f"/models/{name}"
+
+
+def _resolve(node: Any, components: dict[str, Any], depth: int = 0) -> Any:
+    """``node`` with local ``#/components/schemas/X`` references replaced by their schema
+    (Replicate's Cog puts each enum in its own component, referenced through ``allOf``), and
+    a one-element ``allOf`` merged into the property that holds it."""
+    if isinstance(node, list):
+        return [_resolve(item, components, depth) for item in node]
+    if not isinstance(node, dict):
+        return node
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
+        target = components.get(ref.removeprefix("#/components/schemas/"))
+        if depth >= REF_DEPTH or not isinstance(target, dict):
+            return {k: v for k, v in node.items() if k != "$ref"}
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _resolve(merged, components, depth + 1)
+    out = {key: _resolve(value, components, depth) for key, value in node.items()}
+    all_of = out.get("allOf")
+    if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict):
+        del out["allOf"]
+        out = {**all_of[0], **out}
+    return out
+
+
+def schemas_of(version: Any) -> tuple[dict[str, Any], Any] | None:
+    """(Input schema, Output schema or None) of a model version as Replicate describes it
+    (``openapi_schema.components.schemas``), references resolved; None without one."""
+    if not isinstance(version, dict):
+        return None
+    openapi = version.get("openapi_schema")
+    components = openapi.get("components") if isinstance(openapi, dict) else None
+    schemas = components.get("schemas") if isinstance(components, dict) else None
+    if not isinstance(schemas, dict) or not isinstance(schemas.get("Input"), dict):
+        return None
+    found = _resolve(schemas["Input"], schemas)
+    output = schemas.get("Output")
+    return found, _resolve(output, schemas) if isinstance(output, dict) else None
+
+
+async def model_schema(settings: Settings, token: str, model: str) -> dict[str, Any]:
+    """What Replicate publishes about ``model`` (owner/name or owner/name:version): ``{"model",
+    "version", "description", "input", "output"}``, the schemas as JSON schema. Through the
+    address check, within SCHEMA_TIMEOUT (or the provider timeout if shorter);
+    ``ProviderError`` quoting Replicate (the token masked), ``LookupError`` when the model
+    has no version with a schema."""
+    path = schema_call(model)
+    api = policy.Provider(
+        settings.model_copy(update={"provider_max_retries": 0}),
+        name=NAME,
+        base_url=settings.replicate_api_url,
+        headers={"Authorization": f"Bearer {token}"},
+        secrets=(token,),
+    )
+    limit = min(SCHEMA_TIMEOUT, settings.provider_timeout_seconds)
+    try:
+        async with asyncio.timeout(limit), api:
+            body = await api.json("GET", path)
+    except TimeoutError as exc:
+        raise policy.ProviderError(f"{NAME} did not answer within {limit:g} s") from exc
+    except policy.ProviderError:
+        raise
+    except NodeFailure as exc:  # the address check refused the API's address
+        raise policy.ProviderError(api.mask(exc.message)) from exc
+    version = body if ":" in model else body.get("latest_version")
+    found = schemas_of(version)
+    if found is None:
+        raise LookupError(f"{NAME} publishes no input schema for {model}")
+    assert isinstance(version, dict)
+    name = model.partition(":")[0]
+    description = body.get("description") if ":" not in model else None
+    return {
+        "model": name,
+        "version": version.get("id"),
+        "description": description if isinstance(description, str) else None,
+        "input": found[0],
+        "output": found[1],
+    }

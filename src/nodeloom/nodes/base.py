@@ -116,7 +116,8 @@ class NodeSpec:
     # locally without one): ``NodeType.waits_on_provider`` then says which.
     adapter: bool = False
     # The kinds of account credential its ``credential`` param may name. (A sandboxed node
-    # that takes several learns which one it got from ``ctx.credential_kind``.)
+    # that takes several learns which one it got from ``ctx.credential_kind``, a provider
+    # adapter from ``ctx.credential.kind``.)
     credential_kinds: tuple[str, ...] = ("openai",)
 
     @property

@@ -173,10 +173,10 @@ def endpoint(ctx: NodeContext, key_header: str | None = None) -> policy.Provider
     ``Authorization: Bearer``, or in ``key_header`` (ElevenLabs' ``xi-api-key``); it is
     masked out of any message quoted."""
     settings = ctx.settings
-    pctx = policy.provider_context(ctx)
-    if pctx.credential is not None:
-        key = pctx.credential.value("api_key") or ""
-        base_url = pctx.credential.value("base_url") or ""
+    credential = ctx.credential if isinstance(ctx, policy.ProviderContext) else None
+    if credential is not None:
+        key = credential.value("api_key") or ""
+        base_url = credential.value("base_url") or ""
     else:
         reason = unavailable_reason(settings)
         if reason:
@@ -221,8 +221,9 @@ async def speech(
     """Speech from a text-to-speech endpoint (OpenAI's ``/audio/speech``, ElevenLabs'): the
     MP3 streamed to the node's scratch directory within the size limit, checked (and, if
     it is not MP3, re-encoded) in a sandbox process, no longer than ``max_seconds``."""
+    api = endpoint(ctx, key_header)  # first: a missing provider is the error to tell
     pctx = policy.provider_context(ctx)
-    async with endpoint(ctx, key_header) as api:
+    async with api:
         await ctx.progress(0.05)
         response = await api.request(
             "POST", path, json_body=dict(payload), headers={"Accept": "audio/mpeg"}

@@ -315,9 +315,10 @@ class TextToSpeech(NodeType):
         if not text:
             raise NodeFailure("there is no text to speak")
         max_seconds = min(params.max_seconds, ctx.settings.max_media_seconds)
-        if isinstance(ctx, policy.ProviderContext):  # the executor chose a provider
-            credential = ctx.credential
-            if credential is not None and credential.kind == elevenlabs.KIND:
+        credential = ctx.credential if isinstance(ctx, policy.ProviderContext) else None
+        kind = credential.kind if credential is not None else ctx.credential_kind
+        if self.waits_on_provider(params, ctx.settings, kind):  # as the executor decided
+            if kind == elevenlabs.KIND:
                 return await elevenlabs.speech(
                     ctx, text, params.voice, params.model, params.speed, max_seconds
                 )

@@ -380,7 +380,8 @@ class Provider:
 
     def _unreachable(self, attempts: int, exc: Exception) -> ProviderError:
         return ProviderError(
-            f"{self.name} did not answer after {attempts} attempt(s) ({type(exc).__name__})"
+            f"{self.name} did not answer after {attempts} attempt{'s' if attempts != 1 else ''} "
+            f"({type(exc).__name__})"
         )
 
     def refused(self, response: httpx.Response) -> ProviderError:

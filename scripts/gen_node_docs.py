@@ -148,8 +148,15 @@ def _section(node: NodeType) -> list[str]:
     lines = [title, "", spec.description, ""]
     if spec.needs_provider:
         lines += ["*Provider*: needs an AI provider to be configured.", ""]
-    if spec.adapter:
-        kinds = " or ".join(f"`{kind}`" for kind in spec.credential_kinds)
+    kinds = " or ".join(f"`{kind}`" for kind in spec.credential_kinds)
+    if spec.adapter and spec.calls_provider:
+        lines += [
+            "*Provider*: waits for the provider on the server, holding no sandbox process; "
+            f"its `credential` may name a {kinds} credential of the account to use instead "
+            "of the configured provider (see docs/providers.md).",
+            "",
+        ]
+    elif spec.adapter:
         lines += [
             f"*Provider*: calls a hosted API with a {kinds} credential of the account "
             "(see docs/providers.md).",

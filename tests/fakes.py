@@ -47,6 +47,8 @@ class FakeServer:
     # The multipart forms received (field name -> (file name or None, bytes)), in order.
     forms: list[dict[str, tuple[str | None, bytes]]] = field(default_factory=list)
     delay: float = 0.0  # seconds a generation takes (ElevenLabs speech), for slow runs
+    # Set: the OpenAI fake answers a POST only once it is set (a call held in flight).
+    gate: threading.Event | None = None
 
     def stop(self) -> None:
         self.httpd.shutdown()
@@ -136,6 +138,8 @@ def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             server.requests.append(Recorded("POST", self.path, dict(self.headers), body))
+            if server.gate is not None:
+                server.gate.wait(60)
             if server.failures:
                 status, headers = server.failures.pop(0)
                 error = json.dumps({"error": {"message": f"scripted {status}"}}).encode()

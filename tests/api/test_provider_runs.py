@@ -1,10 +1,13 @@
-"""Provider nodes through the executor: they run in a sandbox process, which never holds the
-provider key but for the job that needs it, and the output cache follows the model that the
+"""Provider nodes through the executor: they wait for the provider on the server's event loop
+and hold no sandbox process while they wait, and the output cache follows the model that the
 settings resolve to. Against the fake OpenAI-compatible server of the node tests."""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import threading
+import time
 from typing import Any
 
 import httpx
@@ -72,6 +75,71 @@ class TestProviderRuns:
         assert not llm(third)["cached"]
         assert len(provider.requests) == 2
         assert json.loads(provider.requests[-1].body)["model"] == "a-newer-model"
+
+
+class TestWaitingHoldsNoSandbox:
+    """A provider call in flight holds no sandbox process: with ONE sandbox process on the
+    server, runs whose provider calls are held open by the provider still let another run's
+    sandboxed node start and complete at once."""
+
+    @pytest.fixture(params=["sqlite", "postgres"])
+    def backend(self, request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    @pytest.fixture
+    def settings_overrides(self, provider: FakeServer) -> dict[str, object]:
+        return {
+            "provider_base_url": provider.url + "/v1",
+            "provider_api_key": "sk-test-key",
+            "rate_limit_api_key": 10_000,
+            "sandbox_processes": 1,
+            "sandbox_slots_per_account": 1,
+        }
+
+    async def test_sandboxed_node_completes_while_provider_calls_wait(
+        self, client: httpx.AsyncClient, owner: User, provider: FakeServer
+    ) -> None:
+        gate = provider.gate = threading.Event()  # the provider answers nothing until set
+        waiting = [
+            n("in", "TextInput", text="a slow answer"),
+            n("llm", "LLMText"),
+            n("img", "TextToImage", size="64x48"),
+            n("tts", "TextToSpeech", engine="provider"),
+        ]
+        slow = await create_workflow(
+            client, owner, g(waiting, [e("in", "llm"), e("in", "img"), e("in", "tts")])
+        )
+        quick = await create_workflow(
+            client,
+            owner,
+            g([n("in", "TextInput", text="one two three"), n("wc", "WordCount")], [e("in", "wc")]),
+        )
+        try:
+            r = await client.post(f"/api/v1/workflows/{slow}/execute", headers=owner.headers)
+            slow_run = r.json()["run_id"]
+            deadline = time.monotonic() + 30
+            while len(provider.requests) < 3:  # all three calls are in flight, held
+                assert time.monotonic() < deadline, provider.requests
+                await asyncio.sleep(0.05)
+            started = time.monotonic()
+            r = await client.post(f"/api/v1/workflows/{quick}/execute", headers=owner.headers)
+            done = await wait_for_run(client, owner, quick, r.json()["run_id"], timeout=20)
+            assert done["status"] == "completed", done
+            assert time.monotonic() - started < 15
+            assert not gate.is_set()  # the provider calls were still waiting meanwhile
+            wc = next(x for x in done["node_runs"] if x["node_id"] == "wc")
+            r = await client.get(f"/api/v1/artifacts/{wc['artifact_id']}", headers=owner.headers)
+            assert r.status_code == 200 and r.text == "3", r.text
+        finally:
+            gate.set()
+        run = await wait_for_run(client, owner, slow, slow_run)
+        assert run["status"] == "completed", run
+        assert {x["node_id"]: x["status"] for x in run["node_runs"]} == {
+            "in": "completed",
+            "llm": "completed",
+            "img": "completed",
+            "tts": "completed",
+        }
 
 
 class TestWithoutProvider:

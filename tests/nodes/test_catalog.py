@@ -308,11 +308,13 @@ async def test_node_type_produces_a_real_file(
     assert node is not None
     case = CASES[type_name](artifacts, site)
     ctx: Any = media.LocalContext(catalog_settings, tmp_path / "scratch")
-    if node.spec.adapter:
-        assert case.credential in node.spec.credential_kinds
-        ctx = provider_context(
-            catalog_settings, tmp_path / "scratch", _credential(case.credential or "", comfyui_url)
-        )
+    params = node.spec.params.model_validate(case.params)
+    if node.waits_on_provider(params, catalog_settings, case.credential):
+        credential = None  # the operator's provider (catalog_settings)
+        if case.credential is not None:
+            assert case.credential in node.spec.credential_kinds
+            credential = _credential(case.credential, comfyui_url)
+        ctx = provider_context(catalog_settings, tmp_path / "scratch", credential)
     assert node.unavailable_reason(catalog_settings) is None
     produced = await run_node(node, ctx, case.params, case.inputs)
     _check_output(node, produced, case)

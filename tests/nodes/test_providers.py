@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from nodeloom.engine.context import ProviderNodeContext
 from nodeloom.nodes import media, providers
 from nodeloom.nodes.base import NodeFailure
 from nodeloom.nodes.provider_cli import provider_app
@@ -18,16 +19,18 @@ from nodeloom.nodes.providers import LLMText, TextToImage
 from nodeloom.nodes.speech import TextToSpeech
 from nodeloom.settings import Settings
 from tests.nodes.conftest import SECRET, Artifacts, FakeServer, make_settings, run_node
+from tests.providers.context import provider_context
 
 
 @pytest.fixture
-def pctx(provider_settings: Settings, tmp_path: Path) -> media.LocalContext:
-    return media.LocalContext(provider_settings, tmp_path / "scratch")
+async def pctx(provider_settings: Settings, tmp_path: Path) -> ProviderNodeContext:
+    """What the executor gives a provider node (they wait on the event loop)."""
+    return provider_context(provider_settings, tmp_path / "scratch")
 
 
 class TestLLMText:
     async def test_chat_completion(
-        self, pctx: media.LocalContext, provider: FakeServer, artifacts: Artifacts
+        self, pctx: ProviderNodeContext, provider: FakeServer, artifacts: Artifacts
     ) -> None:
         produced = await run_node(
             LLMText(), pctx, {"system": "be brief"}, {"text": artifacts.text("Bonjour")}
@@ -41,7 +44,7 @@ class TestLLMText:
         assert body["messages"][0] == {"role": "system", "content": "be brief"}
 
     async def test_429_then_200_honours_retry_after(
-        self, pctx: media.LocalContext, provider: FakeServer, artifacts: Artifacts
+        self, pctx: ProviderNodeContext, provider: FakeServer, artifacts: Artifacts
     ) -> None:
         provider.failures.append((429, {"Retry-After": "1"}))
         start = time.monotonic()
@@ -51,7 +54,7 @@ class TestLLMText:
         assert time.monotonic() - start >= 0.95  # waited as the server asked
 
     async def test_500_then_200_backs_off(
-        self, pctx: media.LocalContext, provider: FakeServer, artifacts: Artifacts
+        self, pctx: ProviderNodeContext, provider: FakeServer, artifacts: Artifacts
     ) -> None:
         provider.failures.append((500, {}))
         produced = await run_node(LLMText(), pctx, {}, {"text": artifacts.text("y")})
@@ -68,7 +71,7 @@ class TestLLMText:
         with pytest.raises(NodeFailure, match="HTTP 503") as info:
             await run_node(
                 LLMText(),
-                media.LocalContext(settings, tmp_path / "s"),
+                provider_context(settings, tmp_path / "s"),
                 {},
                 {"text": artifacts.text("z")},
             )
@@ -76,7 +79,7 @@ class TestLLMText:
         assert len(provider.requests) == 2
 
     async def test_client_error_is_not_retried(
-        self, pctx: media.LocalContext, provider: FakeServer, artifacts: Artifacts
+        self, pctx: ProviderNodeContext, provider: FakeServer, artifacts: Artifacts
     ) -> None:
         provider.failures.append((400, {}))
         with pytest.raises(NodeFailure, match=r"refused the request \(HTTP 400\): scripted 400"):
@@ -95,7 +98,7 @@ class TestLLMText:
         with pytest.raises(NodeFailure, match="did not answer after 2 attempts"):
             await run_node(
                 LLMText(),
-                media.LocalContext(settings, tmp_path / "s"),
+                provider_context(settings, tmp_path / "s"),
                 {},
                 {"text": artifacts.text("z")},
             )
@@ -111,18 +114,19 @@ class TestLLMText:
 
 class TestTextToImage:
     async def test_b64_png(
-        self, pctx: media.LocalContext, provider: FakeServer, artifacts: Artifacts
+        self, pctx: ProviderNodeContext, provider: FakeServer, artifacts: Artifacts
     ) -> None:
         produced = await run_node(
             TextToImage(), pctx, {"size": "512x512"}, {"text": artifacts.text("a fox")}
         )
         assert (produced.width, produced.height) == (40, 30)
-        assert produced.data is not None and produced.data.startswith(b"\x89PNG")
+        assert produced.path is not None  # checked, in a sandbox process in the server
+        assert produced.path.read_bytes().startswith(b"\x89PNG")
         body = json.loads(provider.requests[0].body)
         assert body == {"model": "gpt-image-1", "prompt": "a fox", "n": 1, "size": "512x512"}
 
     async def test_dall_e_asks_for_b64(
-        self, pctx: media.LocalContext, provider: FakeServer, artifacts: Artifacts
+        self, pctx: ProviderNodeContext, provider: FakeServer, artifacts: Artifacts
     ) -> None:
         await run_node(TextToImage(), pctx, {"model": "dall-e-3"}, {"text": artifacts.text("x")})
         assert json.loads(provider.requests[0].body)["response_format"] == "b64_json"
@@ -130,7 +134,7 @@ class TestTextToImage:
 
 class TestProviderSpeech:
     async def test_provider_engine(
-        self, pctx: media.LocalContext, provider: FakeServer, artifacts: Artifacts
+        self, pctx: ProviderNodeContext, provider: FakeServer, artifacts: Artifacts
     ) -> None:
         produced = await run_node(
             TextToSpeech(), pctx, {"voice": "en", "speed": 1.5}, {"text": artifacts.text("Hi")}
@@ -146,7 +150,7 @@ class TestProviderSpeech:
         }
 
     async def test_local_engine_can_be_forced(
-        self, pctx: media.LocalContext, provider: FakeServer, artifacts: Artifacts
+        self, pctx: ProviderNodeContext, provider: FakeServer, artifacts: Artifacts
     ) -> None:
         await run_node(TextToSpeech(), pctx, {"engine": "local"}, {"text": artifacts.text("Hi")})
         assert provider.requests == []

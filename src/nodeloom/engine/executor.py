@@ -261,8 +261,9 @@ class NodeExecutor:
             return reused
         scratch = env.scratch.node_dir()
         try:
-            spec = node.node.spec
-            if spec.adapter and not spec.sandboxed:  # waiting on a provider holds no slot
+            kind = credential.kind if credential is not None else None
+            if node.node.waits_on_provider(node.params, env.settings, kind):
+                # Waiting on a provider holds no slot: only its CPU work takes one (_convert).
                 produced = await asyncio.wait_for(
                     self._provide(task, scratch, progress, credential),
                     env.settings.node_timeout_seconds,

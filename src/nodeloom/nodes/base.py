@@ -111,10 +111,13 @@ class NodeSpec:
     sandboxed: bool = True
     # Waits on a remote provider (nodes/adapters): runs on the event loop whatever the size of
     # its inputs, holds no execution slot while it waits, and sends its CPU work (decoding
-    # what the provider returned) to a sandbox process through its context. Not sandboxed.
+    # what the provider returned) to a sandbox process through its context. Not sandboxed;
+    # or sandboxed too when only some of its runs call a provider (TextToSpeech speaks
+    # locally without one): ``NodeType.waits_on_provider`` then says which.
     adapter: bool = False
     # The kinds of account credential its ``credential`` param may name. (A sandboxed node
-    # that takes several learns which one it got from ``ctx.credential_kind``.)
+    # that takes several learns which one it got from ``ctx.credential_kind``, a provider
+    # adapter from ``ctx.credential.kind``.)
     credential_kinds: tuple[str, ...] = ("openai",)
 
     @property
@@ -317,6 +320,15 @@ class NodeType(ABC):
         over its inputs (a template that only substitutes values). ``run`` may still raise
         ``NeedsSandbox`` to be run in the sandbox after all."""
         return not self.spec.sandboxed
+
+    def waits_on_provider(
+        self, params: Any, settings: Settings, credential_kind: str | None
+    ) -> bool:
+        """Does this run call a provider, so the executor runs it on the event loop as a
+        provider adapter (nodes/adapters/policy.py, holding no sandbox process while it
+        waits)? ``credential_kind``: the kind of the credential its params name, if any. By
+        default, what the spec says (``adapter`` and not ``sandboxed``)."""
+        return self.spec.adapter and not self.spec.sandboxed
 
     def instant(self, params: Any) -> bool:
         """Does this node finish at once on the event loop (``runs_inline`` and no waiting)?

@@ -4,8 +4,10 @@
 the ``xi-api-key`` header and ``{"text", "model_id"}`` as JSON; the answer is the MP3 itself.
 The connection test is ``GET {base_url}/v1/user``, the cheapest authenticated call. Only an
 account's ``elevenlabs`` credential reaches it (there is no operator-wide ElevenLabs key), so
-every request goes through the SSRF guard. Retries, ``Retry-After`` and error quoting are
-those of ``providers.call``. See docs/providers.md.
+every request goes through the SSRF guard. ``TextToSpeech`` calls it as a provider adapter
+(nodes/adapters/policy.py): the wait is on the event loop, holding no sandbox process; the
+returned MP3 is checked in a sandbox process. Retries on 429/5xx, ``Retry-After`` and error
+quoting are those of ``policy.Provider``. See docs/providers.md.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import re
 from typing import Final
 
 from nodeloom.nodes import providers
-from nodeloom.nodes.base import NodeFailure
+from nodeloom.nodes.base import NodeContext, Produced
 from nodeloom.settings import Settings
 
 KIND: Final = "elevenlabs"
@@ -34,16 +36,16 @@ def voice_id(voice: str) -> str:
     return voice if VOICE_ID.fullmatch(voice) else DEFAULT_VOICE
 
 
-async def speech(settings: Settings, text: str, voice: str, model: str, speed: float) -> bytes:
-    """MP3 bytes for ``text`` spoken by ``voice`` (an id) with ``model``."""
+async def speech(
+    ctx: NodeContext, text: str, voice: str, model: str, speed: float, max_seconds: float
+) -> Produced:
+    """``text`` spoken by ``voice`` (an id) with ``model``, through the account's
+    ``elevenlabs`` credential the node names, as an MP3 artifact."""
     payload: dict[str, object] = {"text": text, "model_id": model or DEFAULT_MODEL}
     if speed != 1.0:
         payload["voice_settings"] = {"speed": min(MAX_SPEED, max(MIN_SPEED, speed))}
     path = f"/v1/text-to-speech/{voice_id(voice)}?output_format={OUTPUT_FORMAT}"
-    response = await providers.call(settings, path, payload, guarded=True, key_header=KEY_HEADER)
-    if len(response.content) > settings.max_artifact_bytes:
-        raise NodeFailure("the provider's audio exceeds the artifact size limit", "limit_exceeded")
-    return response.content
+    return await providers.speech(ctx, path, payload, max_seconds, key_header=KEY_HEADER)
 
 
 async def check(settings: Settings, base_url: str, key: str) -> tuple[bool, int | None, str]:

@@ -11,30 +11,27 @@
   and prompt. The segments become WebVTT (default), JSON or the bare transcript
   (nodeloom.nodes.transcripts), which ``Captions`` burns into a video.
 
-``ImageToImage`` runs in a sandbox process (it prepares the mask and decodes the answer with
-Pillow) and calls through ``providers.call``. ``SpeechToText`` has no CPU work worth the
-name, so it is a provider adapter (nodes/adapters/policy.py): it runs on the event loop and
-waits for the transcription without holding a sandbox process. The transcription is not a
-job that can be attached to again, so it is sent as a submission: retried only when the
-provider cannot have accepted it (429, 503, no connection), never paid twice by our retry.
-Either way: the operator's provider, or the account's ``openai`` credential through the SSRF
-guard; ``Retry-After`` honoured; the provider's error quoted in the failure, never the key.
+Both are provider adapters (nodes/adapters/policy.py): they run on the event loop and wait
+for the provider without holding a sandbox process. ``ImageToImage``'s CPU work goes to
+sandbox processes: preparing the mask (``adapters/media.py`` ``mask``) and checking the
+returned image (``ctx.convert``). Its edit is retried on 429/5xx like a generation (as
+``TextToImage``'s). The transcription is not a job that can be attached to again, so it is
+sent as a submission: retried only when the provider cannot have accepted it (429, 503, no
+connection), never paid twice by our retry. Either way: the operator's provider, or the
+account's ``openai`` credential through the SSRF guard (``providers.endpoint``);
+``Retry-After`` honoured; the provider's error quoted in the failure, never the key.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import io
 from collections.abc import Mapping
 from typing import Annotated, Any, Literal
 
-import httpx
-from PIL import Image, UnidentifiedImageError
 from pydantic import Field
 
 from nodeloom.nodes import media, providers, transcripts
+from nodeloom.nodes.adapters import media as adapter_media
 from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.base import (
     ArtifactRef,
@@ -51,7 +48,6 @@ from nodeloom.nodes.base import (
     Produced,
     input_text,
 )
-from nodeloom.nodes.http import Allowlist
 from nodeloom.settings import Settings
 
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # OpenAI's limit for an audio file to transcribe
@@ -85,43 +81,6 @@ class ImageToImageParams(Params):
     credential: str | None = providers.credential_param()
 
 
-def mask_png(mask: bytes, size: tuple[int, int], settings: Settings) -> bytes:
-    """The mask as OpenAI takes it: a PNG of the image's size whose transparent pixels mark
-    where to edit. A mask with transparency is used as it is (resized if needed); one
-    without is read as grey levels, white marking what to edit (the inpainting convention)."""
-    try:
-        image = Image.open(io.BytesIO(mask), formats=media.IMAGE_FORMATS)
-        image.load()
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError) as exc:
-        raise NodeFailure("the mask is not a readable image") from exc
-    media.check_pixels(settings, *image.size, what="mask")
-    if "A" in image.getbands() or image.info.get("transparency") is not None:
-        rgba = image.convert("RGBA")
-    else:
-        grey = image.convert("L")
-        rgba = Image.new("RGBA", grey.size, (0, 0, 0, 255))
-        rgba.putalpha(grey.point(lambda v: 255 - v))
-    if rgba.size != size:
-        rgba = rgba.resize(size, Image.Resampling.NEAREST)
-    return media.png_bytes(rgba, settings).data or b""
-
-
-async def _image_from_url(settings: Settings, url: str) -> bytes:
-    """An image the provider answered with by URL: fetched through the SSRF guard (the
-    address is the provider's choice), no larger than an artifact may be."""
-    guard = Allowlist.from_settings(settings)
-    timeout = httpx.Timeout(settings.provider_timeout_seconds)
-    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
-        response = await providers.send(client, "GET", url, {"Accept": "image/*"}, None, guard)
-    if response.status_code >= 400:
-        raise NodeFailure(
-            f"the provider's image URL answered HTTP {response.status_code}", "provider_error"
-        )
-    if len(response.content) > settings.max_artifact_bytes:
-        raise NodeFailure("the provider's image exceeds the artifact size limit", "limit_exceeded")
-    return response.content
-
-
 class ImageToImage(NodeType):
     spec = NodeSpec(
         type="ImageToImage",
@@ -139,6 +98,8 @@ class ImageToImage(NodeType):
         params=ImageToImageParams,
         cost=Cost(credits=25),
         needs_provider=True,
+        sandboxed=False,
+        adapter=True,
     )
 
     def unavailable_reason(self, settings: Settings) -> str | None:
@@ -166,26 +127,23 @@ class ImageToImage(NodeType):
             form["quality"] = params.quality
         if model.startswith("dall-e"):
             form["response_format"] = "b64_json"  # gpt-image-* always answer b64 and refuse it
-        files = {"image": ("image.png", image.read_bytes(), "image/png")}
+        pctx = policy.provider_context(ctx)
+        files = {"image": ("image.png", await asyncio.to_thread(image.read_bytes), "image/png")}
         mask = media.optional(inputs, "mask")
         if mask is not None:
-            size = (image.width or 0, image.height or 0)
-            data = await ctx.to_thread(mask_png, mask.read_bytes(), size, ctx.settings)
+            # Decoding and resizing the mask is CPU work: a sandbox process does it.
+            size = f"{image.width or 0}x{image.height or 0}"
+            src = pctx.scratch_dir / "mask-input"
+            await asyncio.to_thread(src.write_bytes, await asyncio.to_thread(mask.read_bytes))
+            prepared = await pctx.convert(src, f"{adapter_media.MASK_KIND}{size}")
+            assert prepared.path is not None
+            data = await asyncio.to_thread(prepared.path.read_bytes)
             files["mask"] = ("mask.png", data, "image/png")
-        guarded = params.credential is not None
-        response = await providers.call(
-            ctx.settings, "/images/edits", None, guarded=guarded, files=files, form=form
-        )
-        body = providers._json(response)
-        try:
-            first = body["data"][0]
-            if first.get("b64_json"):
-                data = base64.b64decode(first["b64_json"], validate=True)
-            else:
-                data = await _image_from_url(ctx.settings, str(first["url"]))
-        except (KeyError, IndexError, TypeError, AttributeError, binascii.Error) as exc:
-            raise NodeFailure("the AI provider's answer has no image", "provider_error") from exc
-        return await ctx.to_thread(providers.decode_provider_image, data, ctx.settings)
+        content, content_type = await asyncio.to_thread(providers.encode_body, None, files, form)
+        async with providers.endpoint(ctx) as api:
+            await ctx.progress(0.05)
+            body = await api.json("POST", "/images/edits", content=content, headers=content_type)
+            return await providers.answered_image(api, ctx, body)
 
 
 # ----------------------------------------------------------------------------- transcription
@@ -244,29 +202,6 @@ def _segments(body: dict[str, Any], duration: float) -> tuple[str, list[transcri
     return text.strip(), cues
 
 
-def _endpoint(ctx: NodeContext) -> policy.Provider:
-    """The provider to call: the account's ``openai`` credential the node names (a tenant's
-    address: guarded), else the operator's provider (trusted: its host is let past the
-    address check, as ``providers.call`` does). Its key is masked out of any message."""
-    settings = ctx.settings
-    pctx = ctx if isinstance(ctx, policy.ProviderContext) else None
-    if pctx is not None and pctx.credential is not None:
-        credential = policy.require_credential(pctx, providers.CREDENTIAL_KIND)
-        key, base_url = credential.value("api_key") or "", credential.value("base_url") or ""
-    else:
-        reason = providers.unavailable_reason(settings)
-        if reason:
-            raise NodeFailure(reason, code="provider_unavailable")
-        base_url = settings.provider_base_url or ""
-        key = providers.api_key(settings) or ""
-        allowed = [*settings.http_allowlist, httpx.URL(base_url).host]
-        settings = settings.model_copy(update={"http_allowlist": allowed})
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    return policy.Provider(
-        settings, name="the AI provider", base_url=base_url, headers=headers, secrets=(key,)
-    )
-
-
 class SpeechToText(NodeType):
     spec = NodeSpec(
         type="SpeechToText",
@@ -315,7 +250,7 @@ class SpeechToText(NodeType):
         data = await asyncio.to_thread(audio.read_bytes)
         files = {"file": ("audio.mp3", data, "audio/mpeg")}
         content, content_type = await asyncio.to_thread(providers.encode_body, None, files, form)
-        async with _endpoint(ctx) as api:
+        async with providers.endpoint(ctx) as api:
             await ctx.progress(0.05)
             body = await api.json(
                 "POST",

@@ -3,8 +3,12 @@
 Configured by settings: ``provider_base_url`` (required), the key from
 ``provider_api_key`` or else the encrypted ``<data_dir>/provider_key.enc`` written by
 ``nodeloom provider set-key`` (optional: local servers such as Ollama need none), model names
-and timeouts. Transient failures (429, 5xx, timeouts, dropped connections) are retried with
-exponential back-off, honouring ``Retry-After``; anything else becomes a ``NodeFailure`` with
+and timeouts. Every provider node here is a provider adapter (nodes/adapters/policy.py): it
+runs on the server's event loop and waits for the answer there, holding no sandbox process;
+only its CPU work (checking and storing a returned image, an edit's mask, returned audio)
+goes to a sandbox process (``ProviderContext.convert``). Transient failures (408, 429, 5xx,
+timeouts, dropped connections) are retried with exponential back-off, honouring
+``Retry-After`` (``policy.Provider.request``); anything else becomes a ``NodeFailure`` with
 the provider's own message. The key never appears in errors or logs.
 
 The provider address is chosen by the operator, not by workflow authors, so it is trusted and
@@ -12,32 +16,26 @@ may be private (a GPU box on the LAN, Ollama on localhost); the SSRF guard of ``
 protects against user-supplied URLs and is not applied to it.
 
 A node may instead name one of its account's credentials (param ``credential``, kind
-``openai``): the executor then hands the sandbox job that credential's ``base_url`` and key,
-which replace the operator's in that job's settings. That address is a tenant's choice, so
-every request to it passes the SSRF guard (``guarded=True``): private, loopback and link-local
+``openai``): the executor then hands the node that credential (decrypted on the server), whose
+``base_url`` and key replace the operator's (``endpoint``). That address is a tenant's
+choice, so every request to it passes the SSRF guard: private, loopback and link-local
 addresses are refused unless ``NODELOOM_HTTP_ALLOWLIST`` names them. See docs/providers.md.
 """
 
 from __future__ import annotations
 
 import asyncio
-import base64
-import binascii
-import email.utils
-import io
 import json
-import random
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any
 
 import httpx
-from PIL import Image, UnidentifiedImageError
 from pydantic import Field
 
 from nodeloom.auth.tokens import decrypt
 from nodeloom.nodes import media
+from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.base import (
     Cost,
     Input,
@@ -56,9 +54,7 @@ from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
 from nodeloom.settings import Settings
 
 KEY_FILE_NAME = "provider_key.enc"
-BACKOFF_BASE = 0.5  # seconds; doubled per attempt, with jitter
-BACKOFF_MAX = 30.0
-RETRY_AFTER_MAX = 60.0  # never sleep longer than this on a provider's say-so
+PROVIDER_NAME = "the AI provider"  # how failures name it
 
 
 def key_file(settings: Settings) -> Path:
@@ -88,21 +84,6 @@ def unavailable_reason(settings: Settings) -> str | None:
 def _provider(settings: Settings) -> dict[str, Any]:
     """The provider a node's answer comes from, as part of its cache fingerprint."""
     return {"provider": settings.provider_base_url}
-
-
-def _retry_after(response: httpx.Response) -> float | None:
-    value = response.headers.get("retry-after")
-    if value is None:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - time.time())
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -185,87 +166,81 @@ async def send(
     raise NodeFailure(f"host {target.host!r} has no address", code="provider_error")
 
 
-async def call(
-    settings: Settings,
-    path: str,
-    payload: Mapping[str, Any] | None,
-    *,
-    guarded: bool = False,
-    files: Files | None = None,
-    form: Mapping[str, str] | None = None,
-    key_header: str | None = None,
-) -> httpx.Response:
-    """POST ``payload`` (JSON, or a multipart ``form`` with ``files``) to
-    ``{base_url}{path}`` with retries; the successful response. ``guarded``: the address is
-    a tenant's (a credential's), checked as HttpRequest does. The key goes as
-    ``Authorization: Bearer``, or in ``key_header`` (ElevenLabs' ``xi-api-key``)."""
-    reason = unavailable_reason(settings)
-    if reason:
-        raise NodeFailure(reason, code="provider_unavailable")
-    assert settings.provider_base_url is not None
-    url = settings.provider_base_url.rstrip("/") + path
-    headers = {"Accept": "application/json, audio/mpeg"}
-    key = api_key(settings)
+def endpoint(ctx: NodeContext, key_header: str | None = None) -> policy.Provider:
+    """The provider a node calls: the account's credential the node names (a tenant's
+    address: every request SSRF-guarded), else the operator's provider (trusted: its host is
+    let past the address check, as it may be a GPU box on the LAN). The key goes as
+    ``Authorization: Bearer``, or in ``key_header`` (ElevenLabs' ``xi-api-key``); it is
+    masked out of any message quoted."""
+    settings = ctx.settings
+    credential = ctx.credential if isinstance(ctx, policy.ProviderContext) else None
+    if credential is not None:
+        key = credential.value("api_key") or ""
+        base_url = credential.value("base_url") or ""
+    else:
+        reason = unavailable_reason(settings)
+        if reason:
+            raise NodeFailure(reason, code="provider_unavailable")
+        base_url = settings.provider_base_url or ""
+        key = api_key(settings) or ""
+        allowed = [*settings.http_allowlist, httpx.URL(base_url).host]
+        settings = settings.model_copy(update={"http_allowlist": allowed})
+    headers: dict[str, str] = {}
     if key:
-        if key_header:
-            headers[key_header] = key
-        else:
-            headers["Authorization"] = f"Bearer {key}"
-    timeout = httpx.Timeout(settings.provider_timeout_seconds)
-    attempts = settings.provider_max_retries + 1
-    guard = Allowlist.from_settings(settings) if guarded else None
-    async with httpx.AsyncClient(timeout=timeout, trust_env=False) as client:
-        for attempt in range(attempts):
-            last = attempt == attempts - 1
-            try:
-                response = await send(
-                    client, "POST", url, headers, payload, guard, files=files, form=form
-                )
-            except (httpx.TimeoutException, httpx.NetworkError) as exc:
-                if last:
-                    raise NodeFailure(
-                        f"the AI provider did not answer after {attempts} attempts "
-                        f"({type(exc).__name__})",
-                        code="provider_error",
-                    ) from exc
-                await asyncio.sleep(_backoff(attempt))
-                continue
-            if response.status_code < 400:
-                return response
-            if _transient(response.status_code) and not last:
-                wait = _retry_after(response)
-                await asyncio.sleep(
-                    min(RETRY_AFTER_MAX, wait) if wait is not None else _backoff(attempt)
-                )
-                continue
-            message = _error_message(response)
-            if key:  # some providers quote the key they refuse
-                message = message.replace(key, "***")
-            raise NodeFailure(
-                f"the AI provider refused the request (HTTP {response.status_code}): {message}",
-                code="provider_error",
-            )
-    raise AssertionError("unreachable")  # pragma: no cover
+        headers = {key_header: key} if key_header else {"Authorization": f"Bearer {key}"}
+    return policy.Provider(
+        settings, name=PROVIDER_NAME, base_url=base_url, headers=headers, secrets=(key,)
+    )
 
 
-def _transient(status: int) -> bool:
-    """Worth another try: rate limited, request timeout, or a server-side failure."""
-    return status in (408, 429) or status >= 500
-
-
-def _backoff(attempt: int) -> float:
-    delay: float = min(BACKOFF_MAX, BACKOFF_BASE * 2**attempt)
-    return delay * (0.5 + random.random() / 2)  # noqa: S311 - jitter, not cryptography
-
-
-def _json(response: httpx.Response) -> dict[str, Any]:
+async def answered_image(api: policy.Provider, ctx: NodeContext, body: dict[str, Any]) -> Produced:
+    """The image of an images API answer (``data[0]``): its ``b64_json``, or the ``url``
+    some compatible servers answer with (fetched through the SSRF guard: the address is the
+    provider's choice), checked like any untrusted image and stored as PNG in a sandbox
+    process."""
+    pctx = policy.provider_context(ctx)
     try:
-        body = response.json()
-    except ValueError as exc:
-        raise NodeFailure("the AI provider answered with invalid JSON", "provider_error") from exc
-    if not isinstance(body, dict):
-        raise NodeFailure("the AI provider answered with unexpected JSON", "provider_error")
-    return body
+        first = body["data"][0]
+        encoded, url = first.get("b64_json"), first.get("url")
+    except (KeyError, IndexError, TypeError, AttributeError) as exc:
+        raise NodeFailure("the AI provider's answer has no image", "provider_error") from exc
+    if isinstance(encoded, str) and encoded:
+        return await api.download(pctx, "data:image/png;base64," + encoded, Kind.IMAGE)
+    if isinstance(url, str) and url.startswith(("http://", "https://")):
+        return await api.download(pctx, url, Kind.IMAGE)
+    raise NodeFailure("the AI provider's answer has no image", "provider_error")
+
+
+async def speech(
+    ctx: NodeContext,
+    path: str,
+    payload: Mapping[str, Any],
+    max_seconds: float,
+    key_header: str | None = None,
+) -> Produced:
+    """Speech from a text-to-speech endpoint (OpenAI's ``/audio/speech``, ElevenLabs'): the
+    MP3 streamed to the node's scratch directory within the size limit, checked (and, if
+    it is not MP3, re-encoded) in a sandbox process, no longer than ``max_seconds``."""
+    api = endpoint(ctx, key_header)  # first: a missing provider is the error to tell
+    pctx = policy.provider_context(ctx)
+    async with api:
+        await ctx.progress(0.05)
+        response = await api.request(
+            "POST", path, json_body=dict(payload), headers={"Accept": "audio/mpeg"}
+        )
+        limit = min(ctx.settings.provider_download_max_bytes, ctx.settings.max_artifact_bytes)
+        if len(response.content) > limit:
+            raise NodeFailure(
+                "the provider's audio exceeds the artifact size limit", "limit_exceeded"
+            )
+    file = pctx.scratch_dir / "speech.mp3"
+    await asyncio.to_thread(file.write_bytes, response.content)
+    produced: Produced = await pctx.convert(file, Kind.AUDIO.value)
+    if not produced.duration_ms:
+        raise NodeFailure("the provider returned empty audio", "provider_error")
+    if produced.duration_ms > max_seconds * 1000:
+        raise NodeFailure(f"speech is longer than max_seconds ({max_seconds:g} s)")
+    return produced
 
 
 async def check_openai(settings: Settings, base_url: str, key: str) -> tuple[bool, int | None, str]:
@@ -306,29 +281,6 @@ async def check_endpoint(
     )
 
 
-async def speech(
-    settings: Settings,
-    text: str,
-    voice: str,
-    speed: float,
-    *,
-    guarded: bool = False,
-    model: str = "",
-) -> bytes:
-    """MP3 bytes from ``/audio/speech`` (the TextToSpeech provider engine)."""
-    payload = {
-        "model": model or settings.provider_tts_model,
-        "input": text,
-        "voice": voice,
-        "speed": speed,
-        "response_format": "mp3",
-    }
-    response = await call(settings, "/audio/speech", payload, guarded=guarded)
-    if len(response.content) > settings.max_artifact_bytes:
-        raise NodeFailure("the provider's audio exceeds the artifact size limit", "limit_exceeded")
-    return response.content
-
-
 # ----------------------------------------------------------------------------- nodes
 
 
@@ -357,6 +309,8 @@ class LLMText(NodeType):
         params=LLMTextParams,
         cost=Cost(credits=5),
         needs_provider=True,
+        sandboxed=False,
+        adapter=True,
     )
 
     def unavailable_reason(self, settings: Settings) -> str | None:
@@ -380,8 +334,8 @@ class LLMText(NodeType):
             "temperature": params.temperature,
             "max_tokens": params.max_tokens,
         }
-        guarded = params.credential is not None
-        body = _json(await call(ctx.settings, "/chat/completions", payload, guarded=guarded))
+        async with endpoint(ctx) as api:
+            body = await api.json("POST", "/chat/completions", json_body=payload)
         try:
             content = body["choices"][0]["message"]["content"]
         except (KeyError, IndexError, TypeError) as exc:
@@ -402,21 +356,6 @@ class TextToImageParams(Params):
     credential: str | None = credential_param()
 
 
-def decode_provider_image(data: bytes, settings: Settings) -> Produced:
-    """Check the provider's image like any untrusted input, and store it as PNG."""
-    try:
-        image = Image.open(io.BytesIO(data), formats=media.IMAGE_FORMATS)
-    except (UnidentifiedImageError, Image.DecompressionBombError, OSError) as exc:
-        raise NodeFailure("the AI provider returned no readable image", "provider_error") from exc
-    with image:
-        media.check_pixels(settings, *image.size, what="generated image")
-        image.load()
-        if image.format == "PNG":
-            media.check_bytes(settings, len(data), "image")
-            return Produced(data=data, width=image.width, height=image.height)
-        return media.png_bytes(image.convert("RGBA" if "A" in image.mode else "RGB"), settings)
-
-
 class TextToImage(NodeType):
     spec = NodeSpec(
         type="TextToImage",
@@ -429,6 +368,8 @@ class TextToImage(NodeType):
         params=TextToImageParams,
         cost=Cost(credits=20),
         needs_provider=True,
+        sandboxed=False,
+        adapter=True,
     )
 
     def unavailable_reason(self, settings: Settings) -> str | None:
@@ -452,16 +393,9 @@ class TextToImage(NodeType):
             payload["response_format"] = "b64_json"  # gpt-image-* always answer b64 and refuse it
         if params.quality:
             payload["quality"] = params.quality
-        guarded = params.credential is not None
-        body = _json(await call(ctx.settings, "/images/generations", payload, guarded=guarded))
-        try:
-            encoded = body["data"][0]["b64_json"]
-            data = base64.b64decode(encoded, validate=True)
-        except (KeyError, IndexError, TypeError, binascii.Error) as exc:
-            raise NodeFailure(
-                "the AI provider's answer has no b64_json image", "provider_error"
-            ) from exc
-        return await ctx.to_thread(decode_provider_image, data, ctx.settings)
+        async with endpoint(ctx) as api:
+            body = await api.json("POST", "/images/generations", json_body=payload)
+            return await answered_image(api, ctx, body)
 
 
 NODES: list[NodeType] = [LLMText(), TextToImage()]

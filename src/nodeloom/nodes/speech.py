@@ -1,4 +1,10 @@
-"""Speech synthesis: eSpeak NG through ctypes (local, offline), or the configured provider.
+"""Speech synthesis: eSpeak NG through ctypes (local, offline), or a provider.
+
+A run that calls a provider (the configured one, or an account's ``openai`` or
+``elevenlabs`` credential; ``TextToSpeech.waits_on_provider``) is a provider adapter
+(nodes/adapters/policy.py): it waits on the event loop, holding no sandbox process, and only
+the check of the returned MP3 runs in a sandbox process. Local synthesis runs in a sandbox
+process, as every computing node does.
 
 eSpeak NG keeps global state (current voice, rate, callback) and is not thread-safe, so every
 use goes through ``_LOCK``: one synthesis at a time per process. It is fast (roughly 50x real
@@ -14,7 +20,6 @@ import re
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import av
@@ -22,6 +27,7 @@ import numpy as np
 from pydantic import Field
 
 from nodeloom.nodes import elevenlabs, media, providers
+from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.base import (
     Cost,
     Input,
@@ -262,15 +268,6 @@ class TextToSpeechParams(Params):
     )
 
 
-def _use_provider(settings: Settings, engine: str) -> bool:
-    if engine == "local":
-        return False
-    reason = providers.unavailable_reason(settings)
-    if engine == "provider" and reason:
-        raise NodeFailure(reason, code="provider_unavailable")
-    return reason is None
-
-
 class TextToSpeech(NodeType):
     spec = NodeSpec(
         type="TextToSpeech",
@@ -284,8 +281,20 @@ class TextToSpeech(NodeType):
         params=TextToSpeechParams,
         cost=Cost(credits=1, per_second=1),
         optional_provider=True,
+        adapter=True,  # when it calls a provider (waits_on_provider); local speech: sandboxed
         credential_kinds=("openai", elevenlabs.KIND),
     )
+
+    def waits_on_provider(
+        self, params: TextToSpeechParams, settings: Settings, credential_kind: str | None
+    ) -> bool:
+        """The provider speaks (so the run waits on the event loop) unless the local engine
+        is asked for, or chosen by ``auto`` for want of a provider or credential."""
+        if params.engine == "local":
+            return False
+        if credential_kind is not None or params.engine == "provider":
+            return True
+        return providers.unavailable_reason(settings) is None
 
     def fingerprint(self, params: TextToSpeechParams, settings: Settings) -> dict[str, Any]:
         """Which engine speaks (and, for the provider, which model) decides the sound."""
@@ -306,21 +315,22 @@ class TextToSpeech(NodeType):
         if not text:
             raise NodeFailure("there is no text to speak")
         max_seconds = min(params.max_seconds, ctx.settings.max_media_seconds)
+        credential = ctx.credential if isinstance(ctx, policy.ProviderContext) else None
+        kind = credential.kind if credential is not None else ctx.credential_kind
+        if self.waits_on_provider(params, ctx.settings, kind):  # as the executor decided
+            if kind == elevenlabs.KIND:
+                return await elevenlabs.speech(
+                    ctx, text, params.voice, params.model, params.speed, max_seconds
+                )
+            payload = {
+                "model": params.model or ctx.settings.provider_tts_model,
+                "input": text,
+                "voice": params.voice if params.voice in PROVIDER_VOICES else "alloy",
+                "speed": params.speed,
+                "response_format": "mp3",
+            }
+            return await providers.speech(ctx, "/audio/speech", payload, max_seconds)
         path = media.scratch_file(ctx, ".mp3")
-        if ctx.credential_kind == elevenlabs.KIND and params.engine != "local":
-            data = await elevenlabs.speech(
-                ctx.settings, text, params.voice, params.model, params.speed
-            )
-            path.write_bytes(data)
-            return await ctx.to_thread(_check_provider_audio, path, ctx.settings, max_seconds)
-        if _use_provider(ctx.settings, params.engine):
-            voice = params.voice if params.voice in PROVIDER_VOICES else "alloy"
-            guarded = params.credential is not None
-            data = await providers.speech(
-                ctx.settings, text, voice, params.speed, guarded=guarded, model=params.model
-            )
-            path.write_bytes(data)
-            return await ctx.to_thread(_check_provider_audio, path, ctx.settings, max_seconds)
         voice = "en" if params.voice in PROVIDER_VOICES else params.voice
         if not re.fullmatch(VOICE_PATTERN, voice):
             raise NodeFailure(f"{voice!r} is not an eSpeak NG voice name")
@@ -332,18 +342,6 @@ class TextToSpeech(NodeType):
             return media.encode_mp3(stereo, path, ctx.settings, cuts)
 
         return await media.run_with_progress(ctx, work)
-
-
-def _check_provider_audio(path: Path, settings: Settings, max_seconds: float) -> Produced:
-    """Keep the provider's MP3 only if it decodes and respects the length limit."""
-    media.check_bytes(settings, path.stat().st_size, "audio")
-    samples = media.decode_audio(path, settings, max_seconds)
-    if samples.shape[1] == 0:
-        raise NodeFailure("the provider returned empty audio")
-    info = media.probe(path)
-    if info.audio_codec != "mp3":
-        return media.encode_mp3(samples, path.with_suffix(".re.mp3"), settings)
-    return Produced(path=path, duration_ms=info.duration_ms)
 
 
 NODES: list[NodeType] = [TextToSpeech()]

@@ -10,6 +10,10 @@ sandbox process (``ProviderNodeContext.convert`` sends it there; sandbox/worker.
   else (WebM, MOV, GIF...) re-encoded as H.264 MP4 with its sound.
 
 Every file is checked like any untrusted input: pixels, length and size limits.
+
+One more kind prepares an input rather than an output: ``mask:WxH`` (``MASK_KIND``) makes of
+any image the mask OpenAI's image edits take, a PNG of W x H pixels whose transparent pixels
+mark where to edit (``ImageToImage``): decoding and resizing it is CPU work too.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from nodeloom.nodes import media
 from nodeloom.nodes.base import Kind, NodeFailure, Produced
 from nodeloom.settings import Settings
 
+MASK_KIND = "mask:"
 KEPT_VIDEO_AUDIO = frozenset({"aac", "mp3", "mp3float"})
 MAX_FPS = 60
 
@@ -41,6 +46,8 @@ def to_artifact(kind: str, src: Path, out_dir: Path, settings: Settings) -> Prod
         return _audio(src, out_dir, settings)
     if kind == Kind.VIDEO:
         return _video(src, out_dir, settings)
+    if kind.startswith(MASK_KIND):
+        return _mask(src, kind.removeprefix(MASK_KIND), out_dir, settings)
     raise NodeFailure(f"unknown artifact kind {kind!r}", "internal_error")
 
 
@@ -75,6 +82,38 @@ def _image(src: Path, out_dir: Path, settings: Settings) -> Produced:
             return Produced(path=src, width=image.width, height=image.height)
         mode = "RGBA" if "A" in image.getbands() or "transparency" in image.info else "RGB"
         produced = media.png_bytes(image.convert(mode), settings)
+    path = _out(out_dir, ".png")
+    assert produced.data is not None
+    path.write_bytes(produced.data)
+    return Produced(path=path, width=produced.width, height=produced.height)
+
+
+def _mask(src: Path, size: str, out_dir: Path, settings: Settings) -> Produced:
+    """The mask as OpenAI takes it: a PNG of ``size`` ("WxH", the image's) whose transparent
+    pixels mark where to edit. A mask with transparency is used as it is (resized if
+    needed); one without is read as grey levels, white marking what to edit (the inpainting
+    convention)."""
+    try:
+        width, height = (int(v) for v in size.split("x"))
+    except ValueError as exc:
+        raise NodeFailure(f"bad mask size {size!r}", "internal_error") from exc
+    media.check_pixels(settings, width, height)
+    try:
+        image = Image.open(src, formats=media.IMAGE_FORMATS)
+        image.load()
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError) as exc:
+        raise NodeFailure("the mask is not a readable image") from exc
+    with image:
+        media.check_pixels(settings, *image.size, what="mask")
+        if "A" in image.getbands() or image.info.get("transparency") is not None:
+            rgba = image.convert("RGBA")
+        else:
+            grey = image.convert("L")
+            rgba = Image.new("RGBA", grey.size, (0, 0, 0, 255))
+            rgba.putalpha(grey.point(lambda v: 255 - v))
+    if rgba.size != (width, height):
+        rgba = rgba.resize((width, height), Image.Resampling.NEAREST)
+    produced = media.png_bytes(rgba, settings)
     path = _out(out_dir, ".png")
     assert produced.data is not None
     path.write_bytes(produced.data)

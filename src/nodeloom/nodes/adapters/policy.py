@@ -37,11 +37,13 @@ import asyncio
 import base64
 import binascii
 import contextlib
+import email.utils
 import functools
 import hashlib
 import json
 import random
 import ssl
+import time
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
@@ -55,7 +57,6 @@ from pydantic import Field
 
 from nodeloom.nodes.base import ArtifactRef, Kind, NodeContext, NodeFailure, Produced
 from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
-from nodeloom.nodes.providers import _retry_after
 from nodeloom.settings import Settings
 
 BACKOFF_BASE = 0.5  # seconds; doubled per attempt, with jitter
@@ -196,6 +197,22 @@ def poll_delays(first: float = POLL_FIRST, most: float = POLL_MAX) -> Iterator[f
     while True:
         yield delay
         delay = min(most, delay * 1.5)
+
+
+def retry_after(response: httpx.Response) -> float | None:
+    """The seconds a provider's ``Retry-After`` asks for (a number or an HTTP date)."""
+    value = response.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 def transient(status: int) -> bool:
@@ -353,7 +370,7 @@ class Provider:
                 else _not_accepted(response.status_code)
             )
             if retry and not last:
-                wait = _retry_after(response)
+                wait = retry_after(response)
                 await asyncio.sleep(
                     min(RETRY_AFTER_MAX, wait) if wait is not None else backoff(attempt)
                 )
@@ -363,7 +380,8 @@ class Provider:
 
     def _unreachable(self, attempts: int, exc: Exception) -> ProviderError:
         return ProviderError(
-            f"{self.name} did not answer after {attempts} attempt(s) ({type(exc).__name__})"
+            f"{self.name} did not answer after {attempts} attempt{'s' if attempts != 1 else ''} "
+            f"({type(exc).__name__})"
         )
 
     def refused(self, response: httpx.Response) -> ProviderError:

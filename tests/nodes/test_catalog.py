@@ -242,8 +242,13 @@ def _cases() -> dict[str, CaseFactory]:
 CASES = _cases()
 
 
+# Node types whose output is another run's (the engine starts a child run for them), so they
+# cannot run alone here: tests/api/test_subworkflows.py runs them through the API.
+RUN_BY_THE_ENGINE = {"Workflow"}
+
+
 def test_every_registered_type_has_a_case() -> None:
-    registered = {node.spec.type for node in build_registry()}
+    registered = {node.spec.type for node in build_registry()} - RUN_BY_THE_ENGINE
     assert registered - CASES.keys() == set(), "add a Case for each new node type"
     assert CASES.keys() - registered == set()
     assert len(registered) >= 20

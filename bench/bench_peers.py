@@ -174,10 +174,11 @@ class Load:
     machine_busy_pct: float  # all cores, 100 = every core busy
 
 
-def wrk_lua(paths: list[str], stop_after: int = 0, marker: str = "") -> str:
+def wrk_lua(paths: list[str], stop_after: int = 0, marker: str = "", nonce: str = "") -> str:
     """POST a unique small JSON body per request (round-robin over ``paths``); with
     ``stop_after`` the (single) thread stops once that many 2xx responses arrived and writes
-    ``marker`` (wrk's main thread sleeps for the whole -d anyway: the caller SIGINTs it)."""
+    ``marker`` (wrk's main thread sleeps for the whole -d anyway: the caller SIGINTs it).
+    The bodies of two wrk runs are the same unless their ``nonce`` differs."""
     listed = ", ".join(f'"{p}"' for p in paths)
     return f"""
 paths = {{{listed}}}
@@ -190,7 +191,7 @@ wrk.headers["Content-Type"] = "application/json"
 request = function()
   counter = counter + 1
   local body = string.format(
-    '{{"text":"A sunset over the sea %d","category":"travel","id":%d}}', counter, counter)
+    '{{"text":"A sunset over the sea{nonce} %d","category":"travel","id":%d}}', counter, counter)
   return wrk.format(nil, paths[(counter % #paths) + 1], nil, body)
 end
 response = function(status, headers, body)
@@ -217,15 +218,21 @@ def run_wrk(
     seconds: int,
     server_pid: int,
     stop_after: int = 0,
+    nonce: str | None = None,
 ) -> Load:
     """One wrk run (1 thread). Counts come from wrk's own summary (the Lua ``done`` hook runs
     in another Lua state than the threads, so counters kept in Lua would not reach it).
-    With ``stop_after``, ``Load.seconds`` is the time until that many 2xx responses."""
+    With ``stop_after``, ``Load.seconds`` is the time until that many 2xx responses.
+    Bodies differ from every other run's unless ``nonce`` is given (the same nonce, the same
+    bodies): wrk's counter starts at 1 each run, so without one a run repeated the bodies of
+    the runs before it and Nodeloom's node cache answered them."""
+    if nonce is None:
+        nonce = f" {os.urandom(4).hex()}"
     assert base_url.startswith("http://127.0.0.1:"), "benchmarks target loopback only"
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         marker = Path(tmp) / "reached"
         script = Path(tmp) / "load.lua"
-        script.write_text(wrk_lua(paths, stop_after, str(marker)))
+        script.write_text(wrk_lua(paths, stop_after, str(marker), nonce))
         out_file = Path(tmp) / "wrk.out"
         cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "60s"]
         cmd += ["--latency", "-s", str(script), base_url + paths[0]]
@@ -801,6 +808,27 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=1, help="--queue-mode: workers of each")
     parser.add_argument("--no-n8n", action="store_true", help="--queue-mode: Nodeloom only")
     parser.add_argument("--queued-runs", type=int, default=1000, help="--queue-mode: runs of (e)")
+    parser.add_argument(
+        "--claim-hops",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--queue-mode: only N runs through the workers one at a time, the node claim "
+        "latency broken into its hops (bench/bench_worker_path.py)",
+    )
+    parser.add_argument(
+        "--scaling",
+        type=int,
+        default=0,
+        metavar="N",
+        help="--queue-mode: only completed runs/s of N runs with 1 and with 2 workers",
+    )
+    parser.add_argument(
+        "--scaling-delay", type=float, default=0.5, help="--scaling: the Delay's seconds"
+    )
+    parser.add_argument(
+        "--scaling-concurrency", type=int, default=8, help="--scaling: jobs per worker"
+    )
     args = parser.parse_args()
     if args.queue_mode:
         from bench import bench_queue_mode

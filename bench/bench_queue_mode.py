@@ -37,6 +37,7 @@ import psycopg
 
 from bench import bench_peers as peers
 from bench import bench_scaleout as scaleout
+from bench import bench_worker_path as worker_path
 from bench.common import WEBHOOK_GRAPH, free_port, make_account, median, percentile, table
 
 N8N_DB = os.environ.get("NODELOOM_BENCH_N8N_DB", "n8n_bench")
@@ -102,8 +103,15 @@ class CpuMeter:
     ``start`` and ``stop`` (a backend that appears meanwhile counts from zero; one that
     exits meanwhile is lost — the pools keep theirs for the whole load)."""
 
-    def __init__(self, roots: dict[str, list[int]], admin_url: str, database: str) -> None:
+    def __init__(
+        self,
+        roots: dict[str, list[int]],
+        admin_url: str,
+        database: str,
+        exclude: set[int] | None = None,
+    ) -> None:
         self.roots, self.admin_url, self.database = roots, admin_url, database
+        self.exclude = exclude or set()  # backends of the bench's own connections
         self._before: dict[str, dict[int, float]] = {}
 
     def _sample(self) -> dict[str, dict[int, float]]:
@@ -111,7 +119,7 @@ class CpuMeter:
         for part, roots in self.roots.items():
             pids = [p for root in roots for p in peers.process_tree(root)]
             found[part] = {p: s[1] for p in pids if (s := peers._proc_stat(p)) is not None}
-        pids = backends(self.admin_url, self.database)
+        pids = [p for p in backends(self.admin_url, self.database) if p not in self.exclude]
         found["PostgreSQL backends"] = {
             p: s[1] for p in pids if (s := peers._proc_stat(p)) is not None
         }
@@ -202,22 +210,26 @@ def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
         (mark,) = scaleout._sql(f.db_url, "select now()")[0]
         done0, failed0 = _completed(f.db_url)
         database = f.db_url.rsplit("/", 1)[1]
+        poller = worker_path.Poller(f.db_url.replace("+asyncpg", ""))
         meter = CpuMeter(
             {"API replica": [api], "workers": [w.pid for w in f.workers]},
             _pg_admin_dsn(),
             database,
+            exclude={poller.pid},
         )
-        time.sleep(2)  # let the counters of the warm-up reach pg_stat_database
+        time.sleep(worker_path.STATS_SETTLE_SECONDS)  # the warm-up's counters reach the view
         xacts0 = _transactions(_pg_admin_dsn(), database)
         meter.start()
         started = time.monotonic()
         peers.run_wrk(
             f.base_url, paths, connections=50, seconds=600, server_pid=api, stop_after=args.runs
         )
-        ended = _wait_finished(f.db_url, done0 + failed0 + args.runs)
+        ended = poller.wait_finished(done0 + failed0 + args.runs)
         cpu = meter.stop()
-        time.sleep(2)
-        xacts1 = _transactions(_pg_admin_dsn(), database)
+        time.sleep(worker_path.STATS_SETTLE_SECONDS)
+        # The bench's own look-ups are not the fleet's transactions.
+        xacts1 = _transactions(_pg_admin_dsn(), database) - poller.queries
+        poller.close()
         _, failed1 = _completed(f.db_url)
         claims = [
             scaleout._ms(q, s)
@@ -231,7 +243,7 @@ def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
         ]
         per_run = (xacts1 - xacts0) / args.runs
         peers.log(f"  {args.runs} runs in {ended - started:.2f} s, CPU {cpu}")
-        queued = _queued_load(f, [f"/api/v1/webhooks/{queued_token}"], meter, args)
+        queued = _queued_load(f, [f"/api/v1/webhooks/{queued_token}"], args)
     return QueueProduct(
         name="Nodeloom",
         topology=f"`serve --no-worker` + {args.workers} `nodeloom worker`",
@@ -246,9 +258,7 @@ def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
     )
 
 
-def _queued_load(
-    f: scaleout.Fleet, paths: list[str], meter: CpuMeter, args: argparse.Namespace
-) -> dict[str, str]:
+def _queued_load(f: scaleout.Fleet, paths: list[str], args: argparse.Namespace) -> dict[str, str]:
     """``--queued-runs`` runs of QUEUED_GRAPH at c=50: every run goes through the workers."""
     runs = args.queued_runs
     scaleout._wait_idle(f)
@@ -256,17 +266,25 @@ def _queued_load(
     (mark,) = scaleout._sql(f.db_url, "select now()")[0]
     done0, failed0 = _completed(f.db_url)
     database = f.db_url.rsplit("/", 1)[1]
-    time.sleep(2)
+    poller = worker_path.Poller(f.db_url.replace("+asyncpg", ""))
+    meter = CpuMeter(
+        {"API replica": [f.api.pid], "workers": [w.pid for w in f.workers]},
+        _pg_admin_dsn(),
+        database,
+        exclude={poller.pid},
+    )
+    time.sleep(worker_path.STATS_SETTLE_SECONDS)
     xacts0 = _transactions(_pg_admin_dsn(), database)
     meter.start()
     started = time.monotonic()
     peers.run_wrk(
         f.base_url, paths, connections=50, seconds=600, server_pid=f.api.pid, stop_after=runs
     )
-    ended = _wait_finished(f.db_url, done0 + failed0 + runs)
+    ended = poller.wait_finished(done0 + failed0 + runs)
     cpu = meter.stop()
-    time.sleep(2)
-    xacts = (_transactions(_pg_admin_dsn(), database) - xacts0) / runs
+    time.sleep(worker_path.STATS_SETTLE_SECONDS)
+    xacts = (_transactions(_pg_admin_dsn(), database) - poller.queries - xacts0) / runs
+    poller.close()
     claims = [
         scaleout._ms(q, s)
         for q, s in scaleout._sql(
@@ -279,20 +297,19 @@ def _queued_load(
     ]
     jobs, created = scaleout._sql(
         f.db_url,
-        "select count(*) filter (where n.queued_at is not null), count(distinct r.id)"
+        "select count(distinct n.claimed_by) filter (where n.claimed_by like 'job:%%'),"
+        " count(distinct r.id)"
         " from node_runs n join runs r on r.id = n.run_id where r.created_at > %s",
         mark,
     )[0]
     _, failed1 = _completed(f.db_url)
-    # The claim latency of a node that waits for nothing but its claim: one run at a time
-    # (under (e)'s backlog a node's wait is mostly the runs queued before it).
+    # The claim latency of a node that waits for nothing but its claim: one run at a time,
+    # each triggered once the one before ended (under (e)'s backlog a node's wait is mostly
+    # the runs queued before it; so it is with wrk at c=1, which triggers the next run as
+    # soon as the last was accepted). bench_worker_path.py breaks it into its hops.
     scaleout._wait_idle(f)
     (quiet,) = scaleout._sql(f.db_url, "select now()")[0]
-    done1 = sum(_completed(f.db_url))
-    peers.run_wrk(
-        f.base_url, paths, connections=1, seconds=120, server_pid=f.api.pid, stop_after=50
-    )
-    _wait_finished(f.db_url, done1 + 50)
+    worker_path.one_at_a_time(f, paths[0], 50)
     idle = [
         scaleout._ms(q, s)
         for q, s in scaleout._sql(
@@ -306,17 +323,19 @@ def _queued_load(
     found = {
         "completed runs/s": f"{runs / (ended - started):,.0f}",
         "failed": str(failed1 - failed0),
-        "nodes queued for a job, per run": f"{jobs / created:.2f}",
+        "queue jobs per run (a job and the instant nodes it executed share its claim)": (
+            f"{jobs / created:.2f}"
+        ),
         "claim latency under that load, p50 / p99 (ms)": (
             f"{median(claims):.1f} / {percentile(claims, 99):.1f}" if claims else "-"
         ),
-        "claim latency, one run at a time (c=1), p50 / p99 (ms)": (
+        "claim latency, one run at a time (50 runs), p50 / p99 (ms)": (
             f"{median(idle):.1f} / {percentile(idle, 99):.1f}" if idle else "-"
         ),
         "machine CPU ms per run": f"{1000 * sum(cpu.values()) / runs:.1f} ("
         + ", ".join(f"{k} {1000 * v / runs:.1f}" for k, v in cpu.items())
         + ")",
-        "database transactions per run": f"{xacts:.1f}",
+        "database transactions per run (the bench's own excluded)": f"{xacts:.1f}",
     }
     peers.log(f"  {found}")
     return found
@@ -516,7 +535,8 @@ def report(nl: QueueProduct, n8n: QueueProduct | None, args: argparse.Namespace)
     if nl.transactions_per_run is not None:
         text += (
             f"Database transactions per run during (b) (pg_stat_database, the workers' "
-            f"polls and heartbeats included): {nl.transactions_per_run:.1f}. "
+            f"polls and heartbeats included, the bench's own look-ups not): "
+            f"{nl.transactions_per_run:.1f}. "
         )
     if nl.queued:
         text += (
@@ -538,6 +558,9 @@ def report(nl: QueueProduct, n8n: QueueProduct | None, args: argparse.Namespace)
 
 def main(args: argparse.Namespace) -> None:
     peers.ensure_wrk()
+    if args.claim_hops or args.scaling:
+        worker_path.main(args)  # bench_worker_path.py: writes nothing to the docs
+        return
     nodeloom = measure_nodeloom(args)
     n8n = None
     if not args.no_n8n:

@@ -124,7 +124,11 @@ def _cli(env: dict[str, str], *args: str, log: Path) -> subprocess.Popen[bytes]:
 
 
 @contextlib.contextmanager
-def fleet(workers: int) -> Iterator[Fleet]:
+def fleet(
+    workers: int, concurrency: int = WORKER_CONCURRENCY, extra_env: dict[str, str] | None = None
+) -> Iterator[Fleet]:
+    """One ``serve --no-worker`` and ``workers`` ``nodeloom worker --concurrency
+    concurrency`` on a scratch database; ``extra_env`` is added to every process's."""
     with scratch_database() as db_url, tempfile.TemporaryDirectory(prefix="nl-scale-") as tmp:
         data = Path(tmp)
         port = free_port()
@@ -137,6 +141,7 @@ def fleet(workers: int) -> Iterator[Fleet]:
             "NODELOOM_SECRET_KEY": "bench-secret-" + "x" * 40,
             "NODELOOM_BASE_URL": f"http://127.0.0.1:{port}",
             "NODELOOM_LOG_LEVEL": "INFO",  # a worker says it is ready at INFO
+            **(extra_env or {}),
         }
         api = _cli(env, "serve", "--no-worker", "--port", str(port), log=data / "api.log")
         procs = [api]
@@ -145,7 +150,7 @@ def fleet(workers: int) -> Iterator[Fleet]:
             started = []
             for i in range(workers):
                 log = data / f"worker{i}.log"
-                proc = _cli(env, "worker", "--concurrency", str(WORKER_CONCURRENCY), log=log)
+                proc = _cli(env, "worker", "--concurrency", str(concurrency), log=log)
                 procs.append(proc)
                 started.append(proc)
                 _wait_log(log, "nodes at once", proc)

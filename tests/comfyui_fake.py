@@ -5,10 +5,16 @@ optional caller ``prompt_id``), ``GET /ws?clientId=`` messages, ``GET /history/{
 ``GET /view``. Prompts run one at a time: each node in id order sends ``executing``; a
 ``KSampler`` sends ``progress`` for ``steps`` steps ``step_seconds`` apart; ``SaveImage`` /
 ``PreviewImage`` save a real PNG (Pillow) sized by the ``EmptyLatentImage`` or the uploaded
-``LoadImage`` image. A node of class ``Explode`` fails with an ``execution_error``.
+``LoadImage`` image. A node of class ``Explode`` fails with an ``execution_error``. Video and
+sound are saved as ComfyUI's nodes save them, real files made with PyAV and Pillow, under
+the history key each uses: ``VHS_VideoCombine`` (VideoHelperSuite) lists an H.264 MP4, a
+GIF or an animated WebP (its ``format``) under ``gifs``; core ``SaveVideo`` an MP4 and
+``SaveAnimatedWEBP`` a WebP under ``images`` with ``animated: [true]``; ``SaveAudio`` a FLAC
+and ``SaveAudioMP3`` an MP3 under ``audio``.
 
 It counts what a test checks: submissions, interrupts, queue deletes, uploads, and the
-``Authorization`` header of every request.
+``Authorization`` header of every request. ``hold`` keeps a ``POST /prompt`` waiting, before
+the prompt is queued, until the test sets it (``received`` says one arrived).
 """
 
 from __future__ import annotations
@@ -17,15 +23,21 @@ import asyncio
 import contextlib
 import email.parser
 import email.policy
+import functools
 import io
+import mimetypes
 import os
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import av
+import numpy as np
 import uvicorn
 from PIL import Image
 from starlette.applications import Starlette
@@ -34,6 +46,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
+from nodeloom.nodes import media
+from nodeloom.settings import Settings
 from tests.server import free_port
 
 KNOWN = {
@@ -47,8 +61,23 @@ KNOWN = {
     "SaveImage",
     "PreviewImage",
     "Explode",
+    "UNETLoader",
+    "CLIPLoader",
+    "VAELoader",
+    "ModelSamplingSD3",
+    "EmptyHunyuanLatentVideo",
+    "CreateVideo",
+    "SaveVideo",
+    "SaveAnimatedWEBP",
+    "VHS_VideoCombine",
+    "EmptyLatentAudio",
+    "VAEDecodeAudio",
+    "SaveAudio",
+    "SaveAudioMP3",
 }
 OUTPUTS = {"SaveImage", "PreviewImage"}
+VIDEO_FPS, VIDEO_FRAMES, VIDEO_SIZE = 8, 16, (64, 48)  # a 2-second clip
+AUDIO_SECONDS = 1.0
 
 
 @dataclass
@@ -65,6 +94,8 @@ class FakeComfyUI:
     history: dict[str, dict[str, Any]] = field(default_factory=dict)
     files: dict[str, bytes] = field(default_factory=dict)
     started: threading.Event = field(default_factory=threading.Event)
+    hold: threading.Event | None = None
+    received: threading.Event = field(default_factory=threading.Event)
     # (prompt id, prompt, client id), in queue order; the first one runs.
     _queue: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
     _sockets: dict[str, WebSocket] = field(default_factory=dict)
@@ -118,6 +149,9 @@ class FakeComfyUI:
                 "details": "",
             }
             return JSONResponse({"error": error, "node_errors": node_errors}, 400)
+        self.received.set()
+        if self.hold is not None:
+            await asyncio.to_thread(self.hold.wait, 30)
         prompt_id = str(body.get("prompt_id") or uuid.uuid4())
         self.submissions.append(body)
         self._queue.append((prompt_id, prompt, str(body.get("client_id", ""))))
@@ -174,7 +208,8 @@ class FakeComfyUI:
         name = request.query_params.get("filename", "")
         if name not in self.files:
             return JSONResponse({"error": "not found"}, 404)
-        return Response(self.files[name], media_type="image/png")
+        media_type = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return Response(self.files[name], media_type=media_type)
 
     async def ws(self, websocket: WebSocket) -> None:
         if not self._authorized(websocket):
@@ -264,17 +299,40 @@ class FakeComfyUI:
                         return
                     progress = {**base, "value": step, "max": self.steps, "node": node_id}
                     await self._send(client_id, "progress", progress)
-            if kind in OUTPUTS:
-                name = f"ComfyUI_{len(self.files):05d}_.png"
-                self.files[name] = _png(*_size(prompt, self.uploads))
-                images = [{"filename": name, "subfolder": "", "type": "output"}]
-                outputs[node_id] = {"images": images}
-                await self._send(
-                    client_id, "executed", {**base, "node": node_id, "output": {"images": images}}
-                )
+            saved = await self._save(kind, node["inputs"], prompt)
+            if saved is not None:
+                outputs[node_id] = saved
+                await self._send(client_id, "executed", {**base, "node": node_id, "output": saved})
         self._finish(prompt_id, prompt, outputs, "success", [])
         await self._send(client_id, "executing", {**base, "node": None})
         await self._send(client_id, "execution_success", base)
+
+    async def _save(
+        self, kind: str, inputs: dict[str, Any], prompt: dict[str, Any]
+    ) -> dict[str, Any] | None:
+        """What an output node of class ``kind`` saves, as its history entry lists it."""
+        if kind in OUTPUTS:
+            png = await asyncio.to_thread(_png, *_size(prompt, self.uploads))
+            return {"images": [self._file("png", png)]}
+        if kind == "VHS_VideoCombine":
+            fmt = str(inputs.get("format") or "video/h264-mp4")
+            suffix = {"image/gif": "gif", "image/webp": "webp"}.get(fmt, "mp4")
+            ref = self._file(suffix, await asyncio.to_thread(sample, suffix))
+            return {"gifs": [{**ref, "format": fmt, "frame_rate": VIDEO_FPS}]}
+        if kind in ("SaveVideo", "SaveAnimatedWEBP"):
+            suffix = "mp4" if kind == "SaveVideo" else "webp"
+            data = await asyncio.to_thread(sample, suffix)
+            return {"images": [self._file(suffix, data)], "animated": [True]}
+        if kind in ("SaveAudio", "SaveAudioMP3"):
+            suffix = "flac" if kind == "SaveAudio" else "mp3"
+            data = await asyncio.to_thread(sample, suffix)
+            return {"audio": [self._file(suffix, data, subfolder="audio")]}
+        return None
+
+    def _file(self, suffix: str, data: bytes, subfolder: str = "") -> dict[str, Any]:
+        name = f"ComfyUI_{len(self.files):05d}_.{suffix}"
+        self.files[name] = data
+        return {"filename": name, "subfolder": subfolder, "type": "output"}
 
     def _finish(
         self,
@@ -357,6 +415,51 @@ def _png(width: int, height: int) -> bytes:
     return buffer.getvalue()
 
 
+def _frames() -> list[Image.Image]:
+    return [Image.new("RGB", VIDEO_SIZE, (i * 15 % 255, 90, 160)) for i in range(VIDEO_FRAMES)]
+
+
+@functools.cache
+def sample(suffix: str) -> bytes:
+    """A real file of each kind a ComfyUI output node saves (made once per test process)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / f"sample.{suffix}"
+        if suffix == "mp4":
+            writer = media.VideoWriter(path, *VIDEO_SIZE, VIDEO_FPS)
+            for frame in _frames():
+                writer.write_image(frame)
+            writer.close()
+        elif suffix in ("gif", "webp"):
+            frames = _frames()
+            frames[0].save(
+                path, save_all=True, append_images=frames[1:], duration=1000 // VIDEO_FPS, loop=0
+            )
+        elif suffix == "mp3":
+            media.encode_mp3(_tone(media.SAMPLE_RATE, channels=2), path, Settings())
+        else:
+            _write_flac(path)
+        return path.read_bytes()
+
+
+def _tone(rate: int, channels: int = 1) -> Any:
+    t = np.arange(round(rate * AUDIO_SECONDS), dtype=np.float32) / rate
+    mono = (0.3 * np.sin(2 * np.pi * 330 * t)).astype(np.float32)
+    return np.stack([mono] * channels)
+
+
+def _write_flac(path: Path) -> None:
+    rate = 44100
+    with av.open(str(path), "w", format="flac") as out:
+        stream = out.add_stream("flac", rate=rate, layout="mono")
+        samples = (_tone(rate) * 32767).astype(np.int16)
+        frame = av.AudioFrame.from_ndarray(samples, format="s16", layout="mono")
+        frame.sample_rate = rate
+        for packet in stream.encode(frame):
+            out.mux(packet)
+        for packet in stream.encode(None):
+            out.mux(packet)
+
+
 @contextlib.contextmanager
 def running(fake: FakeComfyUI) -> Iterator[FakeComfyUI]:
     """``fake`` served on 127.0.0.1 in a thread of its own until the block ends."""
@@ -402,4 +505,94 @@ SDXL_WORKFLOW: dict[str, Any] = {
     "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "blurry", "clip": ["4", 1]}},
     "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
     "9": {"class_type": "SaveImage", "inputs": {"filename_prefix": "ComfyUI", "images": ["8", 0]}},
+}
+
+
+# Wan 2.1 text to video as Export (API) saves it, the frames saved by VideoHelperSuite.
+VIDEO_WORKFLOW: dict[str, Any] = {
+    "3": {
+        "class_type": "KSampler",
+        "inputs": {
+            "seed": 82628696717253,
+            "steps": 30,
+            "cfg": 6,
+            "sampler_name": "uni_pc",
+            "scheduler": "simple",
+            "denoise": 1,
+            "model": ["48", 0],
+            "positive": ["6", 0],
+            "negative": ["7", 0],
+            "latent_image": ["40", 0],
+        },
+    },
+    "6": {"class_type": "CLIPTextEncode", "inputs": {"text": "a fox in snow", "clip": ["38", 0]}},
+    "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "static, blurry", "clip": ["38", 0]}},
+    "8": {"class_type": "VAEDecode", "inputs": {"samples": ["3", 0], "vae": ["39", 0]}},
+    "37": {
+        "class_type": "UNETLoader",
+        "inputs": {"unet_name": "wan2.1_t2v_1.3B_fp16.safetensors", "weight_dtype": "default"},
+    },
+    "38": {
+        "class_type": "CLIPLoader",
+        "inputs": {"clip_name": "umt5_xxl_fp8_e4m3fn_scaled.safetensors", "type": "wan"},
+    },
+    "39": {"class_type": "VAELoader", "inputs": {"vae_name": "wan_2.1_vae.safetensors"}},
+    "40": {
+        "class_type": "EmptyHunyuanLatentVideo",
+        "inputs": {"width": 832, "height": 480, "length": 33, "batch_size": 1},
+    },
+    "48": {"class_type": "ModelSamplingSD3", "inputs": {"shift": 8, "model": ["37", 0]}},
+    "50": {
+        "class_type": "VHS_VideoCombine",
+        "inputs": {
+            "frame_rate": 16,
+            "loop_count": 0,
+            "filename_prefix": "Wan",
+            "format": "video/h264-mp4",
+            "pix_fmt": "yuv420p",
+            "crf": 19,
+            "save_metadata": True,
+            "pingpong": False,
+            "save_output": True,
+            "images": ["8", 0],
+        },
+    },
+}
+
+# Stable Audio Open as Export (API) saves it: a FLAC saved by SaveAudio.
+AUDIO_WORKFLOW: dict[str, Any] = {
+    "3": {
+        "class_type": "KSampler",
+        "inputs": {
+            "seed": 840714208,
+            "steps": 50,
+            "cfg": 4.98,
+            "sampler_name": "dpmpp_3m_sde_gpu",
+            "scheduler": "exponential",
+            "denoise": 1,
+            "model": ["4", 0],
+            "positive": ["6", 0],
+            "negative": ["7", 0],
+            "latent_image": ["11", 0],
+        },
+    },
+    "4": {
+        "class_type": "CheckpointLoaderSimple",
+        "inputs": {"ckpt_name": "stable-audio-open-1.0.safetensors"},
+    },
+    "6": {
+        "class_type": "CLIPTextEncode",
+        "inputs": {"text": "rain on a tin roof", "clip": ["10", 0]},
+    },
+    "7": {"class_type": "CLIPTextEncode", "inputs": {"text": "", "clip": ["10", 0]}},
+    "10": {
+        "class_type": "CLIPLoader",
+        "inputs": {"clip_name": "t5_base.safetensors", "type": "stable_audio"},
+    },
+    "11": {"class_type": "EmptyLatentAudio", "inputs": {"seconds": 10, "batch_size": 1}},
+    "12": {"class_type": "VAEDecodeAudio", "inputs": {"samples": ["3", 0], "vae": ["4", 2]}},
+    "19": {
+        "class_type": "SaveAudio",
+        "inputs": {"filename_prefix": "audio/ComfyUI", "audio": ["12", 0]},
+    },
 }

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 from nodeloom.api.app import create_app
 from nodeloom.db.migrate import upgrade
 from nodeloom.settings import Settings
+from tests.providers.fakes import FakeFal, FakeReplicate
 from tests.services import POSTGRES_ADMIN_URL, require_postgres
 
 TEST_SECRET = "test-secret-" + "x" * 40
@@ -161,6 +162,28 @@ async def make_user(client: httpx.AsyncClient, email: str) -> User:
     )
     assert r.status_code == 201, r.text
     return User(account_id, email, jwt, r.json()["key"])
+
+
+@pytest.fixture(scope="module")
+def fakes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the provider fakes keep the media they answer with, one folder per module."""
+    return tmp_path_factory.mktemp("fakes")
+
+
+@pytest.fixture
+def replicate_fake(fakes_dir: Path) -> Iterator[FakeReplicate]:
+    """A fake of Replicate's HTTP API on 127.0.0.1 (tests/providers/fakes.py)."""
+    fake = FakeReplicate(fakes_dir)
+    yield fake
+    fake.stop()
+
+
+@pytest.fixture
+def fal_fake(fakes_dir: Path) -> Iterator[FakeFal]:
+    """A fake of fal's queue API on 127.0.0.1 (tests/providers/fakes.py)."""
+    fake = FakeFal(fakes_dir)
+    yield fake
+    fake.stop()
 
 
 @pytest.fixture

@@ -100,6 +100,24 @@ TRANSCRIPT_SEGMENTS = [
 EDITED_COLOR = (51, 102, 204)  # the colour of every image the fake's edits answer with
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A fake's request handler: logs nothing, answers with ``_send``."""
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+    def _send(
+        self, status: int, body: bytes, content_type: str, extra: Mapping[str, str] = {}
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        self.send_header("Content-Length", str(len(body)))
+        for key, value in extra.items():
+            self.send_header(key, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+
 def serve(handler: type[BaseHTTPRequestHandler]) -> FakeServer:
     """Serve ``handler`` on a free port in a thread; ``stop()`` ends it."""
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -120,21 +138,7 @@ def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
     png = _png(40, 30)
     server: FakeServer
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _send(
-            self, status: int, body: bytes, content_type: str, extra: Mapping[str, str] = {}
-        ) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for key, value in extra.items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(QuietHandler):
         def do_POST(self) -> None:
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
             server.requests.append(Recorded("POST", self.path, dict(self.headers), body))
@@ -229,21 +233,7 @@ def fake_elevenlabs(tmp_path: Path) -> Iterator[FakeServer]:
     mp3 = _speech_mp3(tmp_path)
     server: FakeServer
 
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-        def _send(
-            self, status: int, body: bytes, content_type: str, extra: Mapping[str, str] = {}
-        ) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", content_type)
-            self.send_header("Content-Length", str(len(body)))
-            for key, value in extra.items():
-                self.send_header(key, value)
-            self.end_headers()
-            self.wfile.write(body)
-
+    class Handler(QuietHandler):
         def _detail(
             self, status: int, code: str, message: str, extra: Mapping[str, str] = {}
         ) -> None:

@@ -4,7 +4,6 @@ test process (no outside service), with a fresh bucket per test."""
 from __future__ import annotations
 
 import logging
-import socket
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -12,6 +11,8 @@ from dataclasses import dataclass
 import boto3
 import pytest
 from moto.server import ThreadedMotoServer
+
+from tests.server import free_port
 
 ACCESS_KEY = "nodeloom-test"
 SECRET_KEY = "nodeloom-test-secret"
@@ -44,9 +45,7 @@ class S3Server:
 
 @pytest.fixture(scope="session")
 def s3_server() -> Iterator[S3Server]:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    port = free_port()
     # One log line per request would bury a failing test's own output.
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)

@@ -20,7 +20,29 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-class ServerProcess:
+class ChildProcess:
+    """A process the tests started, ended by its own PID."""
+
+    proc: subprocess.Popen[bytes] | None
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown handlers, exactly like a crash."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+    def stop(self) -> None:
+        """SIGTERM (a graceful shutdown), then SIGKILL if it is not over in 30 s."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+class ServerProcess(ChildProcess):
     def __init__(
         self, data_dir: Path, env: dict[str, str] | None = None, args: list[str] | None = None
     ) -> None:
@@ -71,23 +93,8 @@ class ServerProcess:
         self.stop()
         raise RuntimeError(f"server did not become healthy: {self.log_path.read_text()}")
 
-    def kill(self) -> None:
-        """SIGKILL: no shutdown handlers, exactly like a crash."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
 
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
-class WorkerProcess:
+class WorkerProcess(ChildProcess):
     """A real ``nodeloom worker`` (PostgreSQL queue), started and stopped by its own PID."""
 
     def __init__(self, data_dir: Path, env: dict[str, str], concurrency: int = 4) -> None:
@@ -124,17 +131,3 @@ class WorkerProcess:
     def pid(self) -> int:
         assert self.proc is not None
         return self.proc.pid
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)

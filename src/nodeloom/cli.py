@@ -86,6 +86,14 @@ def worker(
         int | None,
         typer.Option(help="Node jobs run at once (default NODELOOM_WORKER_CONCURRENCY).", min=1),
     ] = None,
+    wait_concurrency: Annotated[
+        int | None,
+        typer.Option(
+            help="Jobs of nodes that only wait (provider calls, child runs) run at once, "
+            "besides those (default NODELOOM_WORKER_WAIT_CONCURRENCY).",
+            min=1,
+        ),
+    ] = None,
 ) -> None:
     """Run workflow nodes from the PostgreSQL job queue; serves no HTTP. Stop with SIGTERM:
     running nodes get NODELOOM_SHUTDOWN_GRACE_SECONDS, then go back to the queue."""
@@ -99,6 +107,8 @@ def worker(
         raise typer.Exit(2)
     if concurrency is not None:
         settings.worker_concurrency = concurrency
+    if wait_concurrency is not None:
+        settings.worker_wait_concurrency = wait_concurrency
     upgrade(settings.effective_database_url)
     asyncio.run(_work(settings))
 
@@ -118,9 +128,10 @@ async def _work(settings: Settings) -> None:
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.set)
     logging.getLogger("nodeloom").info(
-        "worker %s running up to %d nodes at once",
+        "worker %s running up to %d nodes at once, and waiting on up to %d more",
         runtime.identity.token,
         settings.worker_concurrency,
+        settings.worker_wait_concurrency,
     )
     try:
         await stop.wait()

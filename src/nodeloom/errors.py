@@ -8,6 +8,7 @@ RFC 9457 problem+json responses.
         │   └── InvalidGraph        400 invalid_graph
         ├── Unauthorized            401 unauthorized
         ├── InvalidCredentials      401 invalid_credentials
+        ├── InvalidSignature        401 invalid_signature (a provider's webhook delivery)
         ├── InsufficientCredits     402 insufficient_credits
         ├── Forbidden               403 forbidden
         │   ├── JwtRequired         403 jwt_required
@@ -92,6 +93,15 @@ class InvalidCredentials(ProblemError):
     status = 401
     code = "invalid_credentials"
     title = "Invalid credentials"
+
+
+class InvalidSignature(ProblemError):
+    """A provider's webhook delivery whose Standard Webhooks signature is missing, malformed,
+    stale or wrong (api/routes/provider_hooks.py)."""
+
+    status = 401
+    code = "invalid_signature"
+    title = "Invalid signature"
 
 
 class InsufficientCredits(ProblemError):

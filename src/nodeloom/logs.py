@@ -15,7 +15,8 @@ What is replaced by ``[redacted]``:
 
 - the value of a credential-bearing query parameter (``token``, ``sig``, ``access_token``,
   ``api_key``, ``key``, ``secret``, ``password``), wherever a URL appears in a line;
-- the path segment after ``/api/v1/webhooks/`` (a webhook token, even a truncated one);
+- the path segment after ``/api/v1/webhooks/`` (a webhook token, even a truncated one), and
+  after ``/api/v1/provider-hooks/<provider>/`` (the token of a provider's webhook URL);
 - anything shaped like an API key (``nlk_...``) or a JWT (``eyJ...``.``...``.``...``), and
   the credential after ``Bearer``, so a credential logged outside a URL is caught too.
 
@@ -43,7 +44,7 @@ _SECRET = re.compile(
             # of the URL) goes. Case-insensitive: a client may send ?Token=.
             r"(?P<param>[?&;](?i:" + "|".join(SECRET_PARAMETERS) + r")=)[^&;#\s\"'<>]*",
             # The webhook trigger path: its one segment is the token.
-            r"(?P<hook>/api/v1/webhooks/)[^/?#\s\"'<>]+",
+            r"(?P<hook>/api/v1/webhooks/|/api/v1/provider-hooks/[a-z]+/)[^/?#\s\"'<>]+",
             r"(?P<bearer>(?i:bearer)\s+)[^\s,;\"'<>]+",
             r"(?P<key>nlk_)[A-Za-z0-9_-]+",
             r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*",

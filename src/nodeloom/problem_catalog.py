@@ -79,6 +79,18 @@ CATALOG: tuple[ProblemType, ...] = (
         "are answered `rate_limited` for longer and longer, up to 15 minutes.",
     ),
     _p(
+        "invalid_signature",
+        401,
+        "Invalid signature",
+        "A provider's webhook delivery to `/api/v1/provider-hooks/...` (Replicate's) without a "
+        "valid Standard Webhooks signature: a `webhook-id`, `webhook-timestamp` or "
+        "`webhook-signature` header missing or malformed, a timestamp more than 5 minutes "
+        "from the server clock (a replay), or a signature that does not match the body with "
+        "the provider's signing secret. Nothing was kept; the node goes on waiting.",
+        "Only the provider can call this URL. If its genuine deliveries are refused, check "
+        "the server's clock; the node still finishes by polling.",
+    ),
+    _p(
         "insufficient_credits",
         402,
         "Insufficient credits",

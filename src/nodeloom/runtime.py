@@ -125,7 +125,10 @@ class Runtime:
             dispatcher = LocalDispatcher(env, identity)
         else:
             dispatcher = QueueDispatcher(
-                env, executes=executes, concurrency=settings.worker_concurrency
+                env,
+                executes=executes,
+                concurrency=settings.worker_concurrency,
+                wait_concurrency=settings.worker_wait_concurrency,
             )
         revocations = Revocations()
         runtime = cls(

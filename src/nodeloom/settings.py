@@ -43,9 +43,10 @@ class Settings(BaseSettings):
     base_url: str | None = Field(
         default=None,
         description="Public address of the server (scheme, host, port, no path), used in the "
-        "URLs it hands out: webhook URLs, signed artifact URLs, problem `type` links. Unset "
-        "(or empty): each URL is built from the request it answers (its scheme and Host "
-        "header). Set it in production, to the address clients use.",
+        "URLs it hands out: webhook URLs, signed artifact URLs, problem `type` links, and the "
+        "webhook URL Replicate calls back (unless it is localhost, a one-label name or a "
+        "private address). Unset (or empty): each URL is built from the request it answers "
+        "(its scheme and Host header). Set it in production, to the address clients use.",
     )
     forwarded_allow_ips: str = Field(
         default="",
@@ -96,6 +97,14 @@ class Settings(BaseSettings):
         ge=1,
         description="PostgreSQL: node jobs one worker process runs at once (nodeloom worker "
         "--concurrency sets it too); their sandbox processes are bounded as usual.",
+    )
+    worker_wait_concurrency: int = Field(
+        default=500,
+        ge=1,
+        description="PostgreSQL: jobs of nodes that only wait (a provider call in flight, a "
+        "child run) one worker process runs at once, besides its worker_concurrency computing "
+        "ones (nodeloom worker --wait-concurrency sets it too). They hold no sandbox process "
+        "and no database connection while they wait.",
     )
     node_packages: Annotated[list[str] | None, NoDecode] = Field(
         default=None,
@@ -264,8 +273,19 @@ class Settings(BaseSettings):
         default="https://api.replicate.com/v1",
         description="Replicate's HTTP API (ReplicateModel and the video/music nodes).",
     )
+    replicate_webhook_poll_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="When Replicate calls the server back (a public NODELOOM_BASE_URL, see "
+        "docs/providers.md): seconds between the status polls still made meanwhile, so a "
+        "lost webhook only delays a node.",
+    )
     fal_queue_url: str = Field(
         default="https://queue.fal.run", description="fal's queue API (FalModel and families)."
+    )
+    fal_api_url: str = Field(
+        default="https://api.fal.ai/v1",
+        description="fal's platform API: credential tests (model pricing) and model schemas.",
     )
     provider_credits_per_usd: float = Field(
         default=100.0,

@@ -29,6 +29,7 @@ from tests.api.test_webhooks import set_plan
 from tests.conftest import User, make_user, text_graph
 from tests.fakes import FakeServer, Recorded, serve
 from tests.runs_helpers import create_workflow, execute, wait_for_run
+from tests.server import free_port
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -309,12 +310,7 @@ class TestDelivery:
 
 
 def receiver_port_closed() -> str:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    return f"http://127.0.0.1:{port}/gone"
+    return f"http://127.0.0.1:{free_port()}/gone"
 
 
 class TestTriggers:

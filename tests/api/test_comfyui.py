@@ -1,23 +1,35 @@
-"""``ComfyUIWorkflow`` through our API, against a real fake ComfyUI server on 127.0.0.1
-(HTTP and WebSocket), on SQLite and PostgreSQL: bindings of upstream text, number and image,
-the output image as an artifact, ComfyUI's errors quoted, cancel, size limits, and the checks
-made when the workflow is saved."""
+"""``ComfyUIWorkflow`` (and its video and audio variants) through our API, against a real fake
+ComfyUI server on 127.0.0.1 (HTTP and WebSocket), on SQLite and PostgreSQL: bindings of
+upstream text, number and image, the output image, video or sound as an artifact of our
+types, ComfyUI's errors quoted, cancel (also while the prompt is being queued), size limits,
+and the checks made when the workflow is saved."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
 import io
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
 
+import av
 import httpx
 import pytest
 from PIL import Image
 
 from tests.api.test_auth import assert_problem
-from tests.comfyui_fake import SDXL_WORKFLOW, FakeComfyUI, running
+from tests.comfyui_fake import (
+    AUDIO_WORKFLOW,
+    SDXL_WORKFLOW,
+    VIDEO_FPS,
+    VIDEO_FRAMES,
+    VIDEO_SIZE,
+    VIDEO_WORKFLOW,
+    FakeComfyUI,
+    running,
+)
 from tests.conftest import User
 from tests.runs_helpers import create_workflow, e, g, n, wait_for_run
 
@@ -209,9 +221,6 @@ class TestRuns:
         )
         run_id = r.json()["run_id"]
         prompt_id = await asyncio.to_thread(fake.wait_running)
-        # Cancel mid-wait, once the node has stored the prompt id and follows the prompt (a
-        # cancel landing while that id is being committed is a known gap: docs/providers.md).
-        await asyncio.sleep(0.5)
         started = time.monotonic()
         r = await client.post(f"/api/v1/workflows/{wf}/runs/{run_id}/cancel", headers=owner.headers)
         assert r.status_code in (200, 202), r.text
@@ -222,6 +231,42 @@ class TestRuns:
         assert prompt_id in fake.deletes
         assert len(fake.submissions) == 1
 
+    async def test_a_cancel_while_the_prompt_is_queued_interrupts_it_once_queued(
+        self, client: httpx.AsyncClient, owner: User, fake: FakeComfyUI
+    ) -> None:
+        # ComfyUI holds POST /prompt (the prompt not yet queued) until the run is cancelled:
+        # an interrupt sent then would miss the prompt, which would run to its end.
+        fake.steps, fake.step_seconds = 200, 0.05  # 10 s unless stopped
+        fake.hold = threading.Event()
+        credential = await comfy_credential(client, owner, fake)
+        wf = await create_workflow(client, owner, text_graph(comfy_node(credential)))
+        r = await client.post(
+            f"/api/v1/workflows/{wf}/execute", json={"cache": False}, headers=owner.headers
+        )
+        run_id = r.json()["run_id"]
+        assert await asyncio.to_thread(fake.received.wait, 10)
+        started = time.monotonic()
+        r = await client.post(f"/api/v1/workflows/{wf}/runs/{run_id}/cancel", headers=owner.headers)
+        assert r.status_code == 202, r.text
+        await asyncio.sleep(0.2)  # the engine stops the node mid-call (else just after: alike)
+        assert fake.interrupts == []  # nothing sent while the prompt is not queued yet
+        fake.hold.set()
+        run = await wait_for_run(client, owner, wf, run_id)
+        assert run["status"] == "cancelled", run
+        assert comfy_run(run)["status"] == "cancelled"
+        assert time.monotonic() - started < 5
+        (submitted,) = fake.submissions
+        prompt_id = submitted["prompt_id"]
+        assert {"prompt_id": prompt_id} in fake.interrupts
+        assert prompt_id in fake.deletes
+        for _ in range(100):  # it stops at the next step instead of running its 10 s
+            if fake.running != prompt_id:
+                break
+            await asyncio.sleep(0.05)
+        assert fake.running != prompt_id
+        entry = fake.history.get(prompt_id)  # none: deleted before it started
+        assert entry is None or entry["status"]["messages"][0][0] == "execution_interrupted"
+
     async def test_a_private_address_is_refused_without_the_allow_list(
         self, client: httpx.AsyncClient, owner: User, fake: FakeComfyUI, app: Any
     ) -> None:
@@ -231,6 +276,118 @@ class TestRuns:
         node = comfy_run(run)
         assert node["error"]["code"] == "address_refused", node
         assert fake.submissions == [] and fake.authorizations == []
+
+
+def media_graph(node_type: str, credential: str, workflow: dict[str, Any]) -> dict[str, Any]:
+    node = n(
+        "comfy",
+        node_type,
+        workflow=workflow,
+        bindings=[{"source": "text1", "node": "6", "input": "text", "type": "text"}],
+        credential=credential,
+    )
+    return g(
+        [n("prompt", "TextInput", text="a fox in snow"), node], [e("prompt", "comfy", "text1")]
+    )
+
+
+def video_workflow(output: str) -> dict[str, Any]:
+    """The video workflow with its frames saved by ``output``: VideoHelperSuite's combine
+    (as MP4, GIF or animated WebP), core SaveVideo (an MP4), or SaveAnimatedWEBP."""
+    workflow = copy.deepcopy(VIDEO_WORKFLOW)
+    if output.startswith("VHS_VideoCombine"):
+        workflow["50"]["inputs"]["format"] = output.partition(":")[2] or "video/h264-mp4"
+    elif output == "SaveVideo":
+        workflow["50"] = {"class_type": "CreateVideo", "inputs": {"fps": 16, "images": ["8", 0]}}
+        workflow["51"] = {
+            "class_type": "SaveVideo",
+            "inputs": {
+                "filename_prefix": "video/ComfyUI",
+                "format": "auto",
+                "codec": "auto",
+                "video": ["50", 0],
+            },
+        }
+    else:
+        workflow["50"] = {
+            "class_type": output,
+            "inputs": {
+                "filename_prefix": "ComfyUI",
+                "fps": 8.0,
+                "lossless": False,
+                "quality": 80,
+                "method": "default",
+                "images": ["8", 0],
+            },
+        }
+    return workflow
+
+
+def decoded_video(data: bytes) -> tuple[str, str, int, tuple[int, int]]:
+    """(container, codec, frames, size) of an MP4, decoded with PyAV."""
+    with av.open(io.BytesIO(data)) as container:
+        stream = container.streams.video[0]
+        frames = sum(1 for _ in container.decode(stream))
+        size = (stream.codec_context.width, stream.codec_context.height)
+        return container.format.name, stream.codec_context.name, frames, size
+
+
+class TestMedia:
+    @pytest.mark.parametrize(
+        "output",
+        ["VHS_VideoCombine", "VHS_VideoCombine:image/gif", "SaveVideo", "SaveAnimatedWEBP"],
+    )
+    async def test_a_video_output_becomes_an_mp4(
+        self, client: httpx.AsyncClient, owner: User, fake: FakeComfyUI, output: str
+    ) -> None:
+        credential = await comfy_credential(client, owner, fake)
+        graph = media_graph("ComfyUIWorkflowVideo", credential, video_workflow(output))
+        run = await run_workflow(client, owner, graph, timeout=60)
+        assert run["status"] == "completed", run
+        node = comfy_run(run)
+        assert node["credits_used"] == 10 + 2  # a run, and 1 a started second of the 2 s
+        assert fake.submissions[0]["prompt"]["6"]["inputs"]["text"] == "a fox in snow"
+        r = await client.get(f"/api/v1/artifacts/{node['artifact_id']}", headers=owner.headers)
+        assert r.status_code == 200
+        assert r.headers["content-type"] == "video/mp4"
+        formats, codec, frames, size = decoded_video(r.content)
+        assert "mp4" in formats.split(",") and codec == "h264"
+        assert size == VIDEO_SIZE and frames == VIDEO_FRAMES
+        r = await client.get(
+            f"/api/v1/artifacts/{node['artifact_id']}/metadata", headers=owner.headers
+        )
+        meta = r.json()
+        assert (meta["width"], meta["height"]) == VIDEO_SIZE
+        assert abs(meta["duration_ms"] - 1000 * VIDEO_FRAMES // VIDEO_FPS) <= 150  # 16 at 8 fps
+
+    async def test_a_saved_sound_becomes_an_mp3(
+        self, client: httpx.AsyncClient, owner: User, fake: FakeComfyUI
+    ) -> None:
+        credential = await comfy_credential(client, owner, fake)
+        graph = media_graph("ComfyUIWorkflowAudio", credential, AUDIO_WORKFLOW)
+        run = await run_workflow(client, owner, graph, timeout=60)
+        assert run["status"] == "completed", run
+        node = comfy_run(run)
+        assert node["credits_used"] == 10 + 1
+        r = await client.get(f"/api/v1/artifacts/{node['artifact_id']}", headers=owner.headers)
+        assert r.headers["content-type"] == "audio/mpeg"
+        with av.open(io.BytesIO(r.content)) as container:
+            assert container.format.name == "mp3"
+            stream = container.streams.audio[0]
+            samples = sum(frame.samples for frame in container.decode(stream))
+            assert abs(samples / stream.codec_context.sample_rate - 1.0) < 0.1  # the 1 s FLAC
+
+    async def test_an_output_of_another_kind_is_named(
+        self, client: httpx.AsyncClient, owner: User, fake: FakeComfyUI
+    ) -> None:
+        credential = await comfy_credential(client, owner, fake)
+        graph = media_graph("ComfyUIWorkflow", credential, VIDEO_WORKFLOW)
+        run = await run_workflow(client, owner, graph)
+        node = comfy_run(run)
+        assert node["status"] == "failed" and node["credits_used"] == 0
+        assert node["error"]["message"] == (
+            "ComfyUI's workflow produced no image (it made video: use ComfyUIWorkflowVideo)"
+        )
 
 
 class TestConnection:

@@ -288,8 +288,7 @@ class TestCredentialsApi:
 
     @pytest.mark.parametrize(
         ("kind", "fields", "public"),
-        [  # replicate has a connection test: tests/providers/test_hosted.py
-            ("fal", {"api_key": SECRET}, {}),
+        [  # replicate and fal have connection tests: tests/providers/test_hosted.py
             (
                 "comfyui",
                 {"base_url": "http://127.0.0.1:9"},

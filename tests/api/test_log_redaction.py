@@ -41,6 +41,10 @@ class TestRedact:
             ),
             (f"POST /api/v1/webhooks/{HOOK} 202", "POST /api/v1/webhooks/[redacted] 202"),
             (f"POST /api/v1/webhooks/{HOOK[:9]}?x=1", "POST /api/v1/webhooks/[redacted]?x=1"),
+            (
+                f"POST /api/v1/provider-hooks/replicate/{HOOK}.mac 200",
+                "POST /api/v1/provider-hooks/replicate/[redacted] 200",
+            ),
             (f"Authorization: Bearer {HOOK}", "Authorization: Bearer [redacted]"),
             (f"key {API_KEY} refused", "key nlk_[redacted] refused"),
             (f"token was {JWT}.", "token was [redacted]."),

@@ -1,14 +1,12 @@
-"""GET /api/v1/credentials/{id}/model-schema: a Replicate model's input schema for the
-editor, read over HTTP with the account's replicate credential from a fake of Replicate's
-published API on 127.0.0.1. References resolved, Replicate's refusals quoted, another
+"""GET /api/v1/credentials/{id}/model-schema: a Replicate or fal model's input schema for
+the editor, read over HTTP with the account's credential from fakes of Replicate's and fal's
+published APIs on 127.0.0.1. References resolved, the provider's refusals quoted, another
 account's credential 404, another kind 400, the token never in an answer. On SQLite and
 PostgreSQL."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
@@ -16,7 +14,7 @@ from fastapi import FastAPI
 
 from tests.api.test_auth import assert_problem
 from tests.conftest import User
-from tests.providers.fakes import FLUX_VERSION, REPLICATE_TOKEN, FakeReplicate
+from tests.providers.fakes import FAL_KEY, FLUX_VERSION, REPLICATE_TOKEN, FakeFal, FakeReplicate
 from tests.providers.test_hosted import credential
 
 FLUX = "black-forest-labs/flux-schnell"
@@ -28,23 +26,12 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(scope="module")
-def fakes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("fakes")
-
-
 @pytest.fixture
-def replicate_fake(fakes_dir: Path) -> Iterator[FakeReplicate]:
-    fake = FakeReplicate(fakes_dir)
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def settings_overrides(replicate_fake: FakeReplicate) -> dict[str, object]:
+def settings_overrides(replicate_fake: FakeReplicate, fal_fake: FakeFal) -> dict[str, object]:
     return {
         "http_allowlist": ["127.0.0.1/32"],
         "replicate_api_url": replicate_fake.url + "/v1",
+        "fal_api_url": fal_fake.url + "/v1",
         "rate_limit_api_key": 10_000,
     }
 
@@ -137,9 +124,14 @@ async def test_another_accounts_credential_is_404(
 async def test_another_kind_and_bad_models_are_400(
     client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
 ) -> None:
-    fal = await credential(client, owner, "fal")
-    r = await client.get(URL.format(fal), params={"model": FLUX}, headers=owner.headers)
-    assert "fal credential" in str(assert_problem(r, 400, "invalid_request")["detail"])
+    r = await client.post(
+        "/api/v1/credentials",
+        json={"name": "b", "kind": "http_bearer", "fields": {"token": "t0ken-0123456789"}},
+        headers=owner.headers,
+    )
+    bearer = r.json()["id"]
+    r = await client.get(URL.format(bearer), params={"model": FLUX}, headers=owner.headers)
+    assert "http_bearer credential" in str(assert_problem(r, 400, "invalid_request")["detail"])
     cred = await credential(client, owner, "replicate")
     for model in ["../../account", "no-slash", FLUX_VERSION]:
         r = await client.get(URL.format(cred), params={"model": model}, headers=owner.headers)
@@ -161,3 +153,58 @@ async def test_a_replicate_that_does_not_answer_in_time_is_502(
     assert time.monotonic() - started < 2.0
     body = assert_problem(r, 502, "provider_error")
     assert str(body["detail"]).startswith("Replicate did not answer")
+
+
+class TestFal:
+    async def test_an_endpoints_input_schema_from_its_openapi_document(
+        self, client: httpx.AsyncClient, owner: User, fal_fake: FakeFal
+    ) -> None:
+        cred = await credential(client, owner, "fal")
+        model = "fal-ai/flux/dev"
+        r = await client.get(URL.format(cred), params={"model": model}, headers=owner.headers)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        assert body["model"] == model and body["version"] is None
+        assert body["description"].startswith("FLUX.1 [dev]")
+        schema = body["input"]
+        assert schema["type"] == "object" and schema["required"] == ["prompt"]
+        props = schema["properties"]
+        # fal's x-fal-order-properties became each field's x-order, as the editor reads it.
+        assert sorted(props, key=lambda name: props[name]["x-order"]) == [
+            "prompt",
+            "image_size",
+            "num_inference_steps",
+        ]
+        assert props["num_inference_steps"]["maximum"] == 50
+        assert props["image_size"]["anyOf"][0]["properties"]["width"] == {"type": "integer"}
+        assert body["output"]["properties"]["images"]["items"]["properties"]["url"]
+        assert "$ref" not in r.text and FAL_KEY not in r.text
+        method, path, headers, _ = fal_fake.requests[-1]
+        assert method == "GET"
+        assert path == "/v1/models?endpoint_id=fal-ai%2Fflux%2Fdev&expand=openapi-3.0"
+        assert headers["Authorization"] == f"Key {FAL_KEY}"
+
+    async def test_an_unknown_endpoint_is_404_and_a_malformed_one_400(
+        self, client: httpx.AsyncClient, owner: User, fal_fake: FakeFal
+    ) -> None:
+        cred = await credential(client, owner, "fal")
+        r = await client.get(
+            URL.format(cred), params={"model": "fal-ai/nothing"}, headers=owner.headers
+        )
+        assert "fal has no model fal-ai/nothing" in assert_problem(r, 404, "not_found")["detail"]
+        for model in ["no-slash", "fal-ai/a/b/c/d/e/f", "../x"]:
+            r = await client.get(URL.format(cred), params={"model": model}, headers=owner.headers)
+            assert_problem(r, 400, "invalid_request")
+
+    async def test_fal_refusing_is_502_quoted_without_the_key(
+        self, client: httpx.AsyncClient, owner: User, fal_fake: FakeFal
+    ) -> None:
+        cred = await credential(client, owner, "fal")
+        fal_fake.script.before.append(
+            ("GET", "/v1/models", 403, {}, {"detail": f"Key {FAL_KEY} is not allowed"})
+        )
+        r = await client.get(
+            URL.format(cred), params={"model": "fal-ai/flux/dev"}, headers=owner.headers
+        )
+        body = assert_problem(r, 502, "provider_error")
+        assert "HTTP 403" in body["detail"] and FAL_KEY not in r.text

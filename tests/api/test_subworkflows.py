@@ -88,6 +88,24 @@ async def _save(
     return await client.patch(f"/api/v1/workflows/{wf}", json=body, headers=user.headers)
 
 
+async def _child_started(
+    client: httpx.AsyncClient, user: User, seconds: float
+) -> tuple[str, str, str, str]:
+    """A parent run whose child (a Delay of ``seconds``) has started: the child workflow,
+    the parent workflow, the parent's run and the child's run."""
+    slow = g([n("in", "TextInput", key="topic"), n("d", "Delay", seconds=seconds)], [e("in", "d")])
+    child = await create_workflow(client, user, slow, "child")
+    parent = await create_workflow(client, user, parent_of(child), "parent")
+    run_id = (await execute(client, user, parent)).json()["run_id"]
+    child_run_id = None
+    deadline = time.monotonic() + 10
+    while child_run_id is None:
+        assert time.monotonic() < deadline, "the child run never started"
+        await asyncio.sleep(0.05)
+        child_run_id = _nodes(await _get(client, user, parent, run_id))["sub"]["child_run_id"]
+    return child, parent, run_id, child_run_id
+
+
 class TestRunning:
     async def test_child_runs_as_a_linked_run_and_its_output_feeds_the_parent(
         self, client: httpx.AsyncClient, owner: User, app: FastAPI
@@ -158,19 +176,7 @@ class TestRunning:
     async def test_cancelling_the_parent_cancels_the_child(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:
-        slow = g(
-            [n("in", "TextInput", key="topic"), n("d", "Delay", seconds=30)],
-            [e("in", "d")],
-        )
-        child = await create_workflow(client, owner, slow, "child")
-        parent = await create_workflow(client, owner, parent_of(child), "parent")
-        run_id = (await execute(client, owner, parent)).json()["run_id"]
-        child_run_id = None
-        deadline = time.monotonic() + 10
-        while child_run_id is None:
-            assert time.monotonic() < deadline, "the child run never started"
-            await asyncio.sleep(0.05)
-            child_run_id = _nodes(await _get(client, owner, parent, run_id))["sub"]["child_run_id"]
+        child, parent, run_id, child_run_id = await _child_started(client, owner, 30)
         r = await client.post(_url(parent, run_id) + "/cancel", headers=owner.headers)
         assert r.status_code == 202
         run = await wait_for_run(client, owner, parent, run_id, timeout=10)
@@ -182,16 +188,7 @@ class TestRunning:
     async def test_a_child_cancelled_on_its_own_fails_the_parent_node(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:
-        slow = g([n("in", "TextInput", key="topic"), n("d", "Delay", seconds=30)], [e("in", "d")])
-        child = await create_workflow(client, owner, slow, "child")
-        parent = await create_workflow(client, owner, parent_of(child), "parent")
-        run_id = (await execute(client, owner, parent)).json()["run_id"]
-        child_run_id = None
-        deadline = time.monotonic() + 10
-        while child_run_id is None:
-            assert time.monotonic() < deadline, "the child run never started"
-            await asyncio.sleep(0.05)
-            child_run_id = _nodes(await _get(client, owner, parent, run_id))["sub"]["child_run_id"]
+        child, parent, run_id, child_run_id = await _child_started(client, owner, 30)
         r = await client.post(_url(child, child_run_id) + "/cancel", headers=owner.headers)
         assert r.status_code == 202
         run = await wait_for_run(client, owner, parent, run_id, timeout=10)
@@ -322,19 +319,7 @@ class TestNestingAndResume:
     ) -> None:
         """What a resumed driver or a queue job given back does: the node's execution looks
         its child up first (one child per parent node, a unique index)."""
-        slow = g(
-            [n("in", "TextInput", key="topic"), n("d", "Delay", seconds=1)],
-            [e("in", "d")],
-        )
-        child = await create_workflow(client, owner, slow, "child")
-        parent = await create_workflow(client, owner, parent_of(child), "parent")
-        run_id = (await execute(client, owner, parent)).json()["run_id"]
-        child_run_id = None
-        deadline = time.monotonic() + 10
-        while child_run_id is None:
-            assert time.monotonic() < deadline, "the child run never started"
-            await asyncio.sleep(0.05)
-            child_run_id = _nodes(await _get(client, owner, parent, run_id))["sub"]["child_run_id"]
+        child, parent, run_id, child_run_id = await _child_started(client, owner, 1)
         env = app.state.ctx.dispatcher.env
         graph = env.children.acceptor.graphs
         workflow = await env.db.read(lambda c: read_workflow(c, owner.id, parent, graph))

@@ -40,14 +40,14 @@ class TestClient:
 
     async def test_async(self, live: Live, account: Account) -> None:
         async with AsyncClient(live.url, account.api_key) as client:
-            made = await client.credentials.create("fal", "fal", {"api_key": SECRET})
+            made = await client.credentials.create("bearer", "http_bearer", {"token": SECRET})
             assert made.fields == {} and made.hint == "sk-…abcd"
             listed = [c.id async for c in client.credentials.list(page_size=1)]
             assert listed == [made.id]
             result = await client.credentials.test(made.id)
             assert not result.ok and result.message == "no connection test for this kind yet"
-            # A model's schema is read with a replicate credential only.
-            with pytest.raises(errors.InvalidRequest, match="fal credential"):
+            # A model's schema is read with a replicate or fal credential only.
+            with pytest.raises(errors.InvalidRequest, match="http_bearer credential"):
                 await client.credentials.model_schema(made.id, "acme/model")
             with pytest.raises(errors.NotFound):
                 await client.credentials.model_schema("no-such-id", "acme/model")

@@ -19,7 +19,7 @@ from nodeloom.db.engine import Database
 from nodeloom.db.models import Run, utcnow
 from nodeloom.engine import stepper, steps
 from nodeloom.engine.graph import validate_graph
-from nodeloom.engine.run_state import ArtifactInfo, Outcome, failed
+from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, failed
 from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs
 from nodeloom.engine.steps import StepResult
@@ -172,6 +172,21 @@ def done(node_id: str, credits: int = 1) -> Outcome:
 
 def job(number: int) -> str:
     return f"job:{number}@test-worker"
+
+
+def executed_ahead(state: RunState, outcome: Outcome, nodes: list[str]) -> steps.Ahead:
+    """What a job executes ahead of its finish step (dispatch/queue.py ``_ahead``): the
+    instant ``nodes`` the outcome makes runnable, from the state its claim left, with the
+    inputs they would be given."""
+    batch = state.batch()
+    state.record(batch, outcome)
+    ahead: steps.Ahead = {}
+    for node_id in nodes:
+        inputs = state.inputs_of(node_id)
+        state.start(batch, node_id, utcnow(), "ahead")
+        ahead[node_id] = (inputs, done(node_id))
+        state.record(batch, ahead[node_id][1])
+    return ahead
 
 
 class TestSteps:
@@ -359,6 +374,64 @@ class TestInstantNodesInTheFinishingJob:
         started = [n for _, t, n in await world.events(run_id) if t == "node.started"]
         assert sorted(started) == ["a", "b", "c", "d", "e"]
 
+    async def test_nodes_executed_ahead_are_recorded_by_the_finish_step(self, world: World) -> None:
+        run_id = await world.new_run()
+        claimed = await world.step(steps.claim, run_id, "a", job(1), world.graphs)
+        assert claimed.state is not None
+        out_a = done("a", 0)
+        ahead = executed_ahead(claimed.state, out_a, ["b", "c"])
+        room = stepper.INSTANT_PER_STEP
+        result = await world.step(
+            steps.finish, run_id, "a", job(1), out_a, world.graphs, room, ahead
+        )
+        # b and c ended in a's finish step: nothing left for the job to execute.
+        assert result.started == [] and result.queued == ["d"]
+        assert [(ev.type, ev.node_id) for ev in result.events] == [
+            ("node.completed", "a"),
+            ("node.started", "b"),
+            ("node.completed", "b"),
+            ("node.started", "c"),
+            ("node.completed", "c"),
+        ]
+        statuses = await world.statuses(run_id)
+        assert (statuses["b"], statuses["c"], statuses["d"]) == ("completed",) * 2 + ("queued",)
+        await world.ran(run_id, "d", job(2), 0)
+        await world.ran(run_id, "e", job(3))
+        run = await world.run_row(run_id)
+        assert run.status == "completed" and run.credits_used == 3
+        await world.assert_consistent(run_id)
+
+    async def test_nodes_executed_ahead_with_other_inputs_are_started_as_usual(
+        self, world: World
+    ) -> None:
+        run_id = await world.new_run()
+        claimed = await world.step(steps.claim, run_id, "a", job(1), world.graphs)
+        assert claimed.state is not None
+        # Executed from another output of a than the one the finish step records.
+        ahead = executed_ahead(claimed.state, done("a", 0), ["b", "c"])
+        room = stepper.INSTANT_PER_STEP
+        result = await world.step(
+            steps.finish, run_id, "a", job(1), done("a", 0), world.graphs, room, ahead
+        )
+        assert [t.node.id for t in result.started] == ["b", "c"]
+        assert (await world.statuses(run_id))["b"] == "running"
+
+    async def test_nodes_executed_ahead_of_a_cancel_are_dropped(self, world: World) -> None:
+        run_id = await world.new_run()
+        claimed = await world.step(steps.claim, run_id, "a", job(1), world.graphs)
+        assert claimed.state is not None
+        out_a = done("a", 0)
+        ahead = executed_ahead(claimed.state, out_a, ["b", "c"])
+        await world.step(steps.request_cancel, run_id, world.graphs)
+        room = stepper.INSTANT_PER_STEP
+        result = await world.step(
+            steps.finish, run_id, "a", job(1), out_a, world.graphs, room, ahead
+        )
+        assert result.events[-1].type == "run.cancelled"
+        statuses = await world.statuses(run_id)
+        assert statuses["a"] == "completed" and statuses["b"] == "cancelled"
+        await world.assert_consistent(run_id)
+
     async def test_a_cancel_stops_the_job_once_and_ends_the_run(self, world: World) -> None:
         run_id = await world.new_run()
         await world.step(steps.claim, run_id, "a", job(1), world.graphs)
@@ -417,3 +490,17 @@ class TestLoad:
         assert set(state.artifacts) == {"a"} and state.artifacts["a"].data == b"output of a"
         assert state.seq == len(await world.events(run_id)) == 4
         assert state.plan == "business" and not state.cancel_requested
+
+    async def test_runs_of_one_workflow_version_share_one_checked_graph(self, world: World) -> None:
+        first, second = await world.new_run(), await world.new_run()
+        graphs = RunGraphs(world.registry, world.settings)
+        one = await world.db.read(lambda c: stepper.load(c, first, graphs))
+        two = await world.db.read(lambda c: stepper.load(c, second, graphs))
+        assert one is not None and two is not None and one.graph is two.graph
+        # A run whose graph is its own (a retry's: no version number) is checked on its own.
+        drop = sa.text("update runs set workflow_version = null where id = :run")
+        await world.db.write(lambda c: c.execute(drop, {"run": second}))
+        fresh = RunGraphs(world.registry, world.settings)
+        one = await world.db.read(lambda c: stepper.load(c, first, fresh))
+        two = await world.db.read(lambda c: stepper.load(c, second, fresh))
+        assert one is not None and two is not None and one.graph is not two.graph

@@ -187,3 +187,25 @@ def test_comfyui_text_to_image(setup: Setup, tmp_path: Path) -> None:
     prompt = submitted["prompt"]
     assert prompt["6"]["inputs"]["text"] == "a lighthouse on a cliff at dusk, oil painting"
     assert prompt["3"]["inputs"]["seed"] == 1234
+
+
+def test_comfyui_video_with_sound(setup: Setup, tmp_path: Path) -> None:
+    with running(FakeComfyUI(steps=3)) as comfy:
+        credential = setup.client.credentials.create(
+            "my GPU box", "comfyui", {"base_url": comfy.url}
+        )
+        out = run_example(
+            setup,
+            "comfyui-video-with-sound.json",
+            {"REPLACE-WITH-YOUR-COMFYUI-CREDENTIAL-ID": credential.id},
+            tmp_path,
+        )
+        prompts = {s["prompt"]["6"]["inputs"]["text"] for s in comfy.submissions}
+    assert list(out) == ["video"]
+    video = out["video"]
+    assert (video["video"], video["audio"], video["size"]) == ("h264", "aac", (64, 48))
+    assert abs(video["seconds"] - 2.0) < 0.2  # the fake's 16 frames at 8 fps
+    assert prompts == {
+        "a red fox trotting through fresh snow at dawn, cinematic",
+        "soft wind over snow, distant birds",
+    }

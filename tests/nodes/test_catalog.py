@@ -18,7 +18,17 @@ from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.nodes.base import InputValue, Kind, NodeType, Produced
 from nodeloom.nodes.registry import build_registry, params_schema
 from nodeloom.settings import Settings
-from tests.comfyui_fake import SDXL_WORKFLOW, FakeComfyUI, running
+from tests.comfyui_fake import (
+    AUDIO_SECONDS,
+    AUDIO_WORKFLOW,
+    SDXL_WORKFLOW,
+    VIDEO_FPS,
+    VIDEO_FRAMES,
+    VIDEO_SIZE,
+    VIDEO_WORKFLOW,
+    FakeComfyUI,
+    running,
+)
 from tests.nodes.conftest import Artifacts, FakeServer, make_settings, run_node
 from tests.providers.context import provider_context
 from tests.providers.fakes import FAL_KEY, REPLICATE_TOKEN, FakeFal, FakeReplicate
@@ -128,6 +138,19 @@ def _cases() -> dict[str, CaseFactory]:
             },
             {"text1": a.text("a cat")},
             (96, 64),
+            credential="comfyui",
+        ),
+        "ComfyUIWorkflowVideo": lambda a, s: Case(
+            {"workflow": VIDEO_WORKFLOW, "credential": "c1"},
+            {},
+            VIDEO_SIZE,
+            seconds=VIDEO_FRAMES / VIDEO_FPS,
+            credential="comfyui",
+        ),
+        "ComfyUIWorkflowAudio": lambda a, s: Case(
+            {"workflow": AUDIO_WORKFLOW, "credential": "c1"},
+            {},
+            seconds=AUDIO_SECONDS,
             credential="comfyui",
         ),
         "RenderText": lambda a, s: Case(

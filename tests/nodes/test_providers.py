@@ -20,6 +20,7 @@ from nodeloom.nodes.speech import TextToSpeech
 from nodeloom.settings import Settings
 from tests.nodes.conftest import SECRET, Artifacts, FakeServer, make_settings, run_node
 from tests.providers.context import provider_context
+from tests.server import free_port
 
 
 @pytest.fixture
@@ -87,11 +88,7 @@ class TestLLMText:
         assert len(provider.requests) == 1
 
     async def test_unreachable_provider(self, tmp_path: Path, artifacts: Artifacts) -> None:
-        import socket
-
-        with socket.socket() as sock:  # a port nobody listens on
-            sock.bind(("127.0.0.1", 0))
-            port = sock.getsockname()[1]
+        port = free_port()  # a port nobody listens on
         settings = make_settings(
             tmp_path / "d", provider_base_url=f"http://127.0.0.1:{port}/v1", provider_max_retries=1
         )

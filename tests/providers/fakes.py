@@ -6,11 +6,15 @@ submissions, record every request, and can be scripted: slow jobs, 429 with Retr
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import hmac
 import io
 import json
 import re
 import threading
 import time
+import urllib.parse
 import uuid
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler
@@ -18,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import av
+import httpx
 import numpy as np
 from PIL import Image
 
@@ -82,6 +87,8 @@ class Job:
     input: dict[str, Any]
     started: float
     cancelled: bool = False
+    webhook: str | None = None
+    events: tuple[str, ...] = ()
 
 
 @dataclass
@@ -97,12 +104,22 @@ class Script:
     # Answers served before the real ones, for matching requests: (method, path regex,
     # status, headers, body).
     before: list[tuple[str, str, int, dict[str, str], Any]] = field(default_factory=list)
+    # Set: a submission's job is made (and counted) at once, but its answer waits until the
+    # event is set (a create call held in flight while a test cancels the run).
+    hold: threading.Event | None = None
+    # Replicate: hand out the signing secret (GET /v1/webhooks/default/secret) and POST
+    # signed webhooks to the URL a prediction names; ``webhooks_lost`` sends none (a lost
+    # delivery); ``webhook_signing`` replaces the secret they are signed with.
+    webhooks: bool = False
+    webhooks_lost: bool = False
+    webhook_signing: str | None = None
 
 
 class _Fake:
     token_header: str = ""
 
     def __init__(self, tmp: Path) -> None:
+        self.deliveries: list[tuple[str, str, int | None]] = []
         self.script = Script()
         self.jobs: dict[str, Job] = {}
         self.submissions = 0
@@ -193,6 +210,8 @@ class _Fake:
             self.submissions += 1
             job = Job(uuid.uuid4().hex[:20], model, payload, time.monotonic())
             self.jobs[job.id] = job
+        if self.script.hold is not None:
+            self.script.hold.wait(30)
         return job
 
     def done(self, job: Job) -> bool:
@@ -295,8 +314,63 @@ def flux_openapi_schema() -> dict[str, Any]:
     }
 
 
+def sign_delivery(secret: str, webhook_id: str, timestamp: int, body: bytes) -> str:
+    """Standard Webhooks, as Replicate signs: v1,<base64 HMAC-SHA256 of id.timestamp.body>
+    keyed with the base64 part of the whsec_ secret."""
+    key = base64.b64decode(secret.removeprefix("whsec_"))
+    digest = hmac.new(key, f"{webhook_id}.{timestamp}.".encode() + body, hashlib.sha256)
+    return "v1," + base64.b64encode(digest.digest()).decode()
+
+
 class FakeReplicate(_Fake):
     token_header = f"Bearer {REPLICATE_TOKEN}"
+    signing_secret = "whsec_" + base64.b64encode(b"fake-replicate-signing-key-32b!!").decode()
+    # Every webhook POSTed: (event, prediction status, HTTP status answered or None).
+    deliveries: list[tuple[str, str, int | None]]
+
+    def send_webhooks(self, job: Job) -> None:
+        """Like Replicate: ``start`` at once, ``logs`` as they change (at most every 0.3 s
+        here), ``completed`` at the end (succeeded, failed or canceled), each signed."""
+        url = job.webhook or ""
+        if httpx.URL(url).host != "127.0.0.1":
+            self.deliveries.append(("refused: not 127.0.0.1", url, None))
+            return
+        sent_logs = ""
+        with httpx.Client(timeout=10, trust_env=False) as http:
+
+            def post(event: str, prediction: dict[str, Any]) -> None:
+                if self.script.webhooks_lost or (
+                    event not in job.events and event not in ("start", "completed")
+                ):
+                    return
+                body = json.dumps(prediction).encode()
+                webhook_id = f"msg_{uuid.uuid4().hex}"
+                stamp = int(time.time())
+                secret = self.script.webhook_signing or self.signing_secret
+                headers = {
+                    "Content-Type": "application/json",
+                    "webhook-id": webhook_id,
+                    "webhook-timestamp": str(stamp),
+                    "webhook-signature": sign_delivery(secret, webhook_id, stamp, body),
+                }
+                try:
+                    answered: int | None = http.post(url, content=body, headers=headers).status_code
+                except httpx.HTTPError:
+                    answered = None
+                self.deliveries.append((event, str(prediction["status"]), answered))
+
+            post("start", {**self.prediction(job), "status": "starting"})
+            while True:
+                time.sleep(0.1)
+                prediction = self.prediction(job)
+                if prediction["status"] not in ("starting", "processing"):
+                    post("completed", prediction)
+                    return
+                if prediction["logs"] != sent_logs:
+                    sent_logs = prediction["logs"]
+                    post("logs", prediction)
+                    time.sleep(0.2)
+
     # Models GET /v1/models/{owner}/{name} knows (the others are 404 "Not found.").
     models: tuple[str, ...] = ("black-forest-labs/flux-schnell",)
 
@@ -356,6 +430,8 @@ class FakeReplicate(_Fake):
         path = path.split("?")[0]
         if method == "GET" and path == "/v1/account":
             return 200, {"type": "user", "username": "fakeuser", "name": "Fake User"}
+        if method == "GET" and path == "/v1/webhooks/default/secret" and self.script.webhooks:
+            return 200, {"key": self.signing_secret}
         found = re.fullmatch(r"/v1/models/([^/]+/[^/]+)(/versions/([^/]+))?", path)
         if method == "GET" and found and found.group(1) in self.models:
             time.sleep(self.script.model_delay)
@@ -370,6 +446,10 @@ class FakeReplicate(_Fake):
                 return 422, {"detail": "input is required", "status": 422}
             model = body.get("version") or path.split("/")[3] + "/" + path.split("/")[4]
             job = self.new_job(str(model), body["input"])
+            if isinstance(body.get("webhook"), str):
+                job.webhook = body["webhook"]
+                job.events = tuple(body.get("webhook_events_filter") or ())
+                threading.Thread(target=self.send_webhooks, args=(job,), daemon=True).start()
             wait = re.fullmatch(r"wait(=(\d+))?", headers.get("Prefer", ""))
             if wait:
                 limit = float(wait.group(2) or 60)
@@ -390,8 +470,128 @@ class FakeReplicate(_Fake):
         return 404, {"detail": "Not found."}
 
 
+def fal_flux_openapi() -> dict[str, Any]:
+    """The OpenAPI document fal publishes for one endpoint (abridged from fal-ai/flux/dev):
+    the queue submission's body and the result's answer are named components, the fields'
+    order is ``x-fal-order-properties``, an enum sits behind ``anyOf`` and a ``$ref``."""
+    model = "fal-ai/flux/dev"
+    ref = "#/components/schemas/"
+    return {
+        "openapi": "3.0.4",
+        "info": {"title": "Queue OpenAPI for fal-ai/flux/dev", "version": "1.0.0"},
+        "paths": {
+            f"/{model}/requests/{{request_id}}/status": {
+                "get": {"responses": {"200": {"description": "The request status."}}}
+            },
+            f"/{model}": {
+                "post": {
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": {"$ref": ref + "FluxDevInput"}}},
+                    },
+                    "responses": {"200": {"description": "The request status."}},
+                }
+            },
+            f"/{model}/requests/{{request_id}}": {
+                "get": {
+                    "responses": {
+                        "200": {
+                            "description": "Result of the request.",
+                            "content": {
+                                "application/json": {"schema": {"$ref": ref + "FluxDevOutput"}}
+                            },
+                        }
+                    }
+                }
+            },
+        },
+        "components": {
+            "schemas": {
+                "FluxDevInput": {
+                    "title": "BaseInput",
+                    "type": "object",
+                    "required": ["prompt"],
+                    "x-fal-order-properties": ["prompt", "image_size", "num_inference_steps"],
+                    "properties": {
+                        "num_inference_steps": {
+                            "title": "Num Inference Steps",
+                            "type": "integer",
+                            "minimum": 1,
+                            "maximum": 50,
+                            "default": 28,
+                        },
+                        "prompt": {
+                            "title": "Prompt",
+                            "type": "string",
+                            "description": "The prompt to generate an image from.",
+                        },
+                        "image_size": {
+                            "title": "Image Size",
+                            "default": "landscape_4_3",
+                            "anyOf": [
+                                {"$ref": ref + "ImageSize"},
+                                {"enum": ["square_hd", "landscape_4_3"], "type": "string"},
+                            ],
+                        },
+                    },
+                },
+                "ImageSize": {
+                    "title": "ImageSize",
+                    "type": "object",
+                    "properties": {"width": {"type": "integer"}, "height": {"type": "integer"}},
+                },
+                "FluxDevOutput": {
+                    "title": "Output",
+                    "type": "object",
+                    "properties": {
+                        "images": {"type": "array", "items": {"$ref": ref + "Image"}},
+                        "seed": {"type": "integer"},
+                    },
+                },
+                "Image": {
+                    "type": "object",
+                    "properties": {"url": {"type": "string"}, "width": {"type": "integer"}},
+                },
+            }
+        },
+    }
+
+
 class FakeFal(_Fake):
     token_header = f"Key {FAL_KEY}"
+    # Endpoints the platform API (GET /v1/models) describes; the others are not found.
+    models: tuple[str, ...] = ("fal-ai/flux/dev",)
+
+    def platform(self, path: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+        """fal's platform API: pricing (needs the key) and the model search."""
+        ids = [i for value in query.get("endpoint_id", []) for i in value.split(",")]
+        if path == "/v1/models/pricing":
+            if not ids:
+                return 400, {"error": {"type": "validation_error", "message": "endpoint_id"}}
+            return 200, {
+                "prices": [
+                    {"endpoint_id": i, "unit_price": 0.025, "unit": "image", "currency": "USD"}
+                    for i in ids
+                ],
+                "next_cursor": None,
+                "has_more": False,
+            }
+        expand = "openapi-3.0" in query.get("expand", [])
+        found = [
+            {
+                "endpoint_id": i,
+                "metadata": {
+                    "display_name": "FLUX.1 [dev]",
+                    "category": "text-to-image",
+                    "description": "FLUX.1 [dev], a 12 billion parameter flow transformer",
+                    "status": "active",
+                },
+                **({"openapi": fal_flux_openapi()} if expand else {}),
+            }
+            for i in ids
+            if i in self.models
+        ]
+        return 200, {"models": found, "next_cursor": None, "has_more": False}
 
     def result(self, job: Job) -> Any:
         url = self.output_url(job)
@@ -406,7 +606,10 @@ class FakeFal(_Fake):
         return {"audio_file": {"url": url, "content_type": self.files[kind][0]}}
 
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
-        path = path.split("?")[0]
+        path, _, query = path.partition("?")
+        if method == "GET" and path in ("/v1/models", "/v1/models/pricing"):
+            time.sleep(self.script.model_delay)
+            return self.platform(path, urllib.parse.parse_qs(query))
         found = re.fullmatch(r"/([^/]+/[^/]+)/requests/([^/]+)(/status|/cancel)?", path)
         if found:
             job = self.jobs.get(found.group(2))

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,31 +24,13 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-@pytest.fixture(scope="module")
-def fakes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("fakes")
-
-
-@pytest.fixture
-def replicate_fake(fakes_dir: Path) -> Iterator[FakeReplicate]:
-    fake = FakeReplicate(fakes_dir)
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def fal_fake(fakes_dir: Path) -> Iterator[FakeFal]:
-    fake = FakeFal(fakes_dir)
-    yield fake
-    fake.stop()
-
-
 @pytest.fixture
 def settings_overrides(replicate_fake: FakeReplicate, fal_fake: FakeFal) -> dict[str, object]:
     return {
         "http_allowlist": ["127.0.0.1/32"],  # the fakes; 127.0.0.2 stays refused
         "replicate_api_url": replicate_fake.url + "/v1",
         "fal_queue_url": fal_fake.url,
+        "fal_api_url": fal_fake.url + "/v1",
         "provider_download_max_bytes": 200_000,
         "provider_max_retries": 3,
     }
@@ -289,6 +269,28 @@ class TestReplicate:
 
 
 class TestFal:
+    async def test_the_connection_test_asks_for_a_price(
+        self, client: httpx.AsyncClient, owner: User, fal_fake: FakeFal
+    ) -> None:
+        cred = await credential(client, owner, "fal")
+        r = await client.post(f"/api/v1/credentials/{cred}/test", headers=owner.headers)
+        assert r.json() == {"ok": True, "status": 200, "message": "fal accepted the key"}
+        method, path, headers, _ = fal_fake.requests[-1]
+        assert (method, path) == ("GET", "/v1/models/pricing?endpoint_id=fal-ai/flux/dev")
+        assert headers["Authorization"] == f"Key {FAL_KEY}"
+        assert fal_fake.submissions == 0  # nothing paid for
+        r = await client.post(
+            "/api/v1/credentials",
+            json={"name": "bad", "kind": "fal", "fields": {"api_key": "wrong:key-0000000000"}},
+            headers=owner.headers,
+        )
+        r = await client.post(f"/api/v1/credentials/{r.json()['id']}/test", headers=owner.headers)
+        assert r.json() == {
+            "ok": False,
+            "status": 401,
+            "message": "fal refused the request (HTTP 401): Invalid token.",
+        }
+
     async def test_a_model_through_the_queue_jpeg_becomes_png(
         self, client: httpx.AsyncClient, owner: User, fal_fake: FakeFal
     ) -> None:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import socket
+import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from http.server import BaseHTTPRequestHandler
@@ -211,6 +213,81 @@ async def test_5xx_is_retried_when_idempotent_but_a_submission_is_not_resent(
     assert TOKEN not in failure.value.message
 
 
+class ClosingSite:
+    """A provider that answers the first request on each connection and keeps it alive, then
+    closes the connection on the next request without answering: what a server does when its
+    keep-alive timeout ends just as a client reuses the connection."""
+
+    def __init__(self) -> None:
+        self.requests = 0
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.listener.getsockname()[1]}"
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
+
+    def _serve(self, conn: socket.socket) -> None:
+        with conn:
+            answered = 0
+            buffer = b""
+            while True:
+                while b"\r\n\r\n" not in buffer:
+                    chunk = conn.recv(65536)
+                    if not chunk:
+                        return
+                    buffer += chunk
+                head, _, buffer = buffer.partition(b"\r\n\r\n")
+                length = 0
+                for line in head.split(b"\r\n")[1:]:
+                    name, _, value = line.partition(b":")
+                    if name.strip().lower() == b"content-length":
+                        length = int(value)
+                while len(buffer) < length:
+                    buffer += conn.recv(65536)
+                buffer = buffer[length:]
+                self.requests += 1
+                if answered:
+                    return  # closed without an answer
+                body = b'{"id": "job-1", "status": "processing"}'
+                conn.sendall(
+                    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                    b"Connection: keep-alive\r\n"
+                    b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+                )
+                answered += 1
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+async def test_a_kept_alive_connection_closed_by_the_provider_is_asked_again(
+    tmp_path: Path,
+) -> None:
+    site = ClosingSite()
+    try:
+        async with policy.Provider(
+            _settings(tmp_path), name="Fakeprov", base_url=site.url + "/v1", headers={}
+        ) as api:
+            assert (await api.json("GET", "/predictions/job-1"))["id"] == "job-1"
+            # The same connection is reused and closed unanswered: the poll is asked again
+            # on a new one instead of failing the node.
+            assert (await api.json("GET", "/predictions/job-1"))["status"] == "processing"
+            assert site.requests == 3
+            # A submission on a reused connection that the provider closes is not resent.
+            with pytest.raises(policy.ProviderError) as failure:
+                await api.json("POST", "/predictions", json_body={}, idempotent=False)
+            assert "RemoteProtocolError" in failure.value.message
+            assert site.requests == 4
+    finally:
+        site.close()
+
+
 async def test_client_error_quotes_the_provider(tmp_path: Path, site: Site) -> None:
     site.script.append((422, {}, b'{"detail": [{"msg": "prompt is required"}]}'))
     async with _api(_settings(tmp_path), site) as api:
@@ -304,17 +381,81 @@ async def test_submit_once_attaches_to_the_remembered_job(tmp_path: Path) -> Non
         submitted += 1
         return {"id": f"job-{submitted}"}
 
+    async def cancel(job: policy.Job) -> None:
+        raise AssertionError(f"{job.id} cancelled but the run was not")
+
     first = _ctx(settings, tmp_path / "scratch")
-    job = await policy.submit_once(first, "fake", {"prompt": "a"}, submit)
+    job = await policy.submit_once(first, "fake", {"prompt": "a"}, submit, cancel=cancel)
     assert (job.id, job.attached, submitted) == ("job-1", False, 1)
     stored = first.jobs[-1]  # type: ignore[attr-defined]
     assert stored["id"] == "job-1" and stored["provider"] == "fake"
     again = _ctx(settings, tmp_path / "scratch", remembered=stored)
-    job = await policy.submit_once(again, "fake", {"prompt": "a"}, submit)
+    job = await policy.submit_once(again, "fake", {"prompt": "a"}, submit, cancel=cancel)
     assert (job.id, job.attached, submitted) == ("job-1", True, 1)
     changed = _ctx(settings, tmp_path / "scratch", remembered=stored)
-    job = await policy.submit_once(changed, "fake", {"prompt": "b"}, submit)
+    job = await policy.submit_once(changed, "fake", {"prompt": "b"}, submit, cancel=cancel)
     assert (job.id, job.attached, submitted) == ("job-2", False, 2)
+
+
+async def _until(condition: Any, seconds: float = 5.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        await asyncio.sleep(0.01)
+
+
+async def test_a_stop_during_the_submission_waits_for_its_answer_then_cancels_the_job(
+    tmp_path: Path,
+) -> None:
+    settings = _settings(tmp_path)
+    calls: list[str] = []
+    answer = asyncio.Event()
+
+    async def submit() -> dict[str, Any]:
+        calls.append("submit")
+        await answer.wait()  # the provider made the job; its answer is on its way
+        return {"id": "job-1"}
+
+    async def cancel(job: policy.Job) -> None:
+        calls.append(f"cancel {job.id}")
+
+    ctx = _ctx(settings, tmp_path / "scratch", cancelled=True)
+    task = asyncio.create_task(policy.submit_once(ctx, "fake", {"p": 1}, submit, cancel=cancel))
+    await _until(lambda: calls == ["submit"])
+    task.cancel()  # the engine stops the node: the run was cancelled
+    await asyncio.sleep(0.05)
+    assert not task.done()  # the stop waits for the answer, to know the job
+    answer.set()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert calls == ["submit", "cancel job-1"]
+    assert [job and job["id"] for job in ctx.jobs] == ["job-1", None]  # type: ignore[attr-defined]
+
+
+async def test_a_cancel_read_once_the_id_is_committed_cancels_the_job(tmp_path: Path) -> None:
+    # The run was cancelled as the job was made, and no stop reached the node: the cancel
+    # flag read after the commit is enough.
+    settings = _settings(tmp_path)
+    calls: list[str] = []
+
+    async def submit() -> dict[str, Any]:
+        calls.append("submit")
+        return {"id": "job-1"}
+
+    async def cancel(job: policy.Job) -> None:
+        calls.append(f"cancel {job.id}")
+
+    ctx = _ctx(settings, tmp_path / "scratch", cancelled=True)
+    task = asyncio.create_task(policy.submit_once(ctx, "fake", {"p": 1}, submit, cancel=cancel))
+    await _until(lambda: len(calls) == 2)
+    assert calls == ["submit", "cancel job-1"]
+    assert [job and job["id"] for job in ctx.jobs] == ["job-1", None]  # type: ignore[attr-defined]
+    await asyncio.sleep(0.05)
+    assert not task.done()  # waiting for the engine's stop, to end cancelled like any node
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert calls == ["submit", "cancel job-1"]  # the stop does not cancel it twice
 
 
 async def test_cancelling_asks_the_provider_only_when_the_run_was_cancelled(
@@ -339,6 +480,30 @@ async def test_cancelling_asks_the_provider_only_when_the_run_was_cancelled(
         with pytest.raises(asyncio.CancelledError):
             await task
     assert calls == ["cancel"]
+
+
+async def test_a_second_stop_does_not_cut_the_providers_cancel_short(tmp_path: Path) -> None:
+    settings = _settings(tmp_path)
+    done: list[str] = []
+
+    async def cancel() -> None:
+        await asyncio.sleep(0.2)  # the provider takes its time to answer the cancel
+        done.append("cancelled")
+
+    ctx = _ctx(settings, tmp_path / "scratch", cancelled=True)
+
+    async def wait() -> None:
+        async with policy.cancelling(ctx, cancel):
+            await asyncio.sleep(30)
+
+    task = asyncio.create_task(wait())
+    await asyncio.sleep(0.05)
+    task.cancel()
+    await asyncio.sleep(0.05)
+    task.cancel()  # stopped again while the provider is being told
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert done == ["cancelled"]  # the node ended only once the provider had answered
 
 
 def test_pass_through_price(tmp_path: Path) -> None:

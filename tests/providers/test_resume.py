@@ -24,25 +24,6 @@ from tests.server import ServerProcess
 pytestmark = pytest.mark.slow
 
 
-@pytest.fixture(scope="module")
-def fakes_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("fakes")
-
-
-@pytest.fixture
-def replicate_fake(fakes_dir: Path) -> Iterator[FakeReplicate]:
-    fake = FakeReplicate(fakes_dir)
-    yield fake
-    fake.stop()
-
-
-@pytest.fixture
-def fal_fake(fakes_dir: Path) -> Iterator[FakeFal]:
-    fake = FakeFal(fakes_dir)
-    yield fake
-    fake.stop()
-
-
 @pytest.fixture
 def server(
     tmp_path: Path, replicate_fake: FakeReplicate, fal_fake: FakeFal
@@ -189,19 +170,12 @@ def test_a_killed_queue_worker_is_resumed_without_a_second_submission(
 ) -> None:
     """Scale-out (PostgreSQL queue): the worker waiting on the prediction is SIGKILLed; the
     node is claimed again by another worker, which attaches to the same prediction."""
-    from tests.conftest import TEST_SECRET
     from tests.server import WorkerProcess
-    from tests.topology.fleet import OPEN_LIMITS, postgres_database
+    from tests.topology.fleet import postgres_database, replicate_fleet_env
 
     replicate_fake.script.seconds = 8
     with postgres_database() as url:
-        env = {
-            **OPEN_LIMITS,
-            "NODELOOM_DATABASE_URL": url,
-            "NODELOOM_SECRET_KEY": TEST_SECRET,
-            "NODELOOM_HTTP_ALLOWLIST": json.dumps(["127.0.0.1/32"]),
-            "NODELOOM_REPLICATE_API_URL": replicate_fake.url + "/v1",
-        }
+        env = replicate_fleet_env(url, replicate_fake.url + "/v1")
         api = ServerProcess(tmp_path / "api", env, args=["--no-worker"])
         first = WorkerProcess(tmp_path / "w1", env, concurrency=2)
         second = WorkerProcess(tmp_path / "w2", env, concurrency=2)

@@ -1,19 +1,30 @@
-"""Prepared statements on SQLite give what SQLAlchemy's own execution gives: the same
-values (datetimes, JSON, booleans, NULLs), the same rows, the same errors."""
+"""Prepared statements on SQLite and on PostgreSQL (asyncpg) give what SQLAlchemy's own
+execution gives: the same values (datetimes, JSON, booleans, NULLs), the same rows, the
+same errors; on PostgreSQL also what db/engine.py promises around them (one transaction a
+write, none a read, closed connections replaced without a ping)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import asyncio
+import contextlib
+import gc
+import weakref
+from collections.abc import AsyncIterator, Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
-from nodeloom.db.engine import _json_dumps
+from nodeloom.db.engine import Database, _json_dumps
 from nodeloom.db.prepared import Prepared, PreparedError
+from nodeloom.settings import Settings
+from tests.conftest import TEST_SECRET, postgres_database
+from tests.services import POSTGRES_ADMIN_URL, require_postgres
 
 metadata = sa.MetaData()
 items = sa.Table(
@@ -192,3 +203,152 @@ def test_unlabeled_and_keyword_columns_come_back_by_index(tmp_path: Path) -> Non
         conn.execute(sa.text("insert into t values ('x', 2), ('x', 3)"))
         (row,) = query.run(conn).all()
     assert row[0] == "x" and row[1] == 5 and row[2] in (2, 3)
+
+
+def test_a_plan_keeps_the_dialect_it_was_compiled_for(tmp_path: Path) -> None:
+    """Plans are found by the id of their dialect: a dialect collected after its engine was
+    dropped could hand its id to a new engine's dialect (another database's), which would
+    then be given the old dialect's SQL. So a plan keeps its dialect, and a statement run on
+    many engines in turn is compiled for each."""
+    query = Prepared(sa.select(sa.literal(1).label("one")))
+    collected: list[weakref.ref[Any]] = []
+    for i in range(20):
+        engine = sa.create_engine(f"sqlite:///{tmp_path / f'd{i}.db'}")
+        with engine.connect() as conn:
+            assert query.run(conn).all()[0][0] == 1
+        collected.append(weakref.ref(engine.dialect))
+        engine.dispose()
+        del engine, conn
+        gc.collect()
+    assert all(ref() is not None for ref in collected)
+
+
+@contextlib.asynccontextmanager
+async def postgres_admin() -> AsyncIterator[AsyncConnection]:
+    engine = create_async_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            yield conn
+    finally:
+        await engine.dispose()
+
+
+@pytest.fixture
+async def pg(tmp_path: Path) -> AsyncIterator[Database]:
+    """A ``Database`` on a PostgreSQL database of its own, holding the ``items`` table."""
+    require_postgres()
+    async with postgres_database() as url:
+        db = Database(
+            Settings(data_dir=tmp_path, secret_key=TEST_SECRET, database_url=url).prepare()
+        )
+        try:
+            await db.write(lambda conn: metadata.create_all(conn))
+            yield db
+        finally:
+            await db.dispose()
+
+
+FLAG = Prepared(
+    sa.update(items).where(items.c.id == sa.bindparam("key")).values(flag=True, label=None)
+)
+
+
+class TestOnPostgres:
+    """The same plans run on asyncpg's connection, in ``db.write``'s transaction."""
+
+    async def test_values_rows_and_counts_are_sqlalchemys(self, pg: Database) -> None:
+        at = datetime(2026, 11, 24, 21, 42, 31, 290928)
+        statements = pg.statements
+
+        def write(conn: sa.Connection) -> None:
+            INSERT.run(
+                conn,
+                [
+                    {"id": "a", "at": at, "doc": {"k": [1, "é"]}, "flag": True, "label": None},
+                    {"id": "b", "at": None, "doc": None, "flag": False, "label": "x"},
+                ],
+            )
+            INSERT.run(conn, {"id": "c", "label": "l"})
+            assert FLAG.run(conn, {"key": "b"}).rowcount == 1
+            assert FLAG.run(conn, {"key": "zz"}).rowcount == 0
+
+        await pg.write(write)
+        assert pg.statements - statements == 4  # counted for /metrics as any statement
+        by_id = Prepared(sa.select(items).where(items.c.id == sa.bindparam("id")))
+
+        def read(conn: sa.Connection) -> list[tuple[object, ...]]:
+            found = [tuple(by_id.run(conn, {"id": i}).one()) for i in "abc"]
+            assert found == [tuple(conn.execute(by_id.statement, {"id": i}).one()) for i in "abc"]  # type: ignore[call-overload]
+            assert by_id.run(conn, {"id": "zz"}).first() is None
+            assert COUNT.run(conn).scalar_one() == 3
+            row = by_id.run(conn, {"id": "a"}).one()
+            assert (row.id, row.at, row.doc["k"][1], row.flag) == ("a", at, "é", True)
+            return [tuple(r) for r in BY_IDS.run(conn, {"ids": ["a", "b"]})]  # an IN list
+
+        assert await pg.read(read) == [
+            ("a", 7, at, {"k": [1, "é"]}, True, None),
+            ("b", 7, None, None, True, None),
+        ]
+
+    async def test_many_rows_go_in_statements_of_at_most_32767_parameters(
+        self, pg: Database
+    ) -> None:
+        rows = [{"id": f"{i:05}", "label": str(i)} for i in range(6_000)]  # 6 columns a row
+        changed = await pg.write(lambda conn: INSERT.run(conn, rows).rowcount)
+        assert changed == 6_000
+        found = await pg.read(lambda conn: conn.execute(sa.select(items.c.id, items.c.n)).all())
+        assert sorted(found) == [(f"{i:05}", 7) for i in range(6_000)]
+
+    async def test_errors_are_sqlalchemys_and_nothing_of_the_transaction_is_kept(
+        self, pg: Database
+    ) -> None:
+        def twice(conn: sa.Connection) -> None:
+            INSERT.run(conn, {"id": "a"})
+            INSERT.run(conn, {"id": "a"})
+
+        with pytest.raises(sa.exc.IntegrityError):
+            await pg.write(twice)
+        assert await pg.read(lambda conn: COUNT.run(conn).scalar_one()) == 0
+
+        def then_fail(conn: sa.Connection) -> None:
+            INSERT.run(conn, {"id": "b"})
+            raise RuntimeError("refused")
+
+        with pytest.raises(RuntimeError):
+            await pg.write(then_fail)
+        await pg.write(lambda conn: INSERT.run(conn, {"id": "c"}))
+        kept = await pg.read(lambda conn: [r.id for r in BY_IDS.run(conn, {"ids": list("abc")})])
+        assert kept == ["c"]
+
+    async def test_a_write_is_one_transaction_and_a_read_none(self, pg: Database) -> None:
+        xid = sa.text("select pg_current_xact_id_if_assigned()")
+
+        def write(conn: sa.Connection) -> tuple[object, object]:
+            INSERT.run(conn, {"id": "a"})
+            first = conn.execute(xid).scalar()
+            INSERT.run(conn, {"id": "b"})
+            return first, conn.execute(xid).scalar()
+
+        first, second = await pg.write(write)
+        assert first is not None and first == second
+
+        # A read runs its statements outside any transaction block (at READ COMMITTED each
+        # statement had its own snapshot anyway).
+        def read(conn: sa.Connection) -> bool:
+            assert COUNT.run(conn).scalar_one() == 2
+            raw = conn.connection.driver_connection
+            assert raw is not None
+            return bool(raw.is_in_transaction())  # as the server's last answer said
+
+        assert await pg.read(read) is False
+
+    async def test_a_connection_the_server_closed_is_replaced_unnoticed(self, pg: Database) -> None:
+        await pg.write(lambda conn: INSERT.run(conn, {"id": "a"}))
+        await pg.read(lambda conn: COUNT.run(conn).scalar_one())  # the pool holds a connection
+        pid = sa.text("select pg_backend_pid()")
+        before = await pg.read(lambda conn: conn.execute(pid).scalar_one())
+        async with postgres_admin() as admin:
+            await admin.execute(sa.text("select pg_terminate_backend(:p)"), {"p": before})
+        await asyncio.sleep(0.2)  # the server's goodbye reaches asyncpg
+        assert await pg.read(lambda conn: COUNT.run(conn).scalar_one()) == 1
+        assert await pg.read(lambda conn: conn.execute(pid).scalar_one()) != before

@@ -129,6 +129,21 @@ def postgres_database() -> Iterator[str]:
 # -- reading the truth from the database --------------------------------------------------
 
 
+def replicate_fleet_env(url: str, replicate_api_url: str, **more: str) -> dict[str, str]:
+    """The environment of a fleet on the PostgreSQL database ``url`` that calls a fake of
+    Replicate's API (``replicate_api_url``) on 127.0.0.1, plus ``more``."""
+    from tests.conftest import TEST_SECRET
+
+    return {
+        **OPEN_LIMITS,
+        "NODELOOM_DATABASE_URL": url,
+        "NODELOOM_SECRET_KEY": TEST_SECRET,
+        "NODELOOM_HTTP_ALLOWLIST": '["127.0.0.1/32"]',
+        "NODELOOM_REPLICATE_API_URL": replicate_api_url,
+        **more,
+    }
+
+
 def query(url: str, sql: str, **params: Any) -> list[Any]:
     async def run() -> list[Any]:
         engine = create_async_engine(url)

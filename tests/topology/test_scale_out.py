@@ -136,9 +136,18 @@ def _fleet_scenario(
     assert all(finals[r] == "run.completed" for r in runs)
 
     # Both workers took part, with parallel branches of one run on different processes.
-    claims = query(url, "SELECT claimed_by FROM node_runs WHERE claimed_by IS NOT NULL")
+    claims = query(url, "SELECT claimed_by FROM node_runs WHERE claimed_by LIKE 'job:%'")
     pids = {int(c[0].split("@", 1)[1].split("-", 1)[0]) for c in claims}
     assert pids == {w.pid for w in workers}
+    # The instant prefix of every run (its TextInput, and the text run's two templates) was
+    # executed by the API replica that accepted it (ADR 0018): no job, no worker.
+    prefix = query(
+        url,
+        "SELECT node_id, claimed_by FROM node_runs WHERE claimed_by NOT LIKE 'job:%'",
+    )
+    assert {node for node, _ in prefix} == {"in", "a", "b"}, prefix
+    assert len(prefix) == 200 + 180 * 2  # every run's input; the text runs' templates
+    assert not {int(c.split("-", 1)[0]) for _, c in prefix} & {w.pid for w in workers}
     assert_nothing_ran_twice_and_the_books_balance(url)
 
     # A run of instant nodes only is executed by the API replica that accepts it, within

@@ -31,6 +31,7 @@ from nodeloom.api.routes import (
     keys,
     node_types,
     problem_types,
+    provider_hooks,
     runs,
     schedules,
     versions,
@@ -122,6 +123,7 @@ def create_app(
     app.include_router(schedules.router, prefix=API_PREFIX)
     app.include_router(callbacks.router, prefix=API_PREFIX)
     app.include_router(credentials.router, prefix=API_PREFIX)
+    app.include_router(provider_hooks.router, prefix=API_PREFIX)
     app.include_router(problem_types.router, prefix=API_PREFIX)
     _document_manual_bodies(app)
     webapp.install(app, settings.web_dist_dir)

@@ -8,15 +8,45 @@ whatever Content-Length claims (or when the body is chunked and has none).
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, TypeVar
 
 import orjson
+from pydantic import BaseModel, ValidationError
 from starlette.requests import Request
 
 from nodeloom.api import json_guard
 from nodeloom.errors import FieldError, InvalidRequest, PayloadTooLarge, UnsupportedMediaType
 
 THREAD_PARSE_BYTES = 256 * 1024
+_Body = TypeVar("_Body", bound=BaseModel)
+
+
+def body_doc(model: type[BaseModel], required: bool = True) -> dict[str, Any]:
+    """The ``openapi_extra`` of a route that reads its JSON body by hand (so FastAPI cannot
+    document it): the body is ``model``, and ``required`` says whether it may be left out."""
+    return {
+        "requestBody": {
+            "required": required,
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
+            },
+        }
+    }
+
+
+def validated(model: type[_Body], raw: Any) -> _Body:
+    """A body read by hand (None: none sent) as ``model``, or InvalidRequest naming each
+    problem by its JSON pointer."""
+    try:
+        return model.model_validate(raw or {})
+    except ValidationError as exc:
+        errors = [
+            FieldError("/" + "/".join(str(p) for p in e["loc"]), e["msg"])
+            for e in exc.errors(include_url=False)
+        ]
+        raise InvalidRequest(
+            "; ".join(f"{e.pointer}: {e.message}" for e in errors), errors=errors
+        ) from exc
 
 
 def is_json_content_type(value: str | None) -> bool:

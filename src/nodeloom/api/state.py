@@ -18,6 +18,7 @@ from nodeloom.ratelimit import RateLimiter
 from nodeloom.sandbox.pool import SandboxPool
 from nodeloom.schemas.nodes import NodeTypeOut
 from nodeloom.settings import Settings
+from nodeloom.store.webhooks import TriggerTargets
 
 
 @dataclass
@@ -35,6 +36,8 @@ class AppContext:
     metrics: Metrics
     sandbox: SandboxPool
     revocations: Revocations
+    # Webhooks as this process last read them, for triggers (store/webhooks.py).
+    trigger_targets: TriggerTargets = field(default_factory=TriggerTargets)
     readiness_checks: dict[str, Callable[[], Awaitable[bool]]] = field(default_factory=dict)
     draining: bool = False  # set on SIGTERM: new requests get 503 (api/serving.py)
     node_types: list[NodeTypeOut] | None = None

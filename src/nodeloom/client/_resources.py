@@ -524,9 +524,10 @@ class AsyncCredentials(_Resource):
         return CredentialTestResult.model_validate(response.json())
 
     async def model_schema(self, credential_id: str, model: str) -> ModelSchemaOut:
-        """The input (and output) JSON schema Replicate publishes for ``model``
-        (``owner/name`` or ``owner/name:version``), read with this replicate credential.
-        ``NotFound`` for a model Replicate does not know, ``ProviderError`` when it refuses."""
+        """The input (and output) JSON schema the provider publishes for ``model``, read with
+        this credential: a replicate one for ``owner/name`` or ``owner/name:version``, a fal
+        one for an endpoint id (``fal-ai/flux/dev``). ``NotFound`` for a model the provider
+        does not know, ``ProviderError`` when it refuses."""
         response = await self._client.request(
             "GET", f"/credentials/{_seg(credential_id)}/model-schema", params={"model": model}
         )

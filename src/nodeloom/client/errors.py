@@ -11,6 +11,7 @@ named after its problem ``code`` (docs/errors.md lists them all):
         │   └── InvalidGraph          400 invalid_graph
         ├── Unauthorized              401 unauthorized
         ├── InvalidCredentials        401 invalid_credentials
+        ├── InvalidSignature          401 invalid_signature
         ├── InsufficientCredits       402 insufficient_credits (.required, .available)
         ├── Forbidden                 403 forbidden
         │   ├── JwtRequired           403 jwt_required
@@ -143,6 +144,10 @@ class Unauthorized(APIError):
 
 class InvalidCredentials(APIError):
     status, code = 401, "invalid_credentials"
+
+
+class InvalidSignature(APIError):
+    status, code = 401, "invalid_signature"
 
 
 class InsufficientCredits(APIError):

@@ -10,8 +10,8 @@ from __future__ import annotations
 import contextlib
 import json
 import sys
-from collections.abc import Iterable, Iterator, Sequence
-from typing import Annotated, Any, NoReturn
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Annotated, Any, NoReturn, TypeVar
 
 import typer
 from pydantic import BaseModel
@@ -127,6 +127,23 @@ def print_table(columns: Sequence[str], rows: Iterable[Sequence[object]]) -> Non
     if needed > console.width:
         console = Console(highlight=False, width=needed)
     console.print(table, crop=False)
+
+
+Item = TypeVar("Item")
+
+
+def print_listing(
+    items: Sequence[Item],
+    as_json: bool,
+    columns: Sequence[str],
+    row: Callable[[Item], Sequence[object]],
+) -> None:
+    """What a ``list`` command prints: the items as JSON with --json, else a table of one
+    ``row`` per item."""
+    if as_json:
+        print_json(items)
+        return
+    print_table(columns, (row(item) for item in items))
 
 
 def take(items: Iterable[Any], limit: int) -> list[Any]:

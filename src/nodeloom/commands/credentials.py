@@ -22,7 +22,7 @@ from nodeloom.commands.common import (
     err,
     fail,
     print_json,
-    print_table,
+    print_listing,
     take,
     when,
 )
@@ -128,21 +128,17 @@ def list_credentials(
     """The account's credentials, newest first (secrets masked)."""
     with client(url, api_key) as c:
         items = take(c.credentials.list(), limit)
-    if as_json:
-        print_json(items)
-        return
-    print_table(
+    print_listing(
+        items,
+        as_json,
         ("id", "name", "kind", "secret", "last used (UTC)", "fields"),
-        (
-            (
-                i.id,
-                i.name,
-                i.kind,
-                i.hint,
-                when(i.last_used_at),
-                " ".join(f"{k}={v}" for k, v in i.fields.items()),
-            )
-            for i in items
+        lambda i: (
+            i.id,
+            i.name,
+            i.kind,
+            i.hint,
+            when(i.last_used_at),
+            " ".join(f"{k}={v}" for k, v in i.fields.items()),
         ),
     )
 

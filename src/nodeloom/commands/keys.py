@@ -21,7 +21,7 @@ from nodeloom.commands.common import (
     err,
     handled,
     print_json,
-    print_table,
+    print_listing,
     when,
 )
 from nodeloom.commands.login import read_secret
@@ -71,14 +71,17 @@ def list_keys(
     """Your API keys (their prefixes; the keys themselves are never shown again)."""
     with token_client(url, api_key) as c:
         keys = c.keys.list()
-    if as_json:
-        print_json(keys)
-        return
-    print_table(
+    print_listing(
+        keys,
+        as_json,
         ("id", "name", "prefix", "created (UTC)", "last used (UTC)", "revoked (UTC)"),
-        (
-            (k.id, k.name, k.prefix, when(k.created_at), when(k.last_used_at), when(k.revoked_at))
-            for k in keys
+        lambda k: (
+            k.id,
+            k.name,
+            k.prefix,
+            when(k.created_at),
+            when(k.last_used_at),
+            when(k.revoked_at),
         ),
     )
 

@@ -15,7 +15,7 @@ from typing import Annotated
 import typer
 
 from nodeloom import __version__
-from nodeloom.commands.common import JsonOption, err, print_json, print_table
+from nodeloom.commands.common import JsonOption, err, print_listing
 from nodeloom.nodes.registry import build_registry, package_of
 from nodeloom.sdk import SDK_VERSION
 from nodeloom.settings import Settings
@@ -54,12 +54,11 @@ def list_command(as_json: JsonOption = False) -> None:
                     "reason": info.reason,
                 }
             )
-    if as_json:
-        print_json(rows)
-        return
-    print_table(
+    print_listing(
+        rows,
+        as_json,
         ["TYPE", "PACKAGE", "VERSION", "STATUS", "REASON"],
-        [[r["type"], r["package"], r["version"], r["status"], r["reason"] or ""] for r in rows],
+        lambda r: [r["type"], r["package"], r["version"], r["status"], r["reason"] or ""],
     )
 
 

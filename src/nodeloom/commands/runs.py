@@ -20,6 +20,7 @@ from nodeloom.commands.common import (
     err,
     handled,
     print_json,
+    print_listing,
     print_table,
     take,
     when,
@@ -30,6 +31,23 @@ from nodeloom.schemas.runs import RunStatusName
 app = typer.Typer(help="Runs of a workflow: list, show, cancel, retry, events.")
 
 RunArg = Annotated[str, typer.Argument(help="Run id.")]
+InputsOption = Annotated[
+    list[str] | None,
+    typer.Option("--input", "-i", help="key=value (text) or key:=json; repeat for more keys."),
+]
+InputFileOption = Annotated[
+    str | None, typer.Option("--input-file", help="Input as a JSON object file ('-': stdin).")
+]
+DownloadOption = Annotated[
+    Path | None,
+    typer.Option("--download", "-d", help="Save the outputs into this directory (waits)."),
+]
+AllNodesOption = Annotated[
+    bool, typer.Option("--all", help="Every node's artifact, not just the outputs.")
+]
+TimeoutOption = Annotated[
+    float | None, typer.Option(help="Give up waiting after this many seconds.")
+]
 
 
 def parse_inputs(pairs: list[str], input_file: str | None) -> dict[str, Any] | None:
@@ -55,26 +73,14 @@ def parse_inputs(pairs: list[str], input_file: str | None) -> dict[str, Any] | N
 
 def run_command(
     workflow: WorkflowArg,
-    inputs: Annotated[
-        list[str] | None,
-        typer.Option("--input", "-i", help="key=value (text) or key:=json; repeat for more keys."),
-    ] = None,
-    input_file: Annotated[
-        str | None, typer.Option("--input-file", help="Input as a JSON object file ('-': stdin).")
-    ] = None,
+    inputs: InputsOption = None,
+    input_file: InputFileOption = None,
     wait: Annotated[
         bool, typer.Option("--wait", "-w", help="Follow the run live until it ends.")
     ] = False,
-    download: Annotated[
-        Path | None,
-        typer.Option("--download", "-d", help="Save the outputs into this directory (waits)."),
-    ] = None,
-    all_nodes: Annotated[
-        bool, typer.Option("--all", help="Every node's artifact, not just the outputs.")
-    ] = False,
-    timeout: Annotated[
-        float | None, typer.Option(help="Give up waiting after this many seconds.")
-    ] = None,
+    download: DownloadOption = None,
+    all_nodes: AllNodesOption = False,
+    timeout: TimeoutOption = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Run every node again, even unchanged ones.")
     ] = False,
@@ -95,18 +101,8 @@ def run_command(
         data = parse_inputs(inputs or [], input_file)
         found = c.workflows.find(workflow)
         run = c.workflows.execute(found.id, data, cache=not no_cache, callback_url=callback_url)
-        if not (wait or download):
-            if as_json:
-                print_json(run)
-            else:
-                err().print(f"started run of {found.name!r}; follow it with --wait")
-                sys.stdout.write(run.id + "\n")
-            return
-        with ProgressView(run, err()) as view:
-            run = run.wait(timeout, on_event=view.on_event)
-        _report(c, run, download, all_nodes, as_json)
-    if run.status != "completed":
-        raise typer.Exit(1)
+        note = f"started run of {found.name!r}; follow it with --wait"
+        _started(c, run, note, wait, download, all_nodes, timeout, as_json)
 
 
 def parse_params(pairs: list[str]) -> dict[str, dict[str, Any]] | None:
@@ -122,6 +118,33 @@ def parse_params(pairs: list[str]) -> dict[str, dict[str, Any]] | None:
             raise ValueError(f"--set takes node.param=value or node.param:=json, not {pair!r}")
         params.setdefault(node_id, {})[name] = json.loads(value) if is_json else value
     return params or None
+
+
+def _started(
+    c: Client,
+    run: Run,
+    note: str,
+    wait: bool,
+    download: Path | None,
+    all_nodes: bool,
+    timeout: float | None,
+    as_json: bool,
+) -> None:
+    """What ``run`` and ``retry`` do with the run they started: print its id (and ``note``
+    on stderr); or, with --wait or --download, follow it live, report its outputs and exit
+    with status 1 unless it completed."""
+    if not (wait or download):
+        if as_json:
+            print_json(run)
+        else:
+            err().print(note)
+            sys.stdout.write(run.id + "\n")
+        return
+    with ProgressView(run, err()) as view:
+        run = run.wait(timeout, on_event=view.on_event)
+    _report(c, run, download, all_nodes, as_json)
+    if run.status != "completed":
+        raise typer.Exit(1)
 
 
 def _report(c: Client, run: Run, download: Path | None, all_nodes: bool, as_json: bool) -> None:
@@ -162,21 +185,17 @@ def list_runs(
     with client(url, api_key) as c:
         found = c.workflows.find(workflow)
         runs = take(c.runs.list(found.id, status=status, page_size=min(limit, 200)), limit)
-    if as_json:
-        print_json(runs)
-        return
-    print_table(
+    print_listing(
+        runs,
+        as_json,
         ("id", "status", "credits", "ms", "created (UTC)", "error"),
-        (
-            (
-                r.id,
-                r.status,
-                r.credits_used,
-                r.duration_ms,
-                when(r.created_at),
-                r.error.code if r.error else "",
-            )
-            for r in runs
+        lambda r: (
+            r.id,
+            r.status,
+            r.credits_used,
+            r.duration_ms,
+            when(r.created_at),
+            r.error.code if r.error else "",
         ),
     )
 
@@ -273,16 +292,9 @@ def retry(
     wait: Annotated[
         bool, typer.Option("--wait", "-w", help="Follow the new run live until it ends.")
     ] = False,
-    download: Annotated[
-        Path | None,
-        typer.Option("--download", "-d", help="Save the outputs into this directory (waits)."),
-    ] = None,
-    all_nodes: Annotated[
-        bool, typer.Option("--all", help="Every node's artifact, not just the outputs.")
-    ] = False,
-    timeout: Annotated[
-        float | None, typer.Option(help="Give up waiting after this many seconds.")
-    ] = None,
+    download: DownloadOption = None,
+    all_nodes: AllNodesOption = False,
+    timeout: TimeoutOption = None,
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Nodes that run again ignore earlier outputs.")
     ] = False,
@@ -301,15 +313,5 @@ def retry(
         params = parse_params(sets or [])
         found = c.workflows.find(workflow)
         run = c.runs.retry(found.id, run_id, params=params, cache=not no_cache)
-        if not (wait or download):
-            if as_json:
-                print_json(run)
-            else:
-                err().print(f"retrying run {run_id} as a new run; follow it with --wait")
-                sys.stdout.write(run.id + "\n")
-            return
-        with ProgressView(run, err()) as view:
-            run = run.wait(timeout, on_event=view.on_event)
-        _report(c, run, download, all_nodes, as_json)
-    if run.status != "completed":
-        raise typer.Exit(1)
+        note = f"retrying run {run_id} as a new run; follow it with --wait"
+        _started(c, run, note, wait, download, all_nodes, timeout, as_json)

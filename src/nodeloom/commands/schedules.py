@@ -18,6 +18,7 @@ from nodeloom.commands.common import (
     err,
     fail,
     print_json,
+    print_listing,
     print_table,
     take,
     when,
@@ -101,22 +102,18 @@ def list_schedules(
     """A workflow's schedules with their next run time."""
     with client(url, api_key) as c:
         items = take(c.schedules.list(c.workflows.find(workflow).id), limit)
-    if as_json:
-        print_json(items)
-        return
-    print_table(
+    print_listing(
+        items,
+        as_json,
         ("id", "name", "cron", "time zone", "active", "next run (UTC)", "last error"),
-        (
-            (
-                s.id,
-                s.name,
-                s.cron,
-                s.timezone,
-                "yes" if s.active else "no",
-                when(s.next_run_at) if s.next_run_at else "-",
-                s.last_error.code if s.last_error else "",
-            )
-            for s in items
+        lambda s: (
+            s.id,
+            s.name,
+            s.cron,
+            s.timezone,
+            "yes" if s.active else "no",
+            when(s.next_run_at) if s.next_run_at else "-",
+            s.last_error.code if s.last_error else "",
         ),
     )
 

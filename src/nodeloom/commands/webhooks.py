@@ -15,7 +15,7 @@ from nodeloom.commands.common import (
     client,
     err,
     print_json,
-    print_table,
+    print_listing,
     take,
     when,
 )
@@ -55,21 +55,17 @@ def list_webhooks(
     """A workflow's webhooks with their URLs (the token in a URL is its credential)."""
     with client(url, api_key) as c:
         hooks = take(c.webhooks.list(c.workflows.find(workflow).id), limit)
-    if as_json:
-        print_json(hooks)
-        return
-    print_table(
+    print_listing(
+        hooks,
+        as_json,
         ("id", "name", "active", "signed", "created (UTC)", "url"),
-        (
-            (
-                h.id,
-                h.name,
-                "yes" if h.active else "no",
-                "yes" if h.signed else "no",
-                when(h.created_at),
-                h.url,
-            )
-            for h in hooks
+        lambda h: (
+            h.id,
+            h.name,
+            "yes" if h.active else "no",
+            "yes" if h.signed else "no",
+            when(h.created_at),
+            h.url,
         ),
     )
 

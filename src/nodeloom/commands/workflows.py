@@ -23,11 +23,12 @@ from nodeloom.commands.common import (
     err,
     fail,
     print_json,
+    print_listing,
     print_table,
     take,
     when,
 )
-from nodeloom.commands.runs import parse_inputs
+from nodeloom.commands.runs import InputFileOption, InputsOption, parse_inputs
 from nodeloom.schemas.workflows import WorkflowVersionSummary
 
 app = typer.Typer(
@@ -48,12 +49,11 @@ def list_workflows(
     """Workflows of the account, newest first."""
     with client(url, api_key) as c:
         found = take(c.workflows.list(page_size=min(limit, 200)), limit)
-    if as_json:
-        print_json(found)
-        return
-    print_table(
+    print_listing(
+        found,
+        as_json,
         ("id", "name", "nodes", "created (UTC)"),
-        ((w.id, w.name, w.node_count, when(w.created_at)) for w in found),
+        lambda w: (w.id, w.name, w.node_count, when(w.created_at)),
     )
 
 
@@ -259,13 +259,8 @@ def restore(
 @app.command("estimate")
 def estimate(
     workflow: WorkflowArg,
-    inputs: Annotated[
-        list[str] | None,
-        typer.Option("--input", "-i", help="key=value (text) or key:=json; repeat for more keys."),
-    ] = None,
-    input_file: Annotated[
-        str | None, typer.Option("--input-file", help="Input as a JSON object file ('-': stdin).")
-    ] = None,
+    inputs: InputsOption = None,
+    input_file: InputFileOption = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,

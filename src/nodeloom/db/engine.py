@@ -25,7 +25,21 @@ SQLite (one file, one writer at a time):
   Often, so that each fsync is small: a large one stalled the disk for everyone. The log
   is also made to start over now and then (``_checkpoint``), or it grows without end.
 
-PostgreSQL: an asyncpg pool; ``fn`` runs through ``AsyncConnection.run_sync``.
+PostgreSQL: an asyncpg pool; ``fn`` runs through ``AsyncConnection.run_sync``. Every
+exchange with the server is a network round trip, so none is spent that the work does not
+need (issue #20: a webhook trigger cost ~23 of them):
+
+- SQLAlchemy's asyncpg adapter is kept out of transaction control (its connections are in
+  its ``AUTOCOMMIT`` mode) and ``write`` runs asyncpg's own transaction: BEGIN, ``fn``'s
+  statements, COMMIT. A ``read`` runs its statements without a transaction at all: at READ
+  COMMITTED, PostgreSQL's default and ours, every statement of a transaction takes its own
+  snapshot anyway, so BEGIN and ROLLBACK around a read bought nothing but two round trips.
+- A connection taken from the pool is not pinged (``pool_pre_ping`` cost BEGIN, a ping and
+  ROLLBACK: three round trips per checkout). One the server or the network closed is seen
+  as closed by asyncpg and replaced at once; one that sat unused for ``IDLE_PING_SECONDS``
+  (a quiet server, where a restarted database may have left it half open) is pinged first.
+- The hot statements run prepared on the asyncpg connection (``db/prepared.py``), where
+  asyncpg's own per-connection cache keeps them prepared.
 """
 
 from __future__ import annotations
@@ -36,6 +50,7 @@ import contextlib
 import ctypes
 import logging
 import sqlite3
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar, cast
@@ -44,10 +59,11 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
-from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
 
 from nodeloom.db.busy import BusyWait, is_busy
+from nodeloom.db.prepared import STATEMENT_COUNTER, translated
 from nodeloom.settings import Settings
 
 log = logging.getLogger("nodeloom.db")
@@ -59,6 +75,9 @@ CHECKPOINT_SECONDS = 0.25
 WAL_RESTART_FRAMES = 16_384
 RESTART_WAIT_SECONDS = 0.05
 CONNECT_WAIT_MS = 10_000
+# A pooled PostgreSQL connection unused for longer is pinged before it is used again.
+IDLE_PING_SECONDS = 10.0
+_USED_AT = "nodeloom.used_at"
 
 
 def _json_dumps(value: Any) -> str:
@@ -211,6 +230,7 @@ class Database:
         self.is_sqlite = url.startswith("sqlite")
         self._writer: Engine | None = None
         self._engine: AsyncEngine | None = None
+        self._pg: AsyncEngine | None = None
         if self.is_sqlite:
             self._writer = _sqlite_engine(url, settings.sqlite_synchronous, self._count_sql)
             self._write_conn: Connection | None = None
@@ -228,9 +248,15 @@ class Database:
                 json_deserializer=orjson.loads,
                 pool_size=10,
                 max_overflow=10,
-                pool_pre_ping=True,
             )
-            event.listen(self._engine.sync_engine, "before_cursor_execute", self._count)
+            sync_engine = self._engine.sync_engine
+            event.listen(sync_engine, "before_cursor_execute", self._count)
+            event.listen(sync_engine, "connect", self._on_pg_connect)
+            event.listen(sync_engine, "checkout", _alive_on_checkout)
+            event.listen(sync_engine, "checkin", _used_on_checkin)
+            # The same pool, its connections in the adapter's autocommit mode: ``read`` and
+            # ``write`` decide what is a transaction (see the module docstring).
+            self._pg = self._engine.execution_options(isolation_level="AUTOCOMMIT")
 
     # Statements sent to the database (transaction control aside), for /metrics and the
     # benchmarks; and SQLite group commits with the writes they carried.
@@ -240,6 +266,10 @@ class Database:
 
     def _count(self, *_args: Any) -> None:
         self.statements += 1
+
+    def _on_pg_connect(self, _dbapi_conn: Any, record: ConnectionPoolEntry) -> None:
+        record.info[STATEMENT_COUNTER] = self._count  # statements run prepared count too
+        record.info[_USED_AT] = time.monotonic()
 
     def _count_sql(self, sql: str) -> None:
         if not sql.lstrip().upper().startswith(_NOT_COUNTED):
@@ -279,17 +309,17 @@ class Database:
                 finally:
                     conn.info[_BEGIN] = _WRITE
                 await wait.pause()
-        assert self._engine is not None
-        async with self._engine.connect() as connection:
+        assert self._pg is not None
+        async with self._pg.connect() as connection:
             return await connection.run_sync(fn)
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
         """``fn(connection)`` in a write transaction, committed before its result is
         returned; if it raises, none of its changes are."""
         if self._writer is None:
-            assert self._engine is not None
-            async with self._engine.begin() as connection:
-                return await connection.run_sync(fn)
+            assert self._pg is not None
+            async with self._pg.connect() as connection:
+                return await _in_pg_transaction(connection, fn)
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending_writes.append((fn, future))
@@ -412,6 +442,62 @@ class Database:
             self._writer.dispose()
         if self._engine is not None:
             await self._engine.dispose()
+
+
+async def _in_pg_transaction(connection: AsyncConnection, fn: Callable[[Connection], T]) -> T:
+    """``fn`` in asyncpg's transaction on ``connection`` (the adapter, in autocommit mode,
+    sends no BEGIN or COMMIT of its own); errors of BEGIN and COMMIT as SQLAlchemy raises
+    them, as ``fn``'s own are."""
+    pooled = await connection.get_raw_connection()
+    raw = pooled.driver_connection
+    assert raw is not None
+    transaction = raw.transaction()
+    try:
+        await transaction.start()
+    except Exception as exc:
+        raise translated(pooled, "BEGIN", exc) from exc
+    try:
+        result = await connection.run_sync(fn)
+    except BaseException:
+        await _roll_back(connection, pooled, transaction)
+        raise
+    try:
+        await transaction.commit()
+    except Exception as exc:
+        await _roll_back(connection, pooled, transaction)
+        raise translated(pooled, "COMMIT", exc) from exc
+    return result
+
+
+async def _roll_back(connection: AsyncConnection, pooled: PoolProxiedConnection, tx: Any) -> None:
+    """Roll back, or, when that fails (the connection is gone), drop the connection so the
+    pool never hands out one left inside a transaction."""
+    if pooled.driver_connection is None or pooled.driver_connection.is_closed():
+        await connection.invalidate()
+        return
+    try:
+        await tx.rollback()
+    except Exception:
+        log.warning("rollback failed; the connection is dropped", exc_info=True)
+        await connection.invalidate()
+
+
+def _alive_on_checkout(dbapi_conn: Any, record: ConnectionPoolEntry, _proxy: Any) -> None:
+    """A connection asyncpg knows is closed is replaced without a round trip; one unused
+    for ``IDLE_PING_SECONDS`` is pinged first. Raising DisconnectionError makes the pool
+    drop it and connect anew (SQLAlchemy's "pessimistic" disconnect handling)."""
+    if dbapi_conn.driver_connection.is_closed():
+        raise sa.exc.DisconnectionError("the connection was closed")
+    used_at = record.info.get(_USED_AT)
+    if used_at is None or time.monotonic() - used_at > IDLE_PING_SECONDS:
+        try:
+            dbapi_conn.ping()
+        except Exception as exc:
+            raise sa.exc.DisconnectionError(f"ping failed: {exc}") from exc
+
+
+def _used_on_checkin(_dbapi_conn: Any, record: ConnectionPoolEntry) -> None:
+    record.info[_USED_AT] = time.monotonic()
 
 
 def _checkpoint(connection: sqlite3.Connection) -> None:

@@ -1,5 +1,6 @@
-"""Prepared statements: a Core statement compiled once and run straight on SQLite's driver
-connection, for the statements every request and every step sends.
+"""Prepared statements: a Core statement compiled once and run straight on the driver
+connection (SQLite's sqlite3, PostgreSQL's asyncpg), for the statements every request and
+every step sends.
 
 SQLAlchemy's ``Connection.execute`` costs ~15-25 µs per statement before SQLite sees it
 (execution context, parameter processing, result set-up), more than SQLite takes to run an
@@ -10,9 +11,17 @@ literal values baked into the statement — and does only the per-call part: ord
 run the SQL on the same DB-API connection (so in the caller's transaction), shape the rows.
 The sqlite3 module caches the prepared SQLite statement by its text.
 
-On PostgreSQL the statement goes through ``Connection.execute`` as before: the rows there are
-SQLAlchemy's, with the same attribute and index access. The statement stays the one Core
-object both databases share; only how it is run differs.
+On PostgreSQL the same plan (compiled for the asyncpg dialect: ``$n`` parameters with their
+casts) runs on the asyncpg connection under SQLAlchemy's pooled one, in the caller's
+transaction (db/engine.py runs it on that connection). asyncpg keeps each statement
+prepared per connection (its statement cache), so a hot statement is one Bind/Execute round
+trip, without SQLAlchemy's execution context, its adapter's per-statement bookkeeping
+(a lock, a status regex) and its result set-up (issue #20: ~35% of an API replica's CPU was
+in those execute paths). Rows are the same named tuples as on SQLite; errors are translated
+by SQLAlchemy's adapter into what SQLAlchemy raises. A statement with an IN list (its
+parameter numbering is rendered per call) or a RETURNING clause still goes through
+``Connection.execute``. The statement stays the one Core object both databases share; only
+how it is run differs.
 
 What a ``Prepared`` statement takes: parameters by name (one mapping, or a list for a
 multi-row statement), expanding ``IN`` parameters given as lists; an INSERT compiled for the
@@ -29,15 +38,22 @@ from typing import Any, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Dialect
+from sqlalchemy.pool import PoolProxiedConnection
 from sqlalchemy.sql.base import Executable
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.dml import Insert
 from sqlalchemy.sql.elements import ClauseElement
+from sqlalchemy.util import await_only
 
 Params = Mapping[str, Any]
 Statement = ClauseElement  # a select, insert, update or delete
 _Processor = Callable[[Any], Any] | None
 _EXPANDING = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
+# In a pooled PostgreSQL connection's ``info``: what counts a statement (db/engine.py).
+STATEMENT_COUNTER = "nodeloom.count_statement"
+_ROWCOUNT = re.compile(r"(\d+)$")
+_DOLLAR = re.compile(r"\$(\d+)")
+MAX_PARAMETERS = 32_767
 
 
 class PreparedError(Exception):
@@ -58,9 +74,16 @@ class _Plan:
     """One statement compiled for one dialect (and, for an INSERT, one set of keys)."""
 
     def __init__(self, statement: Statement, dialect: Dialect, keys: Sequence[str]) -> None:
+        # Kept so that the dialect outlives the plan: plans are found by id(dialect), and the
+        # id of a dialect that was collected can be a new one's (an SQLite plan handed to a
+        # PostgreSQL connection: ``?`` placeholders, a syntax error).
+        self.dialect = dialect
         defaults = _insert_defaults(statement, keys)
         column_keys = [*keys, *defaults] if isinstance(statement, Insert) else None
-        compiled = statement.compile(dialect=dialect, column_keys=column_keys)
+        # Not SQLite: compiled as for many rows, so an INSERT gets no implicit RETURNING of
+        # its generated key (which would send it through SQLAlchemy).
+        many: dict[str, Any] = {"for_executemany": dialect.name != "sqlite"}
+        compiled = statement.compile(dialect=dialect, column_keys=column_keys, **many)
         assert isinstance(compiled, SQLCompiler)
         names = compiled.positiontup
         if names is None:
@@ -79,10 +102,21 @@ class _Plan:
             else:
                 raise PreparedError(f"no value for {name!r} in {compiled.string!r}")
         self.sql = compiled.string
+        self.returns = bool(compiled.effective_returning)
         # Expanding parameters (IN lists) are rendered for the lengths of each call.
         self._pieces = _EXPANDING.split(self.sql)
         self.expands = any(slot.expanding for slot in self.slots)
         self._by_lengths: dict[tuple[int, ...], str] = {}
+        # A plain INSERT ... VALUES (one placeholder per slot, nothing after): its rows can
+        # go as one statement of several VALUES tuples (asyncpg, ``sql_rows``).
+        self._values: tuple[str, str] | None = None
+        self._by_rows: dict[int, str] = {}
+        if isinstance(statement, Insert) and statement.select is None:
+            head, sep, row = self.sql.rpartition(" VALUES ")
+            numbers = [int(n) for n in _DOLLAR.findall(row)]
+            if sep and not _DOLLAR.search(head) and numbers == list(range(1, len(self.slots) + 1)):
+                if row.startswith("(") and row.endswith(")"):
+                    self._values = (head + sep, row)
         self.row: type[tuple[Any, ...]] | None = None
         self.results: list[_Processor] = []
         if isinstance(statement, sa.Select | sa.CompoundSelect):
@@ -110,6 +144,23 @@ class _Plan:
             else:
                 out.append(slot.process(value) if slot.process else value)
         return out, tuple(lengths)
+
+    @property
+    def rows_per_statement(self) -> int:
+        """How many rows ``sql_rows`` may carry (0: it cannot): PostgreSQL takes at most
+        32,767 parameters a statement."""
+        return MAX_PARAMETERS // max(1, len(self.slots)) if self._values is not None else 0
+
+    def sql_rows(self, rows: int) -> str:
+        """This INSERT for ``rows`` rows in one statement, their values one after another."""
+        sql = self._by_rows.get(rows)
+        if sql is None:
+            assert self._values is not None
+            head, row = self._values
+            width = len(self.slots)
+            tuples = [_shifted(row, i * width) for i in range(rows)]
+            sql = self._by_rows[rows] = head + ", ".join(tuples)
+        return sql
 
     def sql_for(self, lengths: tuple[int, ...]) -> str:
         if not lengths:
@@ -187,18 +238,28 @@ class Prepared:
         """Execute in ``conn``'s transaction; a result with ``first``, ``all``, ``one``,
         ``scalar``, ``scalar_one``, iteration and ``rowcount`` on either database."""
         dialect = conn.dialect
-        if dialect.name != "sqlite":
-            return conn.execute(cast(Executable, self.statement), params)
-        many: Sequence[Params] | None = None
+        if dialect.name == "sqlite":
+            return self._run_sqlite(conn, params)
+        if dialect.driver == "asyncpg":
+            return self._run_asyncpg(conn, params)
+        return conn.execute(cast(Executable, self.statement), params)
+
+    def _split(
+        self, params: Params | Sequence[Params] | None
+    ) -> tuple[Params, Sequence[Params] | None]:
+        """The first (or only) parameter set, and all of them for a multi-row statement."""
         if params is None or isinstance(params, Mapping):
-            first: Params = params or {}
-        else:
-            many = params
-            if not many:
-                return Rows([], 0)
-            first = many[0]
-            if any(p.keys() != first.keys() for p in many):
-                raise PreparedError("every row of a multi-row statement needs the same keys")
+            return params or {}, None
+        first = params[0] if params else {}
+        if any(p.keys() != first.keys() for p in params):
+            raise PreparedError("every row of a multi-row statement needs the same keys")
+        return first, params
+
+    def _run_sqlite(self, conn: Connection, params: Params | Sequence[Params] | None) -> Any:
+        dialect = conn.dialect
+        first, many = self._split(params)
+        if many is not None and not many:
+            return Rows([], 0)
         plan = self._plan(dialect, first)
         if many is not None and plan.expands:
             raise PreparedError("an IN list cannot be expanded in a multi-row statement")
@@ -223,12 +284,62 @@ class Prepared:
         finally:
             cursor.close()
 
+    def _run_asyncpg(self, conn: Connection, params: Params | Sequence[Params] | None) -> Any:
+        first, many = self._split(params)
+        if many is not None and not many:
+            return Rows([], 0)
+        plan = self._plan(conn.dialect, first)
+        if plan.expands or plan.returns:
+            return conn.execute(cast(Executable, self.statement), params)
+        pooled = conn.connection
+        raw = pooled.driver_connection
+        assert raw is not None
+        count = pooled.info.get(STATEMENT_COUNTER)
+        if count is not None:
+            count()
+        try:
+            if many is not None:
+                return Rows([], _insert_rows(raw, plan, many))
+            values = plan.values(first)[0]
+            if plan.row is not None:
+                records = await_only(raw.fetch(plan.sql, *values))
+                return Rows(_shape(plan, records), len(records))
+            status = await_only(raw.execute(plan.sql, *values))
+        except Exception as exc:
+            raise translated(pooled, plan.sql, exc) from exc
+        found = _ROWCOUNT.search(status or "")
+        return Rows([], int(found.group(1)) if found else -1)
+
     def _plan(self, dialect: Dialect, params: Params) -> _Plan:
         key = (id(dialect), tuple(params) if isinstance(self.statement, Insert) else ())
         plan = self._plans.get(key)
-        if plan is None:
+        if plan is None or plan.dialect is not dialect:
             plan = self._plans[key] = _Plan(self.statement, dialect, tuple(params))
         return plan
+
+
+def _shifted(sql: str, by: int) -> str:
+    """``sql`` with each ``$n`` placeholder numbered ``by`` higher."""
+    return _DOLLAR.sub(lambda found: f"${int(found.group(1)) + by}", sql)
+
+
+def _insert_rows(raw: Any, plan: _Plan, many: Sequence[Params]) -> int:
+    """A multi-row statement on asyncpg: an INSERT as one statement per
+    ``rows_per_statement`` rows (one execution on the server, not one per row); anything
+    else through asyncpg's executemany (one round trip, one execution per row). The rows
+    changed, or -1 when asyncpg does not say."""
+    per = plan.rows_per_statement
+    if not per:
+        await_only(raw.executemany(plan.sql, [plan.values(p)[0] for p in many]))
+        return -1
+    changed = 0
+    for start in range(0, len(many), per):
+        chunk = many[start : start + per]
+        values = [v for p in chunk for v in plan.values(p)[0]]
+        status = await_only(raw.execute(plan.sql_rows(len(chunk)), *values))
+        found = _ROWCOUNT.search(status or "")
+        changed += int(found.group(1)) if found else 0
+    return changed
 
 
 def _shape(plan: _Plan, fetched: list[Any]) -> list[Any]:
@@ -243,3 +354,19 @@ def _shape(plan: _Plan, fetched: list[Any]) -> list[Any]:
         )
         for values in fetched
     ]
+
+
+def translated(pooled: PoolProxiedConnection, sql: str, exc: Exception) -> Exception:
+    """``exc``, raised by asyncpg, as SQLAlchemy raises it from a statement (IntegrityError,
+    OperationalError...): translated by SQLAlchemy's own asyncpg adapter, so callers and the
+    problem mapper see one kind of error whichever way a statement ran."""
+    adapted: Any = pooled.dbapi_connection
+    dbapi_error = adapted.dbapi.Error
+    try:
+        adapted._handle_exception(exc)
+    except dbapi_error as translated_exc:
+        error: Exception = sa.exc.DBAPIError.instance(sql, None, translated_exc, dbapi_error)
+        return error
+    except Exception as other:
+        return other
+    return exc

@@ -6,10 +6,12 @@ context (sandbox/worker.py)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from nodeloom.nodes.adapters.policy import Signals
 from nodeloom.settings import Settings
 
 T = TypeVar("T")
@@ -50,13 +52,31 @@ class RunNodeContext:
         return await asyncio.to_thread(fn, *args)
 
 
+class _Sleep:
+    """No webhooks (a context built outside the executor): waiting is sleeping."""
+
+    async def wait(self, most: float) -> bool:
+        await asyncio.sleep(most)
+        return False
+
+
+Hooks = Callable[[], contextlib.AbstractAsyncContextManager[Signals]]
+
+
+@contextlib.asynccontextmanager
+async def _no_signals() -> AsyncIterator[Signals]:
+    yield _Sleep()
+
+
 class ProviderNodeContext(RunNodeContext):
     """The context of a provider node (``NodeSpec.adapter``; see nodes/adapters/policy.py):
     besides what every inline node gets, the account's credential it names (decrypted here,
     on the server, never sent to a sandbox), the provider job it stored on its node run,
     a way to store one (committed before it returns), whether its run was cancelled, the end
     of its time budget, and ``convert``: decoding a downloaded file into an artifact, in a
-    sandbox process."""
+    sandbox process. For provider webhooks (nodes/adapters/hooks.py): the URL a provider
+    calls for this node run (None: poll only), the job as stored now (with what a webhook
+    delivered) and ``signals``, to wait until a webhook may have been kept."""
 
     def __init__(
         self,
@@ -67,9 +87,15 @@ class ProviderNodeContext(RunNodeContext):
         cancelled: Callable[[], Awaitable[bool]],
         convert: Callable[[Path, str], Awaitable[Any]],
         deadline: float,
+        hook_url: Callable[[str], str | None] = lambda provider: None,
+        stored_job: Callable[[], Awaitable[dict[str, Any] | None]] | None = None,
+        signals: Hooks = _no_signals,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self._hook_url = hook_url
+        self._stored_job = stored_job
+        self._signals = signals
         self.credential = credential
         self.remembered_job = remembered_job
         self.deadline = deadline  # on the event loop's clock
@@ -86,3 +112,14 @@ class ProviderNodeContext(RunNodeContext):
 
     async def convert(self, path: Path, kind: str) -> Any:
         return await self._convert(path, kind)
+
+    def hook_url(self, provider: str) -> str | None:
+        return self._hook_url(provider)
+
+    async def stored_job(self) -> dict[str, Any] | None:
+        if self._stored_job is None:
+            return self.remembered_job
+        return await self._stored_job()
+
+    def signals(self) -> contextlib.AbstractAsyncContextManager[Signals]:
+        return self._signals()

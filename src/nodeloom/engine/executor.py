@@ -8,11 +8,12 @@ Nothing here touches run or node state: the caller records the ``Outcome``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import hashlib
 import logging
 import shutil
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -23,6 +24,7 @@ from nodeloom.artifacts.store import ArtifactStore, StoredBlob
 from nodeloom.auth.tokens import decrypt
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
+from nodeloom.engine import hook_signals
 from nodeloom.engine.cache import cache_key
 from nodeloom.engine.context import ProviderNodeContext, RunNodeContext
 from nodeloom.engine.graph import GraphNode
@@ -32,7 +34,8 @@ from nodeloom.engine.states import NodeStatus
 from nodeloom.events.bus import EventBus
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
-from nodeloom.nodes.adapters.policy import Credential
+from nodeloom.nodes.adapters import hooks
+from nodeloom.nodes.adapters.policy import Credential, Signals
 from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
@@ -403,6 +406,17 @@ class NodeExecutor:
         async def convert(path: Path, kind: str) -> Produced:
             return await self._convert(task, scratch, path, kind)
 
+        def hook_url(provider: str) -> str | None:
+            return hooks.hook_url(env.settings, provider, run_id, node_id)
+
+        async def stored_job() -> dict[str, Any] | None:
+            return await env.db.read(lambda c: provider_jobs.get(c, run_id, node_id))
+
+        @contextlib.asynccontextmanager
+        async def signals() -> AsyncIterator[Signals]:
+            with hook_signals.waiter(env.bus, task.account_id, run_id, node_id) as waiter:
+                yield waiter
+
         ctx = ProviderNodeContext(
             credential=adapter_credential,
             remembered_job=remembered,
@@ -410,6 +424,9 @@ class NodeExecutor:
             cancelled=cancelled,
             convert=convert,
             deadline=asyncio.get_running_loop().time() + limits.wall_seconds,
+            hook_url=hook_url,
+            stored_job=stored_job,
+            signals=signals,
             run_id=run_id,
             node_id=node_id,
             account_id=task.account_id,

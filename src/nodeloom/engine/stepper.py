@@ -34,6 +34,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Hashable, Iterable
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy.engine import Connection
 
@@ -87,18 +88,42 @@ class Unrunnable(Exception):
 class RunGraphs:
     """Checked graphs by run id: a run's graph never changes, so each process validates it
     once (the catalog is fixed for the life of the process). A graph that does not
-    validate is kept as the problems found (a string)."""
+    validate is kept as the problems found (a string).
+
+    A run copies its workflow's graph at a numbered version (``runs.workflow_version``; a
+    retry has a graph of its own and no number), so the runs of one version share one
+    checked graph: a worker taking the first node of a new run reads and validates nothing
+    it has seen before. Not for graphs with sub-workflows, whose children are resolved as
+    they are when each run is first loaded."""
 
     def __init__(self, registry: Registry, settings: Settings, size: int = 2048) -> None:
         self.registry = registry
         self.settings = settings
         self.size = size
         self._items: OrderedDict[str, Graph | str] = OrderedDict()
+        self._versions: OrderedDict[tuple[str, int], Graph | str] = OrderedDict()
 
-    def get(self, conn: Connection, run_id: str, account_id: str) -> Graph | str:
+    def known(self, run_id: str) -> Graph | str | None:
+        """The run's graph if this process has it already (no database read)."""
+        return self._items.get(run_id)
+
+    def get(
+        self,
+        conn: Connection,
+        run_id: str,
+        account_id: str,
+        version: tuple[str, int] | None = None,
+    ) -> Graph | str:
+        """The run's checked graph; ``version``: its workflow's id and version number,
+        when the run's graph is that version's."""
         if run_id in self._items:
             self._items.move_to_end(run_id)
             return self._items[run_id]
+        shared = self._versions.get(version) if version is not None else None
+        if shared is not None:
+            assert version is not None
+            self._versions.move_to_end(version)
+            return self._keep(self._items, run_id, shared)
         graph_json = run_store.graph_json(conn, run_id)
         # Its sub-workflows as they are when this process first loads the run (a child
         # run is started from its workflow's version of that moment anyway).
@@ -108,9 +133,16 @@ class RunGraphs:
             graph: Graph | str = "; ".join(f"{p.pointer}: {p.message}" for p in checked[:3])
         else:
             graph = checked
-        self._items[run_id] = graph
-        if len(self._items) > self.size:
-            self._items.popitem(last=False)
+        if version is not None and not children:
+            self._keep(self._versions, version, graph)
+        return self._keep(self._items, run_id, graph)
+
+    def _keep(
+        self, items: OrderedDict[Any, Graph | str], key: Any, graph: Graph | str
+    ) -> Graph | str:
+        items[key] = graph
+        if len(items) > self.size:
+            items.popitem(last=False)
         return graph
 
 
@@ -121,7 +153,8 @@ def load(conn: Connection, run_id: str, graphs: RunGraphs) -> RunState | None:
     run = run_store.locked(conn, run_id)
     if run is None or run.status != RunStatus.RUNNING:
         return None
-    graph = graphs.get(conn, run_id, run.account_id)
+    version = None if run.workflow_version is None else (run.workflow_id, run.workflow_version)
+    graph = graphs.get(conn, run_id, run.account_id, version)
     if isinstance(graph, str):
         raise Unrunnable(run_id, graph)
     nodes = run_store.node_states(conn, run_id)

@@ -17,6 +17,7 @@ reconciler, which gives the node back (``requeue``: ``stepper.interrupted``'s ru
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -26,7 +27,7 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import utcnow
 from nodeloom.engine import items, stepper
-from nodeloom.engine.executor import NodeTask
+from nodeloom.engine.executor import InputInfos, NodeTask
 from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs, Unrunnable
@@ -51,6 +52,16 @@ class StepResult:
     nudge: list[str] = field(default_factory=list)
     # Items the account had room for apart from this run, as counted by this step.
     items_room: int | None = None
+    # The run's state as this step left it (claim steps): the job works out from it which
+    # instant nodes its node will make runnable, and executes them before its finish step.
+    state: RunState | None = None
+
+
+# Instant nodes a job executed ahead of its finish step, from the run's state at its claim:
+# by node, the inputs they were executed with and how they ended. The finish step records
+# each one still runnable with those very inputs as if it had started and executed it; any
+# other is started as usual (``StepResult.started``).
+Ahead = dict[str, tuple[InputInfos, Outcome]]
 
 
 def guarded(step: Callable[..., StepResult]) -> Callable[..., StepResult]:
@@ -95,16 +106,20 @@ def _advance(
     now: datetime,
     claimed_by: str | None = None,
     instant_room: int = 0,
+    ahead: Ahead | None = None,
 ) -> StepResult:
     """Queue what became runnable (a job each); end the run when every node ended. With
-    ``claimed_by``, up to ``instant_room`` runnable instant nodes (``stepper.is_instant``)
-    are started under that claim instead, for the caller to execute at once."""
+    ``claimed_by``, the nodes the job executed ``ahead`` are recorded (``_record_ahead``),
+    and up to ``instant_room`` other runnable instant nodes (``stepper.is_instant``) are
+    started under that claim instead, for the caller to execute at once."""
     room: int | None = None
     if state.graph.batches.instances:
         assert state.items_cap is not None, "queue steps load states with the cap (_load)"
         state.items_allowed, room = items.allowed_in_database(
             conn, state.account_id, state.run_id, state.items_cap
         )
+    if claimed_by is not None and ahead:
+        _record_ahead(state, batch, now, claimed_by, ahead)
     ready = state.runnable()
     instant: list[str] = []
     if claimed_by is not None:
@@ -115,6 +130,27 @@ def _advance(
     started = [NodeTask.of(state, n) for n in instant]
     queued = [n for n in ready if n not in set(instant)]
     return _commit(conn, state, batch, StepResult(queued=queued, started=started, items_room=room))
+
+
+def _record_ahead(
+    state: RunState, batch: Batch, now: datetime, claimed_by: str, ahead: Ahead
+) -> None:
+    """Record the instant nodes executed ahead (``Ahead``) that are runnable now with the
+    inputs they were executed with: started and ended in this step, at its time (their
+    execution took no time worth showing), under the job's claim; then those they make
+    runnable, as long as they were executed ahead too."""
+    ahead = dict(ahead)  # the caller's is kept whole, should the step be tried again
+    while True:
+        found = [
+            n
+            for n in state.runnable()
+            if n in ahead and stepper.is_instant(state, n) and state.inputs_of(n) == ahead[n][0]
+        ]
+        if not found:
+            return
+        for node_id in found:
+            state.start(batch, node_id, now, claimed_by)
+            state.record(batch, dataclasses.replace(ahead.pop(node_id)[1], at=now))
 
 
 @guarded
@@ -130,7 +166,8 @@ def claim(
     if state.cancel_requested:
         return _cancel(conn, state, batch, now)
     state.start(batch, node_id, now, claimed_by)
-    return _commit(conn, state, batch, StepResult(task=NodeTask.of(state, node_id)))
+    result = StepResult(task=NodeTask.of(state, node_id), state=state)
+    return _commit(conn, state, batch, result)
 
 
 def _ours(state: RunState | None, node_id: str, claimed_by: str) -> RunState | None:
@@ -150,12 +187,15 @@ def finish(
     outcome: Outcome | None,
     graphs: RunGraphs,
     instant_room: int = 0,
+    ahead: Ahead | None = None,
 ) -> StepResult:
     """The node ran (``outcome``) or was stopped before it ended (None: cancelled, or its
-    worker shutting down). Queue what became runnable — or, up to ``instant_room`` of its
+    worker shutting down). Record the instant nodes the job executed ``ahead`` that it
+    made runnable; queue what else became runnable — or, up to ``instant_room`` of its
     instant nodes, start them under ``claimed_by`` (``StepResult.started``); end the run
     when all ended."""
-    return finish_many(conn, run_id, {node_id: outcome}, claimed_by, graphs, instant_room)
+    outcomes = {node_id: outcome}
+    return finish_many(conn, run_id, outcomes, claimed_by, graphs, instant_room, ahead)
 
 
 @guarded
@@ -166,6 +206,7 @@ def finish_many(
     claimed_by: str,
     graphs: RunGraphs,
     instant_room: int = 0,
+    ahead: Ahead | None = None,
 ) -> StepResult:
     """``finish`` for several nodes held under one claim (a job and the instant nodes it
     started), one transaction. A node no longer ours (given back as stalled, or the run
@@ -180,7 +221,9 @@ def finish_many(
     # Items of this run in flight before this step, and whether it ends some.
     before = state.items_in_flight()
     ends_items = any(state.graph.batches.region_of_instance(n) is not None for n in ours)
-    result = _finish_many(conn, state, batch, now, ours, outcomes, claimed_by, instant_room)
+    result = _finish_many(
+        conn, state, batch, now, ours, outcomes, claimed_by, instant_room, ahead or {}
+    )
     if ends_items and result.items_room is not None and before >= result.items_room:
         # The account was at its cap: its other runs may hold items that fit now.
         result.nudge = items.held_runs(conn, state.account_id, run_id)
@@ -196,6 +239,7 @@ def _finish_many(
     outcomes: dict[str, Outcome | None],
     claimed_by: str,
     instant_room: int,
+    ahead: Ahead,
 ) -> StepResult:
     stopped = [n for n in ours if outcomes[n] is None]
     for node_id in ours:
@@ -211,7 +255,7 @@ def _finish_many(
         return result
     if state.cancel_requested:
         return _cancel(conn, state, batch, now)
-    return _advance(conn, state, batch, now, claimed_by, instant_room)
+    return _advance(conn, state, batch, now, claimed_by, instant_room, ahead)
 
 
 @guarded

@@ -19,10 +19,10 @@ import dataclasses
 import functools
 import hashlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 import orjson
 import sqlalchemy as sa
@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from nodeloom.db.engine import Database
 from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
-from nodeloom.engine import batches, retry, stepper, subworkflows
+from nodeloom.engine import batches, prefix, retry, stepper, subworkflows
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
 from nodeloom.engine.graph import Children, Graph, unavailable_nodes, validate_graph
@@ -40,7 +40,7 @@ from nodeloom.engine.retry import RetrySource
 from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.engine.stepper import INSTANT_PER_STEP, count_events, run_instant
-from nodeloom.engine.transitions import Batch, NewRun, WorkflowChanged
+from nodeloom.engine.transitions import Batch, NewRun, WebhookAsRead, WorkflowChanged
 from nodeloom.errors import (
     Conflict,
     FieldError,
@@ -60,6 +60,8 @@ from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import credentials as credential_store
+
+T = TypeVar("T")
 
 
 class GraphCache:
@@ -193,6 +195,15 @@ class RunRequest:
     # A sub-workflow's run (engine/subworkflows.py): the run and Workflow node starting it.
     parent_run_id: str | None = None
     parent_node_id: str | None = None
+    # A webhook trigger: the webhook as the trigger checked it, checked again by the
+    # acceptance transaction (TriggerStale when it changed).
+    webhook_as_read: WebhookAsRead | None = None
+
+
+class TriggerStale(Exception):
+    """The webhook of a trigger changed since the trigger read it (``webhook_as_read``): the
+    trigger reads it again and is answered as the webhook now is (api/routes/webhooks.py).
+    Never reaches a client."""
 
 
 @dataclass(frozen=True)
@@ -294,12 +305,15 @@ def read_retry(request: RunRequest, graphs: GraphCache, conn: Connection) -> Wor
     )
 
 
-def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, Batch]:
+def new_run(
+    request: RunRequest, workflow: WorkflowVersion, run_id: str | None = None
+) -> tuple[RunState, Batch]:
     """A run of ``workflow`` as accepting it leaves it: a batch that creates the run with
     its nodes pending (roots queued when queue workers run it) and its first event. A
     retry's reused nodes are completed in it at once, uncharged (engine/retry.py): its
-    roots are the nodes they alone feed, and its estimate what the other nodes cost."""
-    run_id = uuid7()
+    roots are the nodes they alone feed, and its estimate what the other nodes cost.
+    ``run_id``: the same run prepared again (its answer already names it)."""
+    run_id = run_id or uuid7()
     now = utcnow()
     drawn = workflow.graph
     source = workflow.retry
@@ -355,6 +369,7 @@ def new_run(request: RunRequest, workflow: WorkflowVersion) -> tuple[RunState, B
         callback_url=request.callback_url,
         parent_run_id=request.parent_run_id,
         parent_node_id=request.parent_node_id,
+        webhook_as_read=request.webhook_as_read,
     )
     started: dict[str, Any] = {"estimated_credits": estimate}
     if source is not None:
@@ -398,6 +413,68 @@ def write_run(
             },
         )
     return events
+
+
+@dataclass(frozen=True)
+class CacheLookup:
+    """The cache keys of a run executed while accepted, looked up by the transaction that
+    writes it; ``replay`` makes the same run reusing what was found."""
+
+    keys: list[str]
+    outcomes: dict[str, Outcome]
+    replay: Callable[[dict[str, Outcome]], tuple[RunState, Batch]]
+
+
+@dataclass(frozen=True)
+class NewRunToWrite:
+    state: RunState
+    batch: Batch
+    lookup: CacheLookup | None = None
+
+
+class _StoredElsewhere(Exception):
+    """Some outputs the look-up found keep their bytes in the artifact store, which is
+    checked out of the transaction (the transaction rolls back; Acceptor._write)."""
+
+    def __init__(self, rows: dict[str, Any]) -> None:
+        super().__init__("stored outputs to check in the artifact store")
+        self.rows = rows
+
+
+def write_accepted(
+    conn: Connection, request: RunRequest, run: NewRunToWrite, answer: dict[str, Any]
+) -> tuple[RunState, Batch, list[Event]]:
+    """The acceptance transaction of ``Acceptor``: the run's cache keys looked up first
+    (one statement), the run replayed reusing what was found, then ``write_run``. The look-up
+    and the write share one transaction instead of a read and a write: one round trip and
+    one connection less per trigger on PostgreSQL."""
+    state, batch = run.state, run.batch
+    lookup = run.lookup
+    if lookup is not None:
+        rows = artifact_store.cached_many(conn, state.account_id, lookup.keys)
+        if rows:
+            if any(row.data is None for row in rows.values()):
+                raise _StoredElsewhere(rows)
+            hits = {
+                node_id: cached(node_id, row, row.cache_key)
+                for node_id, outcome in lookup.outcomes.items()
+                if (row := rows.get(outcome.cache_key or "")) is not None
+            }
+            state, batch = lookup.replay(hits)
+    return state, batch, write_run(conn, request, state, batch, answer)
+
+
+def _without_waiting(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine`` to its end here, without an event loop: for one that never waits
+    (each of its awaits is answered at once), such as a replay whose outcomes are all
+    known, from inside a transaction's synchronous function."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        result: T = done.value
+        return result
+    coroutine.close()
+    raise RuntimeError("a coroutine expected never to wait did wait")
 
 
 async def check_credentials(db: Database, account_id: str, graph: Graph) -> None:
@@ -460,20 +537,21 @@ class Acceptor:
             for _ in range(ATTEMPTS):
                 workflow = await self._workflow(request)
                 await self._check_credentials(request, workflow)
-                state, batch = await self._prepare(request, workflow)
+                run = await self._prepare(request, workflow)
                 answer: dict[str, Any] = {
-                    "run_id": batch.run_id,
+                    "run_id": run.batch.run_id,
                     "status": RunStatus.RUNNING.value,
-                    "estimated_credits": state.estimate,
+                    "estimated_credits": run.state.estimate,
                 }
                 if request.retry_of is not None:
                     answer["retried_from"] = request.retry_of
-                write = functools.partial(
-                    write_run, request=request, state=state, batch=batch, answer=answer
-                )
                 try:
-                    events = await self.db.write(write)
+                    state, batch, events = await self._write(request, run, answer)
                 except WorkflowChanged:
+                    if request.webhook_as_read is not None:
+                        # The webhook may have changed rather than the workflow: its trigger
+                        # reads both again.
+                        raise TriggerStale(request.webhook_id) from None
                     request = dataclasses.replace(request, workflow_version=None)
                     continue
                 except IntegrityError:
@@ -510,40 +588,96 @@ class Acceptor:
             lambda c: read_workflow(c, request.account_id, request.workflow_id, self.graphs)
         )
 
-    async def _prepare(
-        self, request: RunRequest, workflow: WorkflowVersion
-    ) -> tuple[RunState, Batch]:
+    async def _prepare(self, request: RunRequest, workflow: WorkflowVersion) -> NewRunToWrite:
         """The run to write: executed already when every node is instant and they fit in
-        one step, else as accepted (pending)."""
+        one step, else as accepted (pending). The outputs of an executed run may already be
+        stored (its cache keys): the transaction that writes it looks them up
+        (``write_accepted``)."""
         state, batch = new_run(request, workflow)
         graph = workflow.graph
+        if self.executor is not None and request.driver is None and prefix.applies(graph):
+            return await self._with_prefix(request, workflow, state, batch)
         if self.executor is None or not graph.all_instant or len(graph.nodes) > INSTANT_PER_STEP:
-            return state, batch
+            return NewRunToWrite(state, batch)
         owner = request.driver or self.claimant
         try:
             outcomes = await self._execute_now(state, batch, owner, self._produce)
-            hits = await self._cache_hits(state, outcomes)
         except NeedsSandbox:
             # A node turned out not to be instant (a template that needs Jinja after all):
             # the run is accepted as usual and its driver executes it.
-            return new_run(request, workflow)
+            return NewRunToWrite(*new_run(request, workflow))
         if outcomes is None:  # an input too large for the event loop: the same
-            return new_run(request, workflow)
-        if not hits:
-            return state, batch
-        # Some outputs are already stored: the same run again, those nodes reusing them (the
-        # state moves exactly as before; only those nodes' artifacts and charges differ).
-        state, batch = new_run(request, workflow)
+            return NewRunToWrite(*new_run(request, workflow))
+        return self._looked_up(request, workflow, state, batch, outcomes, self._execute_now)
 
-        async def replay(task: NodeTask) -> Outcome:
-            node_id = task.node.id
-            return hits.get(node_id) or outcomes[node_id]
+    async def _write(
+        self, request: RunRequest, run: NewRunToWrite, answer: dict[str, Any]
+    ) -> tuple[RunState, Batch, list[Event]]:
+        """``write_accepted`` in one transaction; when some outputs it found stored live in
+        the artifact store rather than in their rows, they are checked there first (out of
+        the transaction) and the run is written again reusing those still there."""
+        write = functools.partial(write_accepted, request=request, run=run, answer=answer)
+        try:
+            return await self.db.write(write)
+        except _StoredElsewhere as found:
+            assert run.lookup is not None
+            hits = await self._still_stored(run.lookup.outcomes, found.rows)
+            state, batch = run.lookup.replay(hits) if hits else (run.state, run.batch)
+            again = functools.partial(
+                write_accepted, request=request, run=NewRunToWrite(state, batch), answer=answer
+            )
+            return await self.db.write(again)
 
-        if await self._execute_now(state, batch, owner, replay) is None:
-            # Not expected (a hit is the same bytes as the output it replaces), but a run
-            # half executed here must not be handed to a driver: accept it as usual.
-            return new_run(request, workflow)
-        return state, batch
+    async def _with_prefix(
+        self, request: RunRequest, workflow: WorkflowVersion, state: RunState, batch: Batch
+    ) -> NewRunToWrite:
+        """A run for queue workers with its instant prefix executed now (engine/prefix.py,
+        ADR 0018), outputs already stored reused as a worker's job would; the run as
+        accepted before when the prefix cannot be executed here."""
+        try:
+            outcomes = await prefix.execute_prefix(state, batch, self.claimant, self._produce)
+        except NeedsSandbox:
+            return NewRunToWrite(*new_run(request, workflow))
+        if outcomes is None:
+            return NewRunToWrite(*new_run(request, workflow))
+        return self._looked_up(request, workflow, state, batch, outcomes, prefix.execute_prefix)
+
+    def _looked_up(
+        self,
+        request: RunRequest,
+        workflow: WorkflowVersion,
+        state: RunState,
+        batch: Batch,
+        outcomes: dict[str, Outcome],
+        execute: Callable[
+            [RunState, Batch, str, Callable[[NodeTask], Awaitable[Outcome]]],
+            Coroutine[Any, Any, dict[str, Outcome] | None],
+        ],
+    ) -> NewRunToWrite:
+        """The run executed (whole, or its prefix) by ``execute``, with the cache look-up
+        of its outputs left to the transaction that writes it (``write_accepted``)."""
+        keys = [o.cache_key for o in outcomes.values() if o.cache_key and not o.error]
+        if not state.use_cache or not keys:
+            return NewRunToWrite(state, batch)
+        owner = request.driver or self.claimant
+
+        def replay(hits: dict[str, Outcome]) -> tuple[RunState, Batch]:
+            """The same run (the same id) with the nodes of ``hits`` reusing those outputs:
+            the state moves exactly as before; only those nodes' artifacts and charges
+            differ. Runs without waiting (every outcome is known), so inside a transaction."""
+            again, again_batch = new_run(request, workflow, state.run_id)
+
+            async def known(task: NodeTask) -> Outcome:
+                node_id = task.node.id
+                return hits.get(node_id) or outcomes[node_id]
+
+            if _without_waiting(execute(again, again_batch, owner, known)) is None:
+                # Not expected (a hit is the same bytes as the output it replaces), but a run
+                # half executed here must not be handed to a driver: accept it as usual.
+                return new_run(request, workflow, state.run_id)
+            return again, again_batch
+
+        return NewRunToWrite(state, batch, CacheLookup(keys, outcomes, replay))
 
     async def _produce(self, task: NodeTask) -> Outcome:
         assert self.executor is not None
@@ -572,16 +706,11 @@ class Acceptor:
         left = await run_instant(state, batch, advance(), execute, advance, lambda: False)
         return outcomes if not left and batch.run_end is not None else None
 
-    async def _cache_hits(
-        self, state: RunState, outcomes: dict[str, Outcome] | None
+    async def _still_stored(
+        self, outcomes: dict[str, Outcome], rows: dict[str, Any]
     ) -> dict[str, Outcome]:
-        """Outcomes that reuse a stored artifact instead, by node: one look-up for every
-        node of the run."""
-        if outcomes is None or not state.use_cache:
-            return {}
-        keys = [o.cache_key for o in outcomes.values() if o.cache_key and not o.error]
-        account_id = state.account_id
-        rows = await self.db.read(lambda c: artifact_store.cached_many(c, account_id, keys))
+        """The outcomes that reuse a stored artifact of ``rows`` (by cache key) whose bytes
+        are still there, by node."""
         assert self.executor is not None
         store = self.executor.env.store
         found: dict[str, Outcome] = {}

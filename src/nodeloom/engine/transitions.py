@@ -33,6 +33,7 @@ from nodeloom.db.models import (
     NodeRun,
     Run,
     RunEvent,
+    Webhook,
     Workflow,
 )
 from nodeloom.db.prepared import Prepared
@@ -103,6 +104,21 @@ class NewRun:
     # (``child_run_id``) in the same transaction (engine/subworkflows.py).
     parent_run_id: str | None = None
     parent_node_id: str | None = None
+    # A webhook trigger's run: inserted only while its webhook is still as the trigger
+    # read it (else WorkflowChanged, as for a changed workflow).
+    webhook_as_read: WebhookAsRead | None = None
+
+
+@dataclass(frozen=True)
+class WebhookAsRead:
+    """What a webhook trigger was checked against, besides the workflow's version: the run's
+    INSERT finds nothing unless the webhook (``NewRun.webhook_id``) is still active and not
+    deleted, with this signing secret and the run's callback URL, and its owner still has
+    this plan and is not disabled. A trigger may then check a webhook it remembers from an
+    earlier trigger without reading it again (store/webhooks.py, ``TriggerTargets``)."""
+
+    plan: str
+    secret_encrypted: str | None
 
 
 @dataclass(frozen=True)
@@ -403,23 +419,54 @@ _NEW_RUN_VALUES = (
     "parent_run_id",
     "parent_node_id",
 )
-# The run row with a copy of the workflow's graph and its version number, only if the
-# workflow is still the version that was read (and not deleted): the check and the copy in
-# one statement.
-_INSERT_RUN = Prepared(
-    sa.insert(_RUN).from_select(
-        [*_NEW_RUN_VALUES, "graph_json", "workflow_version"],
-        sa.select(
-            *(sa.bindparam(name, type_=_RUN.c[name].type) for name in _NEW_RUN_VALUES),
-            _WORKFLOW.c.graph_json,
-            _WORKFLOW.c.version,
-        ).where(
-            _WORKFLOW.c.id == sa.bindparam("workflow_id"),
-            _WORKFLOW.c.account_id == sa.bindparam("account_id"),
-            _WORKFLOW.c.updated_at == sa.bindparam("version", type_=_WORKFLOW.c.updated_at.type),
-            _WORKFLOW.c.deleted_at.is_(None),
-        ),
+
+
+def _insert_run(*also: sa.ColumnElement[bool]) -> Prepared:
+    """The run row with a copy of the workflow's graph and its version number, only if the
+    workflow is still the version that was read (and not deleted) and ``also`` holds: the
+    checks and the copy in one statement."""
+    return Prepared(
+        sa.insert(_RUN).from_select(
+            [*_NEW_RUN_VALUES, "graph_json", "workflow_version"],
+            sa.select(
+                *(sa.bindparam(name, type_=_RUN.c[name].type) for name in _NEW_RUN_VALUES),
+                _WORKFLOW.c.graph_json,
+                _WORKFLOW.c.version,
+            ).where(
+                _WORKFLOW.c.id == sa.bindparam("workflow_id"),
+                _WORKFLOW.c.account_id == sa.bindparam("account_id"),
+                _WORKFLOW.c.updated_at
+                == sa.bindparam("version", type_=_WORKFLOW.c.updated_at.type),
+                _WORKFLOW.c.deleted_at.is_(None),
+                *also,
+            ),
+        )
     )
+
+
+_INSERT_RUN = _insert_run()
+_WEBHOOK = _t(Webhook)
+# A webhook trigger's run row: as _INSERT_RUN, and only while the webhook is as it was read
+# (WebhookAsRead): every check of a trigger that the database could have changed since is
+# made again here, in the statement that creates the run.
+_INSERT_WEBHOOK_RUN = _insert_run(
+    sa.exists().where(
+        _WEBHOOK.c.id == sa.bindparam("as_read_webhook"),
+        _WEBHOOK.c.workflow_id == _WORKFLOW.c.id,
+        _WEBHOOK.c.active.is_(True),
+        _WEBHOOK.c.deleted_at.is_(None),
+        _WEBHOOK.c.secret_encrypted.is_not_distinct_from(
+            sa.bindparam("as_read_secret", type_=_WEBHOOK.c.secret_encrypted.type)
+        ),
+        _WEBHOOK.c.callback_url.is_not_distinct_from(
+            sa.bindparam("as_read_callback", type_=_WEBHOOK.c.callback_url.type)
+        ),
+    ),
+    sa.exists().where(
+        _ACCOUNT.c.id == _WORKFLOW.c.account_id,
+        _ACCOUNT.c.plan == sa.bindparam("as_read_plan", type_=_ACCOUNT.c.plan.type),
+        _ACCOUNT.c.disabled_at.is_(None),
+    ),
 )
 # A retry's run row with its own graph, only if the workflow still exists (its version does
 # not matter: a retry runs the graph of the run it retries).
@@ -462,7 +509,17 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
     if rows.ledger:
         # Unique (run, node, kind): a second charge for the same node fails loudly.
         _INSERT_LEDGER.run(conn, rows.ledger)
-    return write_events(conn, batch, next_seq)
+    events = write_events(conn, batch, next_seq)
+    # The account's balance last: its row stays locked from this UPDATE to COMMIT, and every
+    # run the account starts or ends meanwhile waits for it. Written first, the lock was held
+    # across all the inserts above, and one account's webhook triggers were accepted one
+    # after another at the pace of those round trips (docs/benchmarks.md, issue #20). The
+    # transaction is all or nothing either way: refused credits roll the inserts back too.
+    if rows.hold is not None:
+        credits.hold(conn, batch.account_id, rows.hold[0], give_back=rows.hold[1])
+    if rows.release > 0:
+        _RELEASE.run(conn, {"account": batch.account_id, "amount": rows.release})
+    return events
 
 
 @dataclass
@@ -471,6 +528,10 @@ class _Rows:
 
     ledger: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)
+    # Balance changes, made last (``apply``): a new run's hold (amount, given back at once),
+    # an ended run's release.
+    hold: tuple[int, int] | None = None
+    release: int = 0
 
 
 def _update(conn: Connection, batch: Batch, rows: _Rows) -> None:
@@ -501,7 +562,7 @@ def _update(conn: Connection, batch: Batch, rows: _Rows) -> None:
     for status, node_ids, at, error in batch.bulk:
         _BULK[status].run(conn, {"run": run_id, "ids": node_ids, "at": at, "error": error})
     if batch.run_end is not None:
-        _end_run(conn, batch, rows.ledger)
+        _end_run(conn, batch, rows)
 
 
 def _start(conn: Connection, batch: Batch, started: list[tuple[str, datetime]]) -> None:
@@ -562,7 +623,7 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
     assert not batch.added, "a run with batches is not executed while accepted"
     ended = batch.run_end
     release = ended[4] if ended is not None else 0
-    credits.hold(conn, batch.account_id, new.estimate, give_back=release)
+    rows.hold = (new.estimate, release)
     rows.ledger.append(_ledger_row(batch, "", "hold", new.estimate, new.created_at))
     for end in batch.ended:
         _check_cached(conn, batch, end)
@@ -573,6 +634,7 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
         if release > 0:
             rows.ledger.append(_ledger_row(batch, "", "release", release, finished_at))
     statement = _INSERT_RUN if new.graph_json is None else _INSERT_RETRY
+    as_read = new.webhook_as_read
     values: dict[str, Any] = {
         "id": batch.run_id,
         "account_id": batch.account_id,
@@ -597,6 +659,14 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
         values["version"] = new.workflow_version
     else:
         values["graph_json"] = new.graph_json
+    if as_read is not None and new.graph_json is None:
+        statement = _INSERT_WEBHOOK_RUN
+        values.update(
+            as_read_webhook=new.webhook_id,
+            as_read_secret=as_read.secret_encrypted,
+            as_read_callback=new.callback_url,
+            as_read_plan=as_read.plan,
+        )
     inserted = statement.run(conn, values)
     if inserted.rowcount != 1:
         raise WorkflowChanged(batch.workflow_id)
@@ -762,7 +832,7 @@ def _end_rows(batch: Batch, end: _NodeEnd, rows: _Rows) -> None:
         rows.ledger.append(_ledger_row(batch, end.node_id, "charge", end.credits, end.at))
 
 
-def _end_run(conn: Connection, batch: Batch, ledger: list[dict[str, Any]]) -> None:
+def _end_run(conn: Connection, batch: Batch, rows: _Rows) -> None:
     assert batch.run_end is not None
     status, at, error, credits_used, release = batch.run_end
     result = _RUN_END[status].run(
@@ -771,8 +841,8 @@ def _end_run(conn: Connection, batch: Batch, ledger: list[dict[str, Any]]) -> No
     if result.rowcount != 1:
         raise StaleTransition(f"run {batch.run_id} is no longer running")
     if release > 0:
-        _RELEASE.run(conn, {"account": batch.account_id, "amount": release})
-        ledger.append(_ledger_row(batch, "", "release", release, at))
+        rows.release += release
+        rows.ledger.append(_ledger_row(batch, "", "release", release, at))
 
 
 def numbered(batch: Batch, next_seq: int) -> list[Event]:

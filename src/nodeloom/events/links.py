@@ -40,6 +40,7 @@ log = logging.getLogger("nodeloom.events")
 CHANNEL = "nodeloom:events"
 RECONNECT_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 POLL_SECONDS = 0.25
+PUBLISH_LINGER_SECONDS = 0.005
 OVERLAP = timedelta(seconds=2)  # commits land out of timestamp order by a little
 _RUNS = cast(sa.Table, Run.__table__)
 _EVENTS = cast(sa.Table, RunEvent.__table__)
@@ -132,28 +133,63 @@ class _CatchingUp(MemoryBus):
             self.deliver(events)
 
 
+def _origin_prefix(origin: str) -> bytes:
+    """How every message ``encode`` makes for ``origin`` begins (orjson keeps the key order),
+    so a process knows its own messages without decoding them."""
+    return b'{"origin":' + orjson.dumps(origin) + b","
+
+
 class RedisBus(_CatchingUp):
+    """Publishing is batched: the events committed within ``PUBLISH_LINGER_SECONDS`` of
+    each other, or while a PUBLISH is on its way, leave together (one message, in commit
+    order), so a busy API replica sends one Redis command per batch, not one per run, and
+    ``publish`` never waits for Redis.
+    Received messages are decoded only when they come from another process and someone
+    here listens (every process receives every message of the channel)."""
+
     def __init__(self, redis_url: str, origin: str, reader: LogReader) -> None:
         super().__init__(reader)
         self.origin = origin
+        self._own = _origin_prefix(origin)
         self.redis: Redis = Redis.from_url(redis_url, **client_options())
         self._listener: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
+        self._outbox: list[Event] = []
+        self._sender: asyncio.Task[None] | None = None
 
     async def publish(self, events: list[Event]) -> None:
         self.deliver(events)
         if not events:
             return
-        try:
-            await self.redis.publish(CHANNEL, encode(self.origin, events))
-        except (RedisError, OSError) as exc:
-            # Others miss the live copy; they catch up from the log when Redis is back.
-            log.warning("could not publish events to Redis: %s", exc)
+        self._outbox.extend(events)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.create_task(self._send(), name="redis-publish")
+
+    async def _send(self) -> None:
+        # A moment for the commits of other requests to join this message: one PUBLISH
+        # per batch instead of one per run (each is a round trip and a wake-up of Redis
+        # and of every subscribed process); live copies reach other processes that much
+        # later, the publishing process's own subscribers at once.
+        await asyncio.sleep(PUBLISH_LINGER_SECONDS)
+        while self._outbox:
+            batch, self._outbox = self._outbox, []
+            try:
+                await self.redis.publish(CHANNEL, encode(self.origin, batch))
+            except (RedisError, OSError) as exc:
+                # Others miss the live copy; they catch up from the log when Redis is back.
+                log.warning("could not publish events to Redis: %s", exc)
+
+    async def flush(self) -> None:
+        """Until every event published so far has left (or failed to)."""
+        while self._sender is not None and not self._sender.done():
+            await asyncio.shield(self._sender)
 
     async def start(self) -> None:
         self._listener = asyncio.create_task(self._listen(), name="redis-events")
 
     async def stop(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.flush()
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -173,9 +209,12 @@ class RedisBus(_CatchingUp):
                         await self.catch_up(lost_at)
                         lost_at = None
                     async for message in pubsub.listen():
-                        if message.get("type") != "message":
-                            continue
-                        origin, events = decode(message["data"])
+                        if message.get("type") != "message" or not self._by_key:
+                            continue  # nobody here follows anything: nothing to deliver
+                        data = message["data"]
+                        if data.startswith(self._own):
+                            continue  # delivered here when it was published
+                        origin, events = decode(data)
                         if origin != self.origin:
                             self.deliver(events)
             except asyncio.CancelledError:

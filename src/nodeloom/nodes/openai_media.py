@@ -54,14 +54,6 @@ MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # OpenAI's limit for an audio file to trans
 DEFAULT_STT_MODEL = "whisper-1"
 
 
-def _fingerprint(node: NodeType, params: Any, settings: Settings, model: str) -> dict[str, Any]:
-    return {
-        **NodeType.fingerprint(node, params, settings),
-        "model": model,
-        "provider": settings.provider_base_url,
-    }
-
-
 # ----------------------------------------------------------------------------- image edits
 
 
@@ -107,7 +99,7 @@ class ImageToImage(NodeType):
 
     def fingerprint(self, params: ImageToImageParams, settings: Settings) -> dict[str, Any]:
         model = params.model or settings.provider_image_model
-        return _fingerprint(self, params, settings, model)
+        return providers.provider_fingerprint(self, params, settings, model)
 
     async def run(
         self, ctx: NodeContext, params: ImageToImageParams, inputs: Mapping[str, InputValue]
@@ -223,7 +215,7 @@ class SpeechToText(NodeType):
         return providers.unavailable_reason(settings)
 
     def fingerprint(self, params: SpeechToTextParams, settings: Settings) -> dict[str, Any]:
-        return _fingerprint(self, params, settings, params.model)
+        return providers.provider_fingerprint(self, params, settings, params.model)
 
     async def run(
         self, ctx: NodeContext, params: SpeechToTextParams, inputs: Mapping[str, InputValue]

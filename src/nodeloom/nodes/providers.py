@@ -81,9 +81,16 @@ def unavailable_reason(settings: Settings) -> str | None:
     return None
 
 
-def _provider(settings: Settings) -> dict[str, Any]:
-    """The provider a node's answer comes from, as part of its cache fingerprint."""
-    return {"provider": settings.provider_base_url}
+def provider_fingerprint(
+    node: NodeType, params: Any, settings: Settings, model: str
+) -> dict[str, Any]:
+    """The cache fingerprint of a node the configured provider answers: its params, the
+    model it asks for and the provider the answer comes from."""
+    return {
+        **NodeType.fingerprint(node, params, settings),
+        "model": model,
+        "provider": settings.provider_base_url,
+    }
 
 
 def _error_message(response: httpx.Response) -> str:
@@ -318,7 +325,7 @@ class LLMText(NodeType):
 
     def fingerprint(self, params: LLMTextParams, settings: Settings) -> dict[str, Any]:
         model = params.model or settings.provider_llm_model
-        return {**super().fingerprint(params, settings), "model": model, **_provider(settings)}
+        return provider_fingerprint(self, params, settings, model)
 
     async def run(
         self, ctx: NodeContext, params: LLMTextParams, inputs: Mapping[str, InputValue]
@@ -377,7 +384,7 @@ class TextToImage(NodeType):
 
     def fingerprint(self, params: TextToImageParams, settings: Settings) -> dict[str, Any]:
         model = params.model or settings.provider_image_model
-        return {**super().fingerprint(params, settings), "model": model, **_provider(settings)}
+        return provider_fingerprint(self, params, settings, model)
 
     async def run(
         self, ctx: NodeContext, params: TextToImageParams, inputs: Mapping[str, InputValue]

@@ -298,14 +298,12 @@ class TextToSpeech(NodeType):
 
     def fingerprint(self, params: TextToSpeechParams, settings: Settings) -> dict[str, Any]:
         """Which engine speaks (and, for the provider, which model) decides the sound."""
-        dumped = super().fingerprint(params, settings)
         if params.engine == "local" or providers.unavailable_reason(settings):
-            return {**dumped, "engine": "local"}
+            return {**super().fingerprint(params, settings), "engine": "local"}
+        model = params.model or settings.provider_tts_model
         return {
-            **dumped,
+            **providers.provider_fingerprint(self, params, settings, model),
             "engine": "provider",
-            "model": params.model or settings.provider_tts_model,
-            "provider": settings.provider_base_url,
         }
 
     async def run(

@@ -280,8 +280,10 @@ class CredentialTestResult(BaseModel):
 class ModelSchemaOut(BaseModel):
     """A hosted model's published schemas, for the editor's form of its input object."""
 
-    model: str = Field(description="owner/name.")
-    version: str | None = Field(description="The version described (the latest, or the one named).")
+    model: str = Field(description="owner/name (Replicate) or the endpoint id (fal).")
+    version: str | None = Field(
+        description="The version described (the latest, or the one named); None for fal."
+    )
     description: str | None = None
     input: dict[str, Any] = Field(
         description="JSON schema of the model's input object; `x-order` orders its fields."

@@ -71,3 +71,13 @@ class TriggerAccepted(BaseModel):
     run_id: str
     status: str = "running"
     estimated_credits: int
+
+
+class ProviderHookAck(BaseModel):
+    """The answer to a provider's webhook delivery (api/routes/provider_hooks.py)."""
+
+    kept: bool = Field(
+        description="Whether the delivery was kept for the node waiting on it; false when no "
+        "node waits on that job any more (finished, cancelled, another job), which is "
+        "acknowledged all the same so the provider does not retry it."
+    )

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import Credential, utcnow
 from nodeloom.errors import FieldError
 from nodeloom.store import Record
-from nodeloom.store.paging import after_cursor
+from nodeloom.store.paging import newest_first
 
 CREDENTIALS = cast(sa.Table, Credential.__table__)
 GRAPH_ROOT = "/graph_json"
@@ -55,16 +55,8 @@ def create(
 
 def page(conn: Connection, account_id: str, limit: int, cursor: str | None) -> list[Record]:
     """Newest first, ``limit + 1`` rows so the caller can tell whether a next page exists."""
-    query = (
-        sa.select(CREDENTIALS)
-        .where(
-            CREDENTIALS.c.account_id == account_id,
-            after_cursor(CREDENTIALS.c.created_at, CREDENTIALS.c.id, cursor),
-        )
-        .order_by(CREDENTIALS.c.created_at.desc(), CREDENTIALS.c.id.desc())
-        .limit(limit + 1)
-    )
-    return list(conn.execute(query).all())
+    query = sa.select(CREDENTIALS).where(CREDENTIALS.c.account_id == account_id)
+    return list(conn.execute(newest_first(query, CREDENTIALS, limit, cursor)).all())
 
 
 def _one(account_id: str, credential_id: str) -> Any:

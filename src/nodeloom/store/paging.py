@@ -31,6 +31,18 @@ def decode_cursor(cursor: str) -> tuple[datetime, str]:
         ) from exc
 
 
+def newest_first(
+    query: sa.Select[Any], table: sa.Table, limit: int, cursor: str | None
+) -> sa.Select[Any]:
+    """``query`` as one page of ``table``'s rows, newest first after ``cursor``: ``limit + 1``
+    rows, the one more telling the caller that a next page exists."""
+    return (
+        query.where(after_cursor(table.c.created_at, table.c.id, cursor))
+        .order_by(table.c.created_at.desc(), table.c.id.desc())
+        .limit(limit + 1)
+    )
+
+
 def after_cursor(created_col: Any, id_col: Any, cursor: str | None) -> Any:
     """A WHERE clause selecting rows after ``cursor`` in newest-first order, or true."""
     if cursor is None:

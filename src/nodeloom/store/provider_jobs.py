@@ -35,3 +35,50 @@ def remember(conn: Connection, run_id: str, node_id: str, job: dict[str, Any] | 
 def run_cancelled(conn: Connection, run_id: str) -> bool:
     value = conn.execute(sa.select(_RUNS.c.cancel_requested).where(_RUNS.c.id == run_id)).scalar()
     return bool(value)
+
+
+def waiting_job(conn: Connection, run_id: str, node_id: str) -> dict[str, Any] | None:
+    """The provider job of a node run that is still running (a webhook's target), else None."""
+    row = conn.execute(
+        sa.select(_NODES.c.status, _NODES.c.provider_job).where(
+            _NODES.c.run_id == run_id, _NODES.c.node_id == node_id
+        )
+    ).first()
+    if row is None or row.status != "running" or not isinstance(row.provider_job, dict):
+        return None
+    return cast(dict[str, Any], row.provider_job)
+
+
+def deliver(
+    conn: Connection,
+    run_id: str,
+    node_id: str,
+    job_id: str,
+    state: dict[str, Any],
+    final: frozenset[str],
+) -> tuple[str, str] | None:
+    """Keep what a provider's webhook delivered about job ``job_id`` on its node run
+    (``provider_job["delivered"]``), for the node waiting on it to read; (account id,
+    workflow id) of the run to wake it, or None when the node no longer waits on that job
+    (finished, cancelled, submitted another) or already holds a final state (``final``:
+    deliveries may come out of order, a final one is never replaced)."""
+    row = conn.execute(
+        sa.select(_NODES.c.status, _NODES.c.provider_job, _RUNS.c.account_id, _RUNS.c.workflow_id)
+        .join(_RUNS, _RUNS.c.id == _NODES.c.run_id)
+        .where(_NODES.c.run_id == run_id, _NODES.c.node_id == node_id)
+        .with_for_update(of=_NODES)
+    ).first()
+    if row is None or row.status != "running" or not isinstance(row.provider_job, dict):
+        return None
+    job = cast(dict[str, Any], row.provider_job)
+    if job.get("id") != job_id:
+        return None
+    earlier = job.get("delivered")
+    if isinstance(earlier, dict) and earlier.get("status") in final:
+        return None
+    conn.execute(
+        sa.update(_NODES)
+        .where(_NODES.c.run_id == run_id, _NODES.c.node_id == node_id, _NODES.c.status == "running")
+        .values(provider_job={**job, "delivered": state})
+    )
+    return str(row.account_id), str(row.workflow_id)

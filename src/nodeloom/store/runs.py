@@ -13,7 +13,7 @@ from nodeloom.db.models import Account, NodeRun, Run, RunEvent, Workflow
 from nodeloom.db.prepared import Prepared
 from nodeloom.engine.states import RunStatus
 from nodeloom.store import Record
-from nodeloom.store.paging import after_cursor
+from nodeloom.store.paging import newest_first
 
 RUNS = cast(sa.Table, Run.__table__)
 _RUNS = RUNS
@@ -165,14 +165,8 @@ def page(
 ) -> list[Record]:
     """Newest first, ``limit + 1`` rows. One workflow's runs, or with ``workflow_id=None``
     every run of the account whose workflow still exists, each with ``workflow_name``."""
-    query = (
-        sa.select(*SUMMARY_COLUMNS)
-        .where(
-            _RUNS.c.account_id == account_id,
-            after_cursor(_RUNS.c.created_at, _RUNS.c.id, cursor),
-        )
-        .order_by(_RUNS.c.created_at.desc(), _RUNS.c.id.desc())
-        .limit(limit + 1)
+    query = newest_first(
+        sa.select(*SUMMARY_COLUMNS).where(_RUNS.c.account_id == account_id), _RUNS, limit, cursor
     )
     if workflow_id is not None:
         query = query.where(_RUNS.c.workflow_id == workflow_id)
@@ -233,6 +227,7 @@ _LOCK_RUN = Prepared(
         _RUNS.c.estimated_credits,
         _RUNS.c.created_at,
         _RUNS.c.input,
+        _RUNS.c.workflow_version,
         _ACCOUNTS.c.plan,
     )
     .join(_ACCOUNTS, _ACCOUNTS.c.id == _RUNS.c.account_id)

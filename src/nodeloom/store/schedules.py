@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, Schedule, Workflow, utcnow
 from nodeloom.store import Record
-from nodeloom.store.paging import after_cursor
+from nodeloom.store.paging import newest_first
 
 SCHEDULES = cast(sa.Table, Schedule.__table__)
 _WORKFLOWS = cast(sa.Table, Workflow.__table__)
@@ -43,17 +43,10 @@ def page(
     conn: Connection, account_id: str, workflow_id: str, limit: int, cursor: str | None
 ) -> list[Record]:
     """Newest first, ``limit + 1`` rows so the caller can tell whether a next page exists."""
-    query = (
-        sa.select(SCHEDULES)
-        .where(
-            SCHEDULES.c.account_id == account_id,
-            SCHEDULES.c.workflow_id == workflow_id,
-            after_cursor(SCHEDULES.c.created_at, SCHEDULES.c.id, cursor),
-        )
-        .order_by(SCHEDULES.c.created_at.desc(), SCHEDULES.c.id.desc())
-        .limit(limit + 1)
+    query = sa.select(SCHEDULES).where(
+        SCHEDULES.c.account_id == account_id, SCHEDULES.c.workflow_id == workflow_id
     )
-    return list(conn.execute(query).all())
+    return list(conn.execute(newest_first(query, SCHEDULES, limit, cursor)).all())
 
 
 def _one(account_id: str, workflow_id: str, schedule_id: str) -> Any:

@@ -2,13 +2,15 @@
 run by ``db.read`` / ``db.write``).
 
 Deleted webhooks are kept (soft delete) because runs refer to them. Every query here hides
-deleted webhooks, and the trigger look-up also hides webhooks of deleted workflows, so
-deleting a workflow stops its webhooks in the same commit without touching them.
+deleted webhooks, and the trigger look-up also hides webhooks of deleted workflows and of
+disabled accounts, so deleting a workflow or disabling its owner stops its webhooks in the
+same commit without touching them.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -19,7 +21,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import Account, Webhook, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
 from nodeloom.store import Record
-from nodeloom.store.paging import after_cursor
+from nodeloom.store.paging import newest_first
 
 WEBHOOKS = cast(sa.Table, Webhook.__table__)
 _WORKFLOWS = cast(sa.Table, Workflow.__table__)
@@ -62,18 +64,10 @@ def page(
     conn: Connection, account_id: str, workflow_id: str, limit: int, cursor: str | None
 ) -> list[Record]:
     """Newest first, ``limit + 1`` rows so the caller can tell whether a next page exists."""
-    query = (
-        sa.select(WEBHOOKS)
-        .where(
-            WEBHOOKS.c.account_id == account_id,
-            WEBHOOKS.c.workflow_id == workflow_id,
-            _VISIBLE,
-            after_cursor(WEBHOOKS.c.created_at, WEBHOOKS.c.id, cursor),
-        )
-        .order_by(WEBHOOKS.c.created_at.desc(), WEBHOOKS.c.id.desc())
-        .limit(limit + 1)
+    query = sa.select(WEBHOOKS).where(
+        WEBHOOKS.c.account_id == account_id, WEBHOOKS.c.workflow_id == workflow_id, _VISIBLE
     )
-    return list(conn.execute(query).all())
+    return list(conn.execute(newest_first(query, WEBHOOKS, limit, cursor)).all())
 
 
 def _one(account_id: str, workflow_id: str, webhook_id: str) -> Any:
@@ -162,14 +156,15 @@ _FOR_TRIGGER = Prepared(
         WEBHOOKS.c.token_hash == sa.bindparam("hash"),
         _VISIBLE,
         _WORKFLOWS.c.deleted_at.is_(None),
+        _ACCOUNTS.c.disabled_at.is_(None),
     )
 )
 
 
 def for_trigger(conn: Connection, token_hash: str) -> TriggerTarget | None:
-    """One indexed look-up per trigger: the webhook by its token's keyed hash, with its
-    owner's current plan and its workflow's version. Deleted webhooks and webhooks of
-    deleted workflows are not found.
+    """One indexed look-up: the webhook by its token's keyed hash, with its owner's current
+    plan and its workflow's version. Deleted webhooks and webhooks of deleted workflows or
+    disabled accounts are not found.
 
     The equality test happens on the keyed hash, which an attacker cannot choose, so an
     index look-up leaks nothing useful about stored tokens through timing."""
@@ -177,3 +172,38 @@ def for_trigger(conn: Connection, token_hash: str) -> TriggerTarget | None:
     if row is None:
         return None
     return TriggerTarget(row[0], row[1], row[2], bool(row[3]), row[4], row[5], row[6], row[7])
+
+
+class TriggerTargets:
+    """The trigger targets this process read last, by token hash (active ones only, the
+    least recently used forgotten past ``size``), so a trigger needs no look-up of its own.
+
+    A remembered target is never trusted alone: the run of a trigger is inserted only while
+    its webhook is still as it was read (``transitions.WebhookAsRead``: active, not deleted,
+    the same secret and callback, its workflow not deleted and of the same version, the
+    owner's plan the same and the account enabled), checked by the acceptance transaction's
+    INSERT itself. A change made through any replica (deleting or switching off the
+    webhook, a new secret, a plan change, disabling the account) therefore stops the very
+    next trigger everywhere; the trigger then reads the webhook again and is answered as
+    the webhook now is (api/routes/webhooks.py)."""
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._items: OrderedDict[str, TriggerTarget] = OrderedDict()
+
+    def get(self, token_hash: str) -> TriggerTarget | None:
+        target = self._items.get(token_hash)
+        if target is not None:
+            self._items.move_to_end(token_hash)
+        return target
+
+    def remember(self, token_hash: str, target: TriggerTarget | None) -> None:
+        """Keep ``target`` as the latest read of ``token_hash`` (an inactive or missing one
+        is forgotten: it is refused anyway, and read again each time)."""
+        if target is None or not target.active:
+            self._items.pop(token_hash, None)
+            return
+        self._items[token_hash] = target
+        self._items.move_to_end(token_hash)
+        if len(self._items) > self._size:
+            self._items.popitem(last=False)

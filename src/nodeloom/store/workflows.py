@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import Account, ApiKey, Run, Workflow, WorkflowVersion, utcnow
 from nodeloom.errors import PreconditionFailed
 from nodeloom.store import Record
-from nodeloom.store.paging import after_cursor
+from nodeloom.store.paging import newest_first
 
 WORKFLOWS = cast(sa.Table, Workflow.__table__)
 VERSIONS = cast(sa.Table, WorkflowVersion.__table__)
@@ -131,16 +131,8 @@ def page(
     if with_last_run:
         columns.append(_last_run(_RUNS.c.status).label("last_run_status"))
         columns.append(_last_run(_RUNS.c.created_at).label("last_run_at"))
-    query = (
-        sa.select(*columns)
-        .where(
-            WORKFLOWS.c.account_id == account_id,
-            _VISIBLE,
-            after_cursor(WORKFLOWS.c.created_at, WORKFLOWS.c.id, cursor),
-        )
-        .order_by(WORKFLOWS.c.created_at.desc(), WORKFLOWS.c.id.desc())
-        .limit(limit + 1)
-    )
+    query = sa.select(*columns).where(WORKFLOWS.c.account_id == account_id, _VISIBLE)
+    query = newest_first(query, WORKFLOWS, limit, cursor)
     return list(conn.execute(query).all())
 
 

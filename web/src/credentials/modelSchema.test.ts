@@ -65,8 +65,28 @@ describe("schemaLookup", () => {
       credential: "c1",
       model: "a/b",
     });
-    expect(schemaLookup("FalModel", { credential: "c1", model: "fal-ai/flux" })).toBeNull();
+    expect(schemaLookup("FalModel", { credential: "c1", model: "fal-ai" })).toBeNull();
+    expect(schemaLookup("FalModel", { credential: "c1", model: "a/b/c/d/e/f" })).toBeNull();
+    expect(schemaLookup("FalModel", { model: "fal-ai/flux/dev" })).toBeNull();
     expect(schemaLookup(undefined, { credential: "c1", model: "a/b" })).toBeNull();
+  });
+});
+
+describe("schemaLookup for fal", () => {
+  it("asks for a fal model node with a credential and an endpoint id", () => {
+    const data = { credential: "c2", model: " fal-ai/flux/dev " };
+    expect(schemaLookup("FalModel", data)).toEqual({ credential: "c2", model: "fal-ai/flux/dev" });
+    expect(
+      schemaLookup("FalModelVideo", { credential: "c2", model: "fal-ai/kling-video/v2/pro/i2v" }),
+    ).toEqual({
+      credential: "c2",
+      model: "fal-ai/kling-video/v2/pro/i2v",
+    });
+    // A Replicate version pin is no fal endpoint id, and a fal path no Replicate model.
+    expect(schemaLookup("FalModel", { credential: "c2", model: `a/b:${VERSION}` })).toBeNull();
+    expect(
+      schemaLookup("ReplicateModel", { credential: "c1", model: "fal-ai/flux/dev" }),
+    ).toBeNull();
   });
 });
 

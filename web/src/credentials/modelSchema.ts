@@ -1,7 +1,8 @@
 // A hosted model's input object as a form: the server reads the model's published schema
-// with the node's credential (GET /api/v1/credentials/{id}/model-schema, Replicate's
-// OpenAPI `Input`, references resolved) and this turns it into the schema SchemaForm draws
-// for the node's `input` param. Pure, so unit-tested; ModelInputForm.tsx renders it.
+// with the node's credential (GET /api/v1/credentials/{id}/model-schema: Replicate's
+// OpenAPI `Input`, or the body of a fal endpoint's OpenAPI document, references resolved)
+// and this turns it into the schema SchemaForm draws for the node's `input` param. Pure, so
+// unit-tested; ModelInputForm.tsx renders it.
 import type { JsonSchema } from "../forms/schema";
 
 /** Node types whose `input` param is a Replicate model's input object. */
@@ -12,9 +13,25 @@ export const REPLICATE_NODE_TYPES: ReadonlySet<string> = new Set([
   "ReplicateModelText",
 ]);
 
+/** Node types whose `input` param is a fal endpoint's input object. */
+export const FAL_NODE_TYPES: ReadonlySet<string> = new Set([
+  "FalModel",
+  "FalModelVideo",
+  "FalModelAudio",
+  "FalModelText",
+]);
+
+/** Node types whose `input` param the editor draws as the model's own form. */
+export const MODEL_NODE_TYPES: ReadonlySet<string> = new Set([
+  ...REPLICATE_NODE_TYPES,
+  ...FAL_NODE_TYPES,
+]);
+
 // A Replicate model the schema endpoint can read: owner/name or owner/name:version (a bare
 // version id names no model, and Replicate reads a version only under its model).
 const MODEL = /^[A-Za-z0-9][\w.-]*\/[A-Za-z0-9][\w.-]*(:[0-9a-f]{64})?$/;
+// A fal endpoint id: owner/app and up to three more segments (fal-ai/flux/dev).
+const FAL_MODEL = /^[A-Za-z0-9][\w.-]*(\/[A-Za-z0-9][\w.-]*){1,4}$/;
 
 export interface SchemaLookup {
   credential: string;
@@ -22,15 +39,20 @@ export interface SchemaLookup {
 }
 
 /** What to ask the server for, for a node of `type` with params `data`; null when the node
- * is not a Replicate model node, or has no credential or no readable model yet. */
+ * is not a Replicate or fal model node, or has no credential or no readable model yet. */
 export function schemaLookup(
   type: string | undefined,
   data: Record<string, unknown>,
 ): SchemaLookup | null {
-  if (!REPLICATE_NODE_TYPES.has(type ?? "")) return null;
+  const pattern = REPLICATE_NODE_TYPES.has(type ?? "")
+    ? MODEL
+    : FAL_NODE_TYPES.has(type ?? "")
+      ? FAL_MODEL
+      : null;
+  if (pattern === null) return null;
   const { credential, model } = data;
   if (typeof credential !== "string" || credential === "") return null;
-  if (typeof model !== "string" || !MODEL.test(model.trim())) return null;
+  if (typeof model !== "string" || !pattern.test(model.trim())) return null;
   return { credential, model: model.trim() };
 }
 

@@ -24,7 +24,7 @@ function useSettled<T>(value: T): T {
   return settled;
 }
 
-/** A Replicate model node's `input` param: the model's own fields as a form, from the schema
+/** A Replicate or fal model node's `input` param: the model's own fields as a form, from the schema
  * the server reads with the node's credential; the raw JSON editor while there is no
  * credential or model, or when the schema cannot be read (the reason said). */
 export function ModelInputForm({

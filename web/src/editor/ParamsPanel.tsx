@@ -9,7 +9,7 @@ import { CredentialPicker } from "./CredentialPicker";
 import { WorkflowPicker } from "./WorkflowPicker";
 import { WORKFLOW_TYPE, specKey } from "../graph/subworkflow";
 import { ModelInputForm } from "./ModelInputForm";
-import { REPLICATE_NODE_TYPES } from "../credentials/modelSchema";
+import { MODEL_NODE_TYPES } from "../credentials/modelSchema";
 import { useEditor } from "./context";
 
 /** The selected node: what it is, its params as a form, its inputs as pickers (a keyboard
@@ -113,7 +113,7 @@ export function ParamsPanel({
                 ),
               }
             : {}),
-          ...(REPLICATE_NODE_TYPES.has(spec.type)
+          ...(MODEL_NODE_TYPES.has(spec.type)
             ? {
                 input: (id: string) => (
                   <ModelInputForm

@@ -38,6 +38,23 @@ const DEFAULT: ComfyWorkflow = {
   "10": { class_type: "PreviewImage", inputs: { images: ["8", 0] } },
 };
 
+// Wan 2.1 text to video, its frames saved by VideoHelperSuite's Video Combine (abridged).
+const VIDEO: ComfyWorkflow = {
+  "3": {
+    class_type: "KSampler",
+    inputs: { seed: 82628696717253, positive: ["6", 0], negative: ["7", 0], model: ["37", 0] },
+  },
+  "6": { class_type: "CLIPTextEncode", inputs: { text: "a fox in snow", clip: ["38", 0] } },
+  "7": { class_type: "CLIPTextEncode", inputs: { text: "static, blurry", clip: ["38", 0] } },
+  "8": { class_type: "VAEDecode", inputs: { samples: ["3", 0], vae: ["39", 0] } },
+  "37": { class_type: "UNETLoader", inputs: { unet_name: "wan2.1_t2v_1.3B_fp16.safetensors" } },
+  "50": {
+    class_type: "VHS_VideoCombine",
+    inputs: { frame_rate: 16, format: "video/h264-mp4", images: ["8", 0] },
+    _meta: { title: "Video Combine 🎥🅥🅗🅢" },
+  },
+};
+
 describe("parseComfyWorkflow", () => {
   it("recognises the API format, and a whole /prompt body", () => {
     const text = JSON.stringify(DEFAULT, null, 2);
@@ -116,7 +133,70 @@ describe("proposeBindings", () => {
     expect(proposal.notes.filter((n) => n.startsWith("Not bound"))).toHaveLength(3);
     expect(proposal.output).toBeNull();
     expect(proposal.notes.at(-1)).toBe(
-      "No SaveImage or PreviewImage node: choose the output node.",
+      "No output node (SaveImage, SaveVideo, VHS_VideoCombine, SaveAudio...): choose the output node.",
+    );
+    expect(proposal.nodeType).toBe("ComfyUIWorkflow");
+  });
+
+  it("keeps an image with ComfyUIWorkflow", () => {
+    const proposal = proposeBindings(DEFAULT);
+    expect(proposal.nodeType).toBe("ComfyUIWorkflow");
+    expect(proposal.kind).toBe("image");
+  });
+
+  it("proposes a video output (VideoHelperSuite) over a preview image, for the video node", () => {
+    const workflow: ComfyWorkflow = {
+      ...VIDEO,
+      "51": { class_type: "PreviewImage", inputs: { images: ["8", 0] } },
+    };
+    const proposal = proposeBindings(workflow);
+    expect(proposal.nodeType).toBe("ComfyUIWorkflowVideo");
+    expect(proposal.kind).toBe("video");
+    expect(proposal.output).toEqual({ node: "50", index: 0 });
+    expect(proposal.bindings[0]).toEqual({
+      source: "text1",
+      node: "6",
+      input: "text",
+      type: "text",
+    });
+    expect(proposal.notes).toContain(
+      "Output: the video (kept as MP4) of node 50 (Video Combine 🎥🅥🅗🅢).",
+    );
+    expect(proposal.notes.at(-1)).toBe(
+      "Also an output: 51 (PreviewImage), image (another ComfyUI node of that kind can keep it).",
+    );
+  });
+
+  it("proposes core SaveVideo and the animated saves as video", () => {
+    for (const type of ["SaveVideo", "SaveWEBM", "SaveAnimatedWEBP", "SaveAnimatedPNG"]) {
+      const workflow: ComfyWorkflow = {
+        "1": { class_type: "LoadImage", inputs: { image: "a.png" } },
+        "2": { class_type: type, inputs: { filename_prefix: "x", images: ["1", 0] } },
+      };
+      const proposal = proposeBindings(workflow);
+      expect([proposal.nodeType, proposal.output]).toEqual([
+        "ComfyUIWorkflowVideo",
+        { node: "2", index: 0 },
+      ]);
+    }
+  });
+
+  it("proposes a saved sound for the audio node", () => {
+    const workflow: ComfyWorkflow = {
+      "6": {
+        class_type: "CLIPTextEncode",
+        inputs: { text: "rain on a tin roof", clip: ["10", 0] },
+      },
+      "10": { class_type: "CLIPLoader", inputs: { clip_name: "t5_base.safetensors" } },
+      "11": { class_type: "EmptyLatentAudio", inputs: { seconds: 10, batch_size: 1 } },
+      "12": { class_type: "VAEDecodeAudio", inputs: { samples: ["11", 0], vae: ["10", 0] } },
+      "19": { class_type: "SaveAudioMP3", inputs: { filename_prefix: "a", audio: ["12", 0] } },
+    };
+    const proposal = proposeBindings(workflow);
+    expect(proposal.nodeType).toBe("ComfyUIWorkflowAudio");
+    expect(proposal.output).toEqual({ node: "19", index: 0 });
+    expect(proposal.notes.at(-1)).toBe(
+      "Output: the sound (kept as MP3) of node 19 (SaveAudioMP3).",
     );
   });
 

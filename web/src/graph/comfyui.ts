@@ -2,9 +2,18 @@
 // saves (node id -> {class_type, inputs}) in pasted text, and propose the bindings of a
 // ComfyUIWorkflow node: prompt texts of CLIPTextEncode nodes -> text inputs (the positive
 // prompt first), LoadImage images -> image inputs, a KSampler seed -> a number, and the
-// first SaveImage (else PreviewImage) as the output. The user edits the proposal after.
+// output: a video node (VHS_VideoCombine, SaveVideo...) first, else a sound node (SaveAudio...),
+// else SaveImage (else PreviewImage). The output's kind picks the node type:
+// ComfyUIWorkflowVideo, ComfyUIWorkflowAudio or ComfyUIWorkflow. The user edits the proposal.
 
 export const COMFY_NODE_TYPE = "ComfyUIWorkflow";
+export type OutputKind = "image" | "video" | "audio";
+/** The node type that keeps each kind of output (one output kind per node type). */
+export const COMFY_NODE_TYPES: Record<OutputKind, string> = {
+  image: COMFY_NODE_TYPE,
+  video: "ComfyUIWorkflowVideo",
+  audio: "ComfyUIWorkflowAudio",
+};
 export const TEXT_SLOTS = ["text1", "text2", "text3", "text4"] as const;
 export const IMAGE_SLOTS = ["image1", "image2", "image3"] as const;
 
@@ -23,6 +32,9 @@ export interface ComfyBinding {
 }
 
 export interface ComfyProposal {
+  /** The node type to add: the one that keeps the proposed output's kind. */
+  nodeType: string;
+  kind: OutputKind;
   workflow: ComfyWorkflow;
   bindings: ComfyBinding[];
   output: { node: string; index: number } | null;
@@ -90,7 +102,18 @@ export function nodeOrder(workflow: ComfyWorkflow): string[] {
 
 const SAMPLERS = ["KSampler", "KSamplerAdvanced", "SamplerCustom"];
 const SEED_INPUTS = ["seed", "noise_seed"];
-const OUTPUTS = ["SaveImage", "PreviewImage"];
+// Output nodes by kind, in the order they are preferred: a video or a sound is what a
+// workflow that makes one is for (its PreviewImage is a by-product).
+const OUTPUTS: [OutputKind, string[]][] = [
+  ["video", ["VHS_VideoCombine", "SaveVideo", "SaveWEBM", "SaveAnimatedWEBP", "SaveAnimatedPNG"]],
+  ["audio", ["SaveAudio", "SaveAudioMP3", "SaveAudioOpus", "PreviewAudio"]],
+  ["image", ["SaveImage", "PreviewImage"]],
+];
+const KEPT_AS: Record<OutputKind, string> = {
+  image: "the first image",
+  video: "the video (kept as MP4)",
+  audio: "the sound (kept as MP3)",
+};
 
 /** The nodes in ComfyUI's order, with their ids. */
 function ordered(workflow: ComfyWorkflow): [string, ComfyNode][] {
@@ -161,16 +184,32 @@ export function proposeBindings(workflow: ComfyWorkflow): ComfyProposal {
   }
 
   let output: ComfyProposal["output"] = null;
-  for (const kind of OUTPUTS) {
-    const found = nodes.find(([, node]) => node.class_type === kind);
-    if (found) {
-      output = { node: found[0], index: 0 };
-      notes.push(`Output: the first image of node ${title(...found)}.`);
-      break;
+  let kind: OutputKind = "image";
+  const others: string[] = [];
+  for (const [outputKind, classes] of OUTPUTS) {
+    for (const type of classes) {
+      for (const found of nodes.filter(([, node]) => node.class_type === type)) {
+        if (output) {
+          if (outputKind !== kind) others.push(`${title(...found)}, ${outputKind}`);
+          continue;
+        }
+        output = { node: found[0], index: 0 };
+        kind = outputKind;
+        notes.push(`Output: ${KEPT_AS[kind]} of node ${title(...found)}.`);
+      }
     }
   }
-  if (!output) notes.push("No SaveImage or PreviewImage node: choose the output node.");
-  return { workflow, bindings, output, notes };
+  if (others.length) {
+    notes.push(
+      `Also an output: ${others.join("; ")} (another ComfyUI node of that kind can keep it).`,
+    );
+  }
+  if (!output) {
+    notes.push(
+      "No output node (SaveImage, SaveVideo, VHS_VideoCombine, SaveAudio...): choose the output node.",
+    );
+  }
+  return { nodeType: COMFY_NODE_TYPES[kind], kind, workflow, bindings, output, notes };
 }
 
 /** The params of a ComfyUIWorkflow node importing ``proposal`` (the credential is chosen after). */

@@ -30,12 +30,7 @@ import type {
 } from "../api/types";
 import { fromGraph, newNodeId, toGraph, type FlowEdge, type FlowNode } from "../graph/convert";
 import { copySelection, newEdgeId, paste, type Copied } from "../graph/clipboard";
-import {
-  COMFY_NODE_TYPE as COMFY_TYPE,
-  importedParams,
-  parseComfyWorkflow,
-  proposeBindings,
-} from "../graph/comfyui";
+import { importedParams, parseComfyWorkflow, proposeBindings } from "../graph/comfyui";
 import {
   OUTPUT_HANDLE,
   edgeToNew,
@@ -633,12 +628,12 @@ function Editor({
         setToast(parsed.error);
         return true;
       }
-      if (!catalog.has(COMFY_TYPE)) {
-        setToast("This server has no ComfyUIWorkflow node.");
+      const proposal = proposeBindings(parsed.workflow);
+      if (!catalog.has(proposal.nodeType)) {
+        setToast(`This server has no ${proposal.nodeType} node.`);
         return true;
       }
-      const proposal = proposeBindings(parsed.workflow);
-      addNode(COMFY_TYPE, undefined, importedParams(proposal));
+      addNode(proposal.nodeType, undefined, importedParams(proposal));
       const count = proposal.bindings.length;
       setToast(
         `Imported a ComfyUI workflow with ${count} binding${count === 1 ? "" : "s"} proposed: ` +

@@ -8,7 +8,7 @@ from fastapi import APIRouter, Request, status
 from sqlalchemy.engine import Connection
 
 from nodeloom.api.deps import CtxDep, JwtPrincipalDep, PrincipalDep
-from nodeloom.api.paging import link_next
+from nodeloom.api.paging import page_of
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
@@ -183,10 +183,7 @@ async def my_ledger(
 ) -> OrjsonResponse:
     """The caller's credit movements, newest first, paged like every list."""
     rows = await ctx.db.read(lambda c: ledger.page(c, principal.account_id, limit, cursor))
-    headers: dict[str, str] = {}
-    if len(rows) > limit:
-        rows = rows[:limit]
-        headers["Link"] = link_next(request, ledger.encode_cursor(rows[-1].id))
+    rows, headers = page_of(request, rows, limit, lambda r: ledger.encode_cursor(r.id))
     body = [
         {
             "id": r.id,

@@ -18,14 +18,14 @@ from fastapi import APIRouter, Query, Request, Response, status
 from sqlalchemy.engine import Connection
 
 from nodeloom.api.deps import CtxDep, PrincipalDep
-from nodeloom.api.paging import link_next
+from nodeloom.api.paging import page_of
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth.tokens import decrypt, encrypt
 from nodeloom.errors import FieldError, InvalidRequest, NotFound, ProviderError
 from nodeloom.nodes import elevenlabs, providers
-from nodeloom.nodes.adapters import comfyui_protocol, policy, replicate
+from nodeloom.nodes.adapters import comfyui_protocol, fal, policy, replicate
 from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.schemas.credentials import (
     ELEVENLABS_URL,
@@ -45,7 +45,6 @@ from nodeloom.schemas.credentials import (
 from nodeloom.settings import Settings
 from nodeloom.store import Record
 from nodeloom.store import credentials as credential_store
-from nodeloom.store.paging import encode_cursor
 
 router = APIRouter(route_class=GuardedRoute, tags=["credentials"])
 
@@ -66,6 +65,7 @@ TESTS: dict[str, Check] = {
         settings, c.value("base_url") or ELEVENLABS_URL, c.value("api_key") or ""
     ),
     replicate.KIND: lambda settings, c: replicate.check(settings, c.value("api_token") or ""),
+    fal.KIND: lambda settings, c: fal.check(settings, c.value("api_key") or ""),
     comfyui_protocol.CREDENTIAL_KIND: comfyui_protocol.check,
 }
 
@@ -133,11 +133,8 @@ async def list_credentials(
     rows = await ctx.db.read(
         lambda c: credential_store.page(c, principal.account_id, limit, cursor)
     )
-    if len(rows) > limit:
-        rows = rows[:limit]
-        response.headers["Link"] = link_next(
-            request, encode_cursor(rows[-1].created_at, rows[-1].id)
-        )
+    rows, headers = page_of(request, rows, limit)
+    response.headers.update(headers)
     return [out(row) for row in rows]
 
 
@@ -206,7 +203,8 @@ async def test_credential(
 ) -> CredentialTestResult:
     """Try the credential on the provider's cheapest authenticated call (openai: ``GET
     {base_url}/models``; elevenlabs: ``GET {base_url}/v1/user``; replicate: ``GET /v1/account``;
-    comfyui: ``GET {base_url}/system_stats``), through the same address
+    fal: ``GET https://api.fal.ai/v1/models/pricing``, which needs a valid key and costs
+    nothing; comfyui: ``GET {base_url}/system_stats``), through the same address
     check as HttpRequest, with a short timeout. ``ok`` says whether the provider accepted
     it; its error is quoted. Kinds without a test (see GET /credential-kinds) answer
     ``ok: false`` and say so."""
@@ -234,8 +232,9 @@ ModelQuery = Annotated[
     Query(
         min_length=1,
         max_length=200,
-        pattern=replicate.MODEL_PATTERN,
-        description="owner/name (its latest version) or owner/name:version.",
+        pattern=f"(?:{replicate.MODEL_PATTERN})|(?:{fal.MODEL_PATTERN})",
+        description="Replicate: owner/name (its latest version) or owner/name:version; fal: "
+        "an endpoint id such as fal-ai/flux/dev.",
     ),
 ]
 
@@ -259,42 +258,55 @@ def _keep(key: tuple[str, str, str], answer: ModelSchemaOut) -> None:
     "/credentials/{credential_id}/model-schema",
     response_model=ModelSchemaOut,
     responses={
-        400: {"description": "Not a replicate credential, or a malformed model (invalid_request)"},
-        404: {
-            "description": "No such credential in this account, or Replicate has no such "
-            "model (not_found, Replicate quoted)"
+        400: {
+            "description": "Not a replicate or fal credential, or a malformed model "
+            "(invalid_request)"
         },
-        502: {"description": "Replicate refused, failed or timed out (provider_error, quoted)"},
+        404: {
+            "description": "No such credential in this account, or the provider has no such "
+            "model (not_found, the provider quoted)"
+        },
+        502: {"description": "The provider refused, failed or timed out (provider_error, quoted)"},
     },
 )
 async def model_schema(
     credential_id: str, model: ModelQuery, principal: PrincipalDep, ctx: CtxDep
 ) -> ModelSchemaOut:
-    """The input (and output) JSON schema Replicate publishes for ``model``, read with this
-    replicate credential (``GET /v1/models/{owner}/{name}``, its ``latest_version``, or
-    ``GET /v1/models/{owner}/{name}/versions/{id}``) through the address check, within 10 s.
-    Local ``$ref``s are resolved; ``x-order`` gives the fields' order. The editor makes the
-    ReplicateModel node's input form of it. Kept 60 s per credential and model."""
+    """The input (and output) JSON schema the provider publishes for ``model``, read with this
+    credential through the address check, within 10 s. replicate: ``GET
+    /v1/models/{owner}/{name}`` (its ``latest_version``) or ``GET
+    /v1/models/{owner}/{name}/versions/{id}``; fal: ``GET https://api.fal.ai/v1/models?
+    endpoint_id={model}&expand=openapi-3.0`` (the endpoint's OpenAPI document). Local
+    ``$ref``s are resolved; ``x-order`` gives the fields' order. The editor makes the model
+    node's input form of it. Kept 60 s per credential and model."""
     row = await _get_or_404(ctx, principal.account_id, credential_id)
-    if row.kind != replicate.KIND:
+    readers = {
+        replicate.KIND: (replicate.model_schema, "api_token"),
+        fal.KIND: (fal.model_schema, "api_key"),
+    }
+    if row.kind not in readers:
         raise InvalidRequest(
             f"credential {credential_id} is a {row.kind} credential; model schemas are read "
-            f"with a {replicate.KIND} credential"
+            f"with a {replicate.KIND} or {fal.KIND} credential"
         )
+    read, secret_field = readers[row.kind]
     try:
-        replicate.schema_call(model)
+        if row.kind == replicate.KIND:
+            replicate.schema_call(model)
+        elif not fal.MODEL.match(model):
+            raise ValueError(f"model {model!r} is not a fal model id such as fal-ai/flux/dev")
     except ValueError as exc:
         raise InvalidRequest(str(exc), errors=[FieldError("query:model", str(exc))]) from exc
     plain = decrypt(ctx.settings.secret, row.secret_encrypted)
     if plain is None:
         raise ProviderError("the credential's secret does not decrypt with this server's secret")
-    token = str(orjson.loads(plain).get("api_token") or "")
+    token = str(orjson.loads(plain).get(secret_field) or "")
     key = (row.id, hashlib.sha256(token.encode()).hexdigest(), model)
     cached = _cached(key)
     if cached is not None:
         return cached
     try:
-        found = await replicate.model_schema(ctx.settings, token, model)
+        found = await read(ctx.settings, token, model)
     except policy.ProviderError as exc:
         if exc.status == 404:
             raise NotFound(exc.message) from exc

@@ -8,12 +8,12 @@ from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
 from fastapi import APIRouter, Depends, Header, Query, Request, Response, status
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 from sqlalchemy.engine import Connection
 
-from nodeloom.api.body import read_json
+from nodeloom.api.body import body_doc, read_json, validated
 from nodeloom.api.deps import CtxDep, PrincipalDep
-from nodeloom.api.paging import link_next
+from nodeloom.api.paging import page_of
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
@@ -22,7 +22,7 @@ from nodeloom.engine import callbacks
 from nodeloom.engine.graph import Children
 from nodeloom.engine.states import RunStatus
 from nodeloom.engine.submit import RunRequest, check_credentials
-from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound
+from nodeloom.errors import Conflict, NotFound
 from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.runs import (
     ExecuteRequest,
@@ -41,12 +41,21 @@ from nodeloom.store import Record
 from nodeloom.store import accounts as account_store
 from nodeloom.store import runs as run_store
 from nodeloom.store import workflows as workflow_store
-from nodeloom.store.paging import encode_cursor
 
 _Body = TypeVar("_Body", bound=BaseModel)
 router = APIRouter(route_class=GuardedRoute, tags=["runs"])
 
 MAX_EXECUTE_BODY = 1024 * 1024
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(max_length=255, description="Repeat-safe: the same key within 24 h replays."),
+]
+KEY_REUSED: dict[int | str, dict[str, Any]] = {
+    422: {
+        "description": "Idempotency-Key already used for a different request "
+        "(idempotency_key_reused)"
+    }
+}
 
 
 def _ms(start: datetime | None, end: datetime | None) -> int | None:
@@ -63,20 +72,10 @@ def _run_location(workflow_id: str, run_id: str) -> str:
     "/workflows/{workflow_id}/execute",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=ExecuteResponse,
-    openapi_extra={
-        "requestBody": {
-            "required": False,
-            "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/ExecuteRequest"}}
-            },
-        }
-    },
+    openapi_extra=body_doc(ExecuteRequest, required=False),
     responses={
         402: {"description": "Insufficient credits (insufficient_credits)"},
-        422: {
-            "description": "Idempotency-Key already used for a different request "
-            "(idempotency_key_reused)"
-        },
+        **KEY_REUSED,
         404: {"description": "No such workflow (not_found)"},
     },
 )
@@ -86,10 +85,7 @@ async def execute(
     response: Response,
     principal: PrincipalDep,
     ctx: CtxDep,
-    idempotency_key: Annotated[
-        str | None,
-        Header(max_length=255, description="Repeat-safe: the same key within 24 h replays."),
-    ] = None,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> dict[str, Any]:
     """Start a run. The body is optional: ``{"input": {...}, "cache": true}``."""
     body = await _body(request, ExecuteRequest)
@@ -119,44 +115,20 @@ async def execute(
 
 async def _body(request: Request, model: type[_Body]) -> _Body:
     """The optional JSON body of an execute or a retry, validated (400 with pointers)."""
-    return _validated(model, await read_json(request, MAX_EXECUTE_BODY, allow_empty=True))
-
-
-def _validated(model: type[_Body], raw: Any) -> _Body:
-    """A body as ``model``, or InvalidRequest naming each problem."""
-    try:
-        return model.model_validate(raw or {})
-    except ValidationError as exc:
-        errors = [
-            FieldError("/" + "/".join(str(p) for p in e["loc"]), e["msg"])
-            for e in exc.errors(include_url=False)
-        ]
-        raise InvalidRequest(
-            "; ".join(f"{e.pointer}: {e.message}" for e in errors), errors=errors
-        ) from exc
+    return validated(model, await read_json(request, MAX_EXECUTE_BODY, allow_empty=True))
 
 
 @router.post(
     "/workflows/{workflow_id}/runs/{run_id}/retry",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=RetryResponse,
-    openapi_extra={
-        "requestBody": {
-            "required": False,
-            "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/RetryRequest"}}
-            },
-        }
-    },
+    openapi_extra=body_doc(RetryRequest, required=False),
     responses={
         400: {"description": "A node in params does not exist, or its params are invalid"},
         402: {"description": "Insufficient credits for the nodes that run again"},
         404: {"description": "No such run of this workflow (not_found)"},
         409: {"description": "The run has not failed and was not cancelled (conflict)"},
-        422: {
-            "description": "Idempotency-Key already used for a different request "
-            "(idempotency_key_reused)"
-        },
+        **KEY_REUSED,
     },
 )
 async def retry_run(
@@ -166,10 +138,7 @@ async def retry_run(
     response: Response,
     principal: PrincipalDep,
     ctx: CtxDep,
-    idempotency_key: Annotated[
-        str | None,
-        Header(max_length=255, description="Repeat-safe: the same key within 24 h replays."),
-    ] = None,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> dict[str, Any]:
     """Retry a failed or cancelled run from where it stopped: a new run of the same graph
     and input that reuses every completed node's artifact (uncharged, ``cached``) and runs
@@ -350,10 +319,7 @@ def _runs_response(
     rows: list[Record],
     so_far: dict[str, int],
 ) -> OrjsonResponse:
-    headers: dict[str, str] = {}
-    if len(rows) > query.limit:
-        rows = rows[: query.limit]
-        headers["Link"] = link_next(request, encode_cursor(rows[-1].created_at, rows[-1].id))
+    rows, headers = page_of(request, rows, query.limit)
     body = []
     for row in rows:
         item = run_summary(row, so_far.get(row.id))
@@ -404,14 +370,7 @@ async def estimate(workflow_id: str, principal: PrincipalDep, ctx: CtxDep) -> Ru
 @router.post(
     "/workflows/{workflow_id}/estimate",
     response_model=RunEstimate,
-    openapi_extra={
-        "requestBody": {
-            "required": False,
-            "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/ExecuteRequest"}}
-            },
-        }
-    },
+    openapi_extra=body_doc(ExecuteRequest, required=False),
     responses={
         400: {"description": "Invalid body, or a graph that cannot run here (invalid_graph)"},
         404: {"description": "No such workflow (not_found)"},
@@ -425,7 +384,7 @@ async def estimate_run(
     checks it; nothing is held, charged or created. A balance below the estimate is no
     error here (``sufficient`` is false): execute would answer 402."""
     raw = await read_json(request, MAX_EXECUTE_BODY, allow_empty=True)
-    _validated(ExecuteRequest, raw)
+    validated(ExecuteRequest, raw)
     return await _estimate(ctx, principal.account_id, workflow_id)
 
 

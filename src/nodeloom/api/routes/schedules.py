@@ -12,7 +12,7 @@ from fastapi import APIRouter, Request, Response, status
 from sqlalchemy.engine import Connection
 
 from nodeloom.api.deps import CtxDep
-from nodeloom.api.paging import link_next
+from nodeloom.api.paging import page_of
 from nodeloom.api.routes.webhooks import ManagerDep
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
@@ -22,7 +22,6 @@ from nodeloom.errors import FieldError, InvalidRequest, NotFound
 from nodeloom.schemas.schedules import ScheduleCreate, ScheduleOut, ScheduleUpdate
 from nodeloom.store import Record, workflows
 from nodeloom.store import schedules as schedule_store
-from nodeloom.store.paging import encode_cursor
 
 router = APIRouter(route_class=GuardedRoute, tags=["schedules"])
 
@@ -97,12 +96,8 @@ async def list_schedules(
             raise NotFound("No such workflow.")
         return schedule_store.page(conn, principal.account_id, workflow_id, limit, cursor)
 
-    rows = await ctx.db.read(read)
-    if len(rows) > limit:
-        rows = rows[:limit]
-        response.headers["Link"] = link_next(
-            request, encode_cursor(rows[-1].created_at, rows[-1].id)
-        )
+    rows, headers = page_of(request, await ctx.db.read(read), limit)
+    response.headers.update(headers)
     return [_out(row) for row in rows]
 
 

@@ -9,12 +9,11 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Path, Request, Response
-from pydantic import ValidationError
 from sqlalchemy.engine import Connection
 
-from nodeloom.api.body import read_json
+from nodeloom.api.body import body_doc, read_json, validated
 from nodeloom.api.deps import CtxDep, PrincipalDep
-from nodeloom.api.paging import link_next
+from nodeloom.api.paging import page_of
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.workflows import (
     ETAG_HEADER,
@@ -25,7 +24,7 @@ from nodeloom.api.routes.workflows import (
     check_body,
     expected_version,
     get_or_404,
-    out,
+    save_version,
     saved_by,
 )
 from nodeloom.api.routing import GuardedRoute
@@ -95,11 +94,7 @@ async def list_versions(
             raise NotFound("No such workflow.")
         return workflows.versions_page(conn, principal.account_id, workflow_id, limit, before)
 
-    rows = await ctx.db.read(read)
-    headers: dict[str, str] = {}
-    if len(rows) > limit:
-        rows = rows[:limit]
-        headers["Link"] = link_next(request, str(rows[-1].number))
+    rows, headers = page_of(request, await ctx.db.read(read), limit, lambda r: str(r.number))
     return OrjsonResponse([version_summary(r) for r in rows], headers=headers)
 
 
@@ -126,14 +121,7 @@ async def get_version(
 @router.post(
     "/workflows/{workflow_id}/versions/{version}/restore",
     response_model=WorkflowOut,
-    openapi_extra={
-        "requestBody": {
-            "required": False,
-            "content": {
-                "application/json": {"schema": {"$ref": "#/components/schemas/RestoreRequest"}}
-            },
-        }
-    },
+    openapi_extra=body_doc(RestoreRequest, required=False),
     responses={
         200: {"headers": ETAG_HEADER},
         **SAVE_RESPONSES,
@@ -156,16 +144,7 @@ async def restore_version(
     current = await get_or_404(ctx, principal.account_id, workflow_id)
     expected = expected_version(if_match, current)
     raw = await read_json(request, MAX_RESTORE_BODY, allow_empty=True)
-    try:
-        body = RestoreRequest.model_validate(raw or {})
-    except ValidationError as exc:
-        errors = [
-            FieldError("/" + "/".join(str(p) for p in e["loc"]), e["msg"])
-            for e in exc.errors(include_url=False)
-        ]
-        raise InvalidRequest(
-            "; ".join(f"{e.pointer}: {e.message}" for e in errors), errors=errors
-        ) from exc
+    body = validated(RestoreRequest, raw)
     old = await _version_or_404(ctx, principal.account_id, workflow_id, version)
     content = {"name": old.name, "graph_json": old.graph_json}
     name, graph, _ = await check_body(
@@ -173,17 +152,6 @@ async def restore_version(
     )
     message = (body.message or "").strip() or f"Restored version {version}"
     save = saved_by(principal, message, restored_from=version)
-    row = await ctx.db.write(
-        lambda c: workflows.update(
-            c,
-            principal.account_id,
-            workflow_id,
-            name=name,
-            graph_json=graph,
-            save=save,
-            expected_version=expected,
-        )
+    return await save_version(
+        ctx, principal.account_id, workflow_id, name, graph, save, expected, response
     )
-    if row is None:
-        raise NotFound("No such workflow.")
-    return await out(ctx, row, response)

@@ -4,10 +4,12 @@ Management needs the workflow owner's credentials and a plan that allows it
 (``auth/plans.py``). The trigger, ``POST /webhooks/{token}``, needs nothing but the token.
 Its checks run cheapest-first, and nothing is counted or spent until the run is accepted:
 
-    404 not_found              malformed, unknown or deleted token, or deleted workflow
+    404 not_found              malformed, unknown or deleted token, deleted workflow, or
+                               disabled account
     403 webhook_inactive       the webhook is switched off
     403 plan_upgrade_required  the owner's current plan is below pro
-    429 rate_limited           already N accepted triggers in the last 60 s (checked, not hit)
+    429 rate_limited           already N accepted triggers in the last 60 s (a slot is
+                               reserved here, given back if any check below refuses)
     415 unsupported_media_type Content-Type is not JSON
     403 forbidden              signature header missing, malformed or stale (signed webhooks)
     413 payload_too_large      over 1,048,576 bytes, refused while reading
@@ -32,7 +34,7 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.api.body import is_json_content_type, parse_json_off_loop, read_limited
 from nodeloom.api.deps import CtxDep, PrincipalDep
-from nodeloom.api.paging import link_next
+from nodeloom.api.paging import page_of
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
@@ -42,8 +44,10 @@ from nodeloom.auth.plans import require_webhook_management, require_webhook_trig
 from nodeloom.auth.principal import Principal
 from nodeloom.auth.tokens import decrypt, encrypt, keyed_hash
 from nodeloom.engine import callbacks
-from nodeloom.engine.submit import RunRequest
+from nodeloom.engine.submit import ATTEMPTS, RunRequest, TriggerStale
+from nodeloom.engine.transitions import WebhookAsRead
 from nodeloom.errors import (
+    Conflict,
     NodeloomError,
     NotFound,
     RateLimited,
@@ -54,7 +58,6 @@ from nodeloom.ratelimit import Reservation
 from nodeloom.schemas.webhooks import TriggerAccepted, WebhookCreate, WebhookOut, WebhookUpdate
 from nodeloom.store import Record, workflows
 from nodeloom.store import webhooks as webhook_store
-from nodeloom.store.paging import encode_cursor
 
 router = APIRouter(route_class=GuardedRoute, tags=["webhooks"])
 
@@ -156,12 +159,8 @@ async def list_webhooks(
             raise NotFound("No such workflow.")
         return webhook_store.page(conn, principal.account_id, workflow_id, limit, cursor)
 
-    rows = await ctx.db.read(read)
-    if len(rows) > limit:
-        rows = rows[:limit]
-        response.headers["Link"] = link_next(
-            request, encode_cursor(rows[-1].created_at, rows[-1].id)
-        )
+    rows, headers = page_of(request, await ctx.db.read(read), limit)
+    response.headers.update(headers)
     return [_out(ctx, request, row) for row in rows]
 
 
@@ -276,7 +275,60 @@ async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
     if not _TOKEN_SHAPE.fullmatch(token):
         raise NotFound("No such webhook.")
     token_hash = _token_hash(ctx, token)
+    # The webhook as this process last read it, else read now. A remembered one is checked
+    # again by the acceptance transaction itself (``WebhookAsRead``), so the common trigger
+    # costs no look-up of its own; a trigger refused on a remembered webhook is answered as
+    # the webhook now is (read again), so every answer is that of a fresh look-up.
+    target = ctx.trigger_targets.get(token_hash)
+    remembered = target is not None
+    if target is None:
+        target = await _read_target(ctx, token_hash)
+    body = _Body(request)
+    for _ in range(ATTEMPTS):
+        try:
+            return await _trigger(ctx, request, target, body)
+        except TriggerStale:
+            fresh = await _read_target(ctx, token_hash)
+        except Exception:
+            if not remembered:
+                raise
+            fresh = await _read_target(ctx, token_hash)
+            if fresh == target:
+                raise
+        target, remembered = fresh, False
+    raise Conflict("The webhook was changed while the trigger was being accepted; retry.")
+
+
+async def _read_target(ctx: AppContext, token_hash: str) -> webhook_store.TriggerTarget | None:
     target = await ctx.db.read(lambda c: webhook_store.for_trigger(c, token_hash))
+    ctx.trigger_targets.remember(token_hash, target)
+    return target
+
+
+class _Body:
+    """The trigger's body, read once (with its cap) however many times it is checked."""
+
+    def __init__(self, request: Request) -> None:
+        self.request = request
+        self.raw: bytes | None = None
+        self.refused: Exception | None = None
+
+    async def read(self) -> bytes:
+        if self.refused is not None:
+            raise self.refused
+        if self.raw is None:
+            try:
+                self.raw = await read_limited(self.request, MAX_TRIGGER_BODY)
+            except Exception as exc:
+                self.refused = exc
+                raise
+        return self.raw
+
+
+async def _trigger(
+    ctx: AppContext, request: Request, target: webhook_store.TriggerTarget | None, body: _Body
+) -> dict[str, Any]:
+    """The trigger's checks, in the documented order, and its acceptance."""
     if target is None:
         raise NotFound("No such webhook.")
     if not target.active:
@@ -285,32 +337,17 @@ async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
 
     key = f"webhook:{target.webhook_id}"
     limit = ctx.settings.rate_limit_webhook
-    decision = await ctx.limiter.check(key, limit)
-    request.state.ratelimit = decision
-    if not decision.allowed:
-        raise _rate_limited(limit, decision.reset_seconds, decision.headers())
-
-    if not is_json_content_type(request.headers.get("content-type")):
-        raise UnsupportedMediaType("Send the body as Content-Type: application/json.")
-    signature: tuple[int, list[str]] | None = None
-    if target.secret_encrypted is not None:
-        signature = signatures.parse_header(request.headers.get(signatures.HEADER))
-    raw = await read_limited(request, MAX_TRIGGER_BODY)
-    if signature is not None:
-        secret = decrypt(ctx.settings.secret, target.secret_encrypted or "")
-        if secret is None:
-            raise NodeloomError(f"webhook {target.webhook_id}: secret does not decrypt")
-        signatures.verify(secret, raw, *signature)
-    run_input = await _parse_object(raw)
-
-    # Count only accepted triggers: a slot is reserved for the attempt and given back if the
-    # run is refused, so two concurrent triggers can never both take the last slot.
-    reservation = Reservation(decision)
+    # Count only accepted triggers: a slot is reserved at once (one round trip to a shared
+    # store, the check and the count in one) and given back if the trigger is refused for
+    # any reason below, so two concurrent triggers can never both take the last slot.
+    reservation: Reservation | None = None
     try:
         async with ctx.limiter.reserve(key, limit) as reservation:
+            request.state.ratelimit = reservation.decision
             if not reservation.decision.allowed:
                 refused = reservation.decision
                 raise _rate_limited(limit, refused.reset_seconds, refused.headers())
+            run_input = await _trigger_input(ctx, request, target, body)
             accepted = await ctx.acceptor.accept(
                 RunRequest(
                     account_id=target.account_id,
@@ -322,10 +359,31 @@ async def trigger(token: str, request: Request, ctx: CtxDep) -> dict[str, Any]:
                     trigger="webhook",
                     workflow_version=target.workflow_version,
                     callback_url=target.callback_url,
+                    webhook_as_read=WebhookAsRead(str(target.plan), target.secret_encrypted),
                 ),
             )
     finally:
-        # Headers describe the window as it is after this request: a refused run gave its
-        # slot back.
-        request.state.ratelimit = reservation.decision
+        # Headers describe the window as it is after this request: a refused trigger gave
+        # its slot back.
+        if reservation is not None:
+            request.state.ratelimit = reservation.decision
     return accepted.answer
+
+
+async def _trigger_input(
+    ctx: AppContext, request: Request, target: webhook_store.TriggerTarget, body: _Body
+) -> dict[str, Any]:
+    """The body as the run's input, after the checks that need no more than the headers
+    (media type, the signature header's shape) and those that need the body."""
+    if not is_json_content_type(request.headers.get("content-type")):
+        raise UnsupportedMediaType("Send the body as Content-Type: application/json.")
+    signature: tuple[int, list[str]] | None = None
+    if target.secret_encrypted is not None:
+        signature = signatures.parse_header(request.headers.get(signatures.HEADER))
+    raw = await body.read()
+    if signature is not None:
+        secret = decrypt(ctx.settings.secret, target.secret_encrypted or "")
+        if secret is None:
+            raise NodeloomError(f"webhook {target.webhook_id}: secret does not decrypt")
+        signatures.verify(secret, raw, *signature)
+    return await _parse_object(raw)

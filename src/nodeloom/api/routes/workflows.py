@@ -7,9 +7,9 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Header, Query, Request, Response, status
 from sqlalchemy.engine import Connection
 
-from nodeloom.api.body import read_json
+from nodeloom.api.body import body_doc, read_json
 from nodeloom.api.deps import CtxDep, PrincipalDep
-from nodeloom.api.paging import link_next
+from nodeloom.api.paging import page_of
 from nodeloom.api.preconditions import IF_MATCH_DOC, parse_if_match
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routing import GuardedRoute
@@ -31,7 +31,6 @@ from nodeloom.schemas.workflows import (
 from nodeloom.store import Record, workflows
 from nodeloom.store import credentials as credential_store
 from nodeloom.store import runs as run_store
-from nodeloom.store.paging import encode_cursor
 from nodeloom.store.workflows import Save, etag, lost_update
 
 router = APIRouter(route_class=GuardedRoute, tags=["workflows"])
@@ -55,17 +54,6 @@ SAVE_RESPONSES: dict[int | str, dict[str, Any]] = {
         "another save came first, nothing was saved (precondition_failed)"
     },
 }
-
-
-def _body_doc(model: type[WorkflowCreate] | type[WorkflowUpdate]) -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {
-                "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
-            },
-        }
-    }
 
 
 DETAIL_PROBLEMS = 5
@@ -195,11 +183,7 @@ async def list_workflows(
     rows = await ctx.db.read(
         lambda c: workflows.page(c, principal.account_id, limit, cursor, with_last_run)
     )
-    headers: dict[str, str] = {}
-    if len(rows) > limit:
-        rows = rows[:limit]
-        last = rows[-1]
-        headers["Link"] = link_next(request, encode_cursor(last.created_at, last.id))
+    rows, headers = page_of(request, rows, limit)
     body: list[dict[str, Any]] = [
         {
             "id": r.id,
@@ -220,7 +204,7 @@ async def list_workflows(
     "/workflows",
     status_code=status.HTTP_201_CREATED,
     response_model=WorkflowOut,
-    openapi_extra=_body_doc(WorkflowCreate),
+    openapi_extra=body_doc(WorkflowCreate),
     responses={
         201: {"headers": ETAG_HEADER},
         400: {"description": "Invalid graph or missing fields (invalid_graph)"},
@@ -254,6 +238,34 @@ async def out(ctx: AppContext, row: Record, response: Response | None = None) ->
     for problem in problems:
         result.warnings.append(GraphWarning(pointer=problem.pointer, message=problem.message))
     return result
+
+
+async def save_version(
+    ctx: AppContext,
+    account_id: str,
+    workflow_id: str,
+    name: str | None,
+    graph: dict[str, Any] | None,
+    save: Save,
+    expected: int | None,
+    response: Response,
+) -> WorkflowOut:
+    """Save the workflow's next version (None: the name or graph stays) and answer with it;
+    412 when ``expected`` is no longer its version, 404 when it is gone."""
+    row = await ctx.db.write(
+        lambda c: workflows.update(
+            c,
+            account_id,
+            workflow_id,
+            name=name,
+            graph_json=graph,
+            save=save,
+            expected_version=expected,
+        )
+    )
+    if row is None:
+        raise NotFound("No such workflow.")
+    return await out(ctx, row, response)
 
 
 async def get_or_404(ctx: AppContext, account_id: str, workflow_id: str) -> Record:
@@ -290,7 +302,7 @@ def expected_version(if_match: str | None, current: Record) -> int | None:
 @router.patch(
     "/workflows/{workflow_id}",
     response_model=WorkflowOut,
-    openapi_extra=_body_doc(WorkflowUpdate),
+    openapi_extra=body_doc(WorkflowUpdate),
     responses={200: {"headers": ETAG_HEADER}, **SAVE_RESPONSES},
 )
 async def update_workflow(
@@ -310,20 +322,9 @@ async def update_workflow(
         ctx, body, principal.account_id, partial=True, workflow_id=workflow_id
     )
     save = saved_by(principal, message)
-    row = await ctx.db.write(
-        lambda c: workflows.update(
-            c,
-            principal.account_id,
-            workflow_id,
-            name=name,
-            graph_json=graph,
-            save=save,
-            expected_version=expected,
-        )
+    return await save_version(
+        ctx, principal.account_id, workflow_id, name, graph, save, expected, response
     )
-    if row is None:
-        raise NotFound("No such workflow.")
-    return await out(ctx, row, response)
 
 
 @router.delete(

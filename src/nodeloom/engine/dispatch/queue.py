@@ -1,7 +1,9 @@
 """The distributed executor (PostgreSQL): every runnable node is a job of a Procrastinate
 queue, taken by whichever worker process is free, on any host — except instant nodes: a run
-made only of them is executed while it is accepted (engine/submit.py), and those a finishing
-job makes runnable are executed by that job (``_run_started``, ADR 0011).
+made only of them is executed while it is accepted (engine/submit.py), so is the instant
+prefix of any other run (engine/prefix.py, ADR 0018), and those a job's node makes runnable
+are executed by that job, before its finish step records them all (``_ahead``, ADR 0018)
+or after it (``_run_started``, ADR 0011).
 
 The database stays the truth; a job is a hint that a node is runnable. A node becomes
 runnable by a committed step (engine/steps.py) and its job is deferred right after the
@@ -16,6 +18,11 @@ every worker process) asks it for jobs whose worker stopped beating, gives their
 (``steps.requeue``: queued again, or failed as ``node_crashed`` after ``node_max_attempts``
 starts) and puts the jobs back in the queue; and it finds nodes still claimed by a job that
 is no longer running (a worker that lost its database connection mid-step, say).
+
+A node that only waits on the event loop (a provider call in flight, a child run) is a job
+of a second queue, ``WAIT_QUEUE``, that each worker serves with many more job slots
+(``worker_wait_concurrency``) than the computing nodes' ``QUEUE`` (``worker_concurrency``):
+see dispatch/waits.py. Locks, claims, the reconciler and aborting are the same for both.
 
 Cancelling a run aborts the jobs of its running nodes; a worker told to abort stops the node
 (killing its sandbox process) and the step that records it ends the run. A worker shutting
@@ -36,23 +43,31 @@ import sqlalchemy as sa
 from procrastinate import App, JobContext, PsycopgConnector
 from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.jobs import Status
+from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import NodeRun, utcnow
 from nodeloom.engine import items, stepper, steps
+from nodeloom.engine.dispatch import waits
+from nodeloom.engine.dispatch.waits import QUEUE, WAIT_QUEUE
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
+from nodeloom.engine.graph import Graph, GraphNode
 from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs
 from nodeloom.engine.steps import StepResult
 from nodeloom.events.model import Event
+from nodeloom.store import credentials as credential_store
 
 log = logging.getLogger("nodeloom.dispatch")
 
-QUEUE = "nodes"
 TASK = "nodeloom.run_node"
 HEARTBEAT_SECONDS = 1.0
 STALLED_AFTER_SECONDS = 5.0  # a worker silent this long is gone
 RECONCILE_SECONDS = 2.0
+# Pool connections besides those for the computing queue's jobs: the waiting queue's
+# worker fetches and finishes its jobs, beats and polls for aborts through a few. A job
+# holds no connection while it runs, so the pool does not grow with the waiting slots.
+WAIT_CONNECTIONS = 2
 ORPHAN_AFTER_SECONDS = 5.0  # a node queued this long without a job gets one
 CLAIM_PREFIX = "job:"
 
@@ -68,6 +83,7 @@ _ORPHANS = sa.text(
     LIMIT 500
     """
 )
+_ACCOUNT_OF_RUN = sa.text("SELECT account_id FROM runs WHERE id = :run")
 _STALE_CLAIMS = sa.text(
     """
     SELECT n.run_id, n.node_id, n.claimed_by FROM node_runs n
@@ -109,10 +125,13 @@ def job_of(claim: str) -> int | None:
 class QueueDispatcher:
     owner: str | None = None  # no process drives a run: workers run its nodes one by one
 
-    def __init__(self, env: ExecutorEnv, *, executes: bool, concurrency: int) -> None:
+    def __init__(
+        self, env: ExecutorEnv, *, executes: bool, concurrency: int, wait_concurrency: int = 1
+    ) -> None:
         self.env = env
         self.executes = executes
         self.concurrency = concurrency
+        self.wait_concurrency = wait_concurrency
         self.accepting = False
         self.graphs = RunGraphs(env.registry, env.settings)
         self.executor = NodeExecutor(env)
@@ -120,11 +139,11 @@ class QueueDispatcher:
             connector=PsycopgConnector(
                 conninfo=conninfo(env.settings.effective_database_url),
                 min_size=1,
-                max_size=max(4, concurrency // 2),
+                max_size=max(4, concurrency // 2) + WAIT_CONNECTIONS,
             )
         )
         self.app.task(name=TASK, queue=QUEUE, pass_context=True)(self._run_node)
-        self._worker: asyncio.Task[None] | None = None
+        self._workers: list[asyncio.Task[None]] = []
         self._reconciler: asyncio.Task[None] | None = None
         self._throttle = stepper.Throttle()
         self.claims_started = 0
@@ -135,19 +154,24 @@ class QueueDispatcher:
         await self.app.open_async()
         self.accepting = True
         if self.executes:
-            self._worker = asyncio.create_task(
-                self.app.run_worker_async(
-                    queues=[QUEUE],
-                    concurrency=self.concurrency,
+            # Two Procrastinate workers on one App, each with its own job slots and
+            # heartbeat: computing nodes, and nodes that only wait (dispatch/waits.py).
+            token = self.env.scratch.identity.token
+            for queue, concurrency, name in (
+                (QUEUE, self.concurrency, token),
+                (WAIT_QUEUE, self.wait_concurrency, f"{token}/waits"),
+            ):
+                worker = self.app.run_worker_async(
+                    queues=[queue],
+                    concurrency=concurrency,
                     install_signal_handlers=False,
                     update_heartbeat_interval=HEARTBEAT_SECONDS,
                     stalled_worker_timeout=STALLED_AFTER_SECONDS,
                     delete_jobs="successful",
                     shutdown_graceful_timeout=self.env.settings.shutdown_grace_seconds,
-                    name=self.env.scratch.identity.token,
-                ),
-                name="queue-worker",
-            )
+                    name=name,
+                )
+                self._workers.append(asyncio.create_task(worker, name=f"queue-worker-{queue}"))
             self._reconciler = asyncio.create_task(self._reconcile_forever(), name="reconciler")
 
     async def submit(self, run_id: str, fresh: RunState | None = None) -> None:
@@ -155,10 +179,9 @@ class QueueDispatcher:
             await self._step(lambda c: steps.finish_empty(c, run_id, self.graphs))
             return
         if fresh is not None:
-            queued = fresh.with_status(NodeStatus.QUEUED)
+            await self.defer(run_id, fresh.with_status(NodeStatus.QUEUED), fresh.graph)
         else:
-            queued = await self._queued(run_id)
-        await self.defer(run_id, queued)
+            await self.defer(run_id, await self._queued(run_id))
 
     async def cancel(self, run_id: str) -> None:
         await self._step(lambda c: steps.request_cancel(c, run_id, self.graphs))
@@ -169,24 +192,83 @@ class QueueDispatcher:
             self._reconciler.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reconciler
-        if self._worker is not None:
-            # Procrastinate lets running jobs finish within shutdown_grace_seconds, then
-            # cancels them: a cancelled node is given back to the queue (see _run_node).
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+        # Procrastinate lets running jobs finish within shutdown_grace_seconds, then cancels
+        # them: a cancelled node is given back to the queue (see _run_node). Both workers
+        # at once, so the grace is not spent twice.
+        for worker in self._workers:
+            worker.cancel()
+        await asyncio.gather(*self._workers, return_exceptions=True)
+        self._workers = []
         await self.app.close_async()
 
     # -- jobs ------------------------------------------------------------------------------
 
-    async def defer(self, run_id: str, node_ids: list[str]) -> None:
+    async def defer(self, run_id: str, node_ids: list[str], graph: Graph | None = None) -> None:
+        """A job per node, on the queue its type calls for (dispatch/waits.py). The locks are
+        the same whatever the queue, so a node never has two jobs, one in each."""
+        if not node_ids:
+            return
+        queues = await self._queues_of(run_id, node_ids, graph)
         task = self.app.tasks[TASK]
         for node_id in node_ids:
             lock = lock_of(run_id, node_id)
             with contextlib.suppress(AlreadyEnqueued):
-                await task.configure(lock=lock, queueing_lock=lock).defer_async(
-                    run_id=run_id, node_id=node_id
-                )
+                await task.configure(
+                    lock=lock, queueing_lock=lock, queue=queues.get(node_id, QUEUE)
+                ).defer_async(run_id=run_id, node_id=node_id)
+
+    async def _queues_of(
+        self, run_id: str, node_ids: list[str], graph: Graph | None
+    ) -> dict[str, str]:
+        """The queue of each node. The graph is usually at hand (the step that queued the
+        nodes loaded it); the database is read only for a run this process has not loaded
+        yet, or for the kind of a credential a provider node names (TextToSpeech speaks
+        locally or through its provider depending on it)."""
+        known = graph if graph is not None else self.graphs.known(run_id)
+        if isinstance(known, str):
+            return {}  # unrunnable: the claim step ends the run, on whichever queue
+        nodes: dict[str, GraphNode | None] = {}
+        if known is not None:
+            nodes = {n: waits.node_of(known, n) for n in node_ids}
+            if not any(node is not None and waits.may_wait(node) for node in nodes.values()):
+                return {}
+        credentials = {
+            cid
+            for node in nodes.values()
+            if node is not None and waits.may_wait(node) and (cid := waits.credential_of(node))
+        }
+        if known is None or credentials:
+            known, kinds = await self.env.db.read(
+                lambda c: self._routing(c, run_id, known, credentials)
+            )
+            if known is None or isinstance(known, str):
+                return {}
+            nodes = {n: waits.node_of(known, n) for n in node_ids}
+        else:
+            kinds = {}
+        settings = self.env.settings
+        return {
+            node_id: waits.queue_of(node, settings, kinds.get(waits.credential_of(node) or ""))
+            for node_id, node in nodes.items()
+            if node is not None
+        }
+
+    def _routing(
+        self, conn: Connection, run_id: str, graph: Graph | str | None, credentials: set[str]
+    ) -> tuple[Graph | str | None, dict[str, str]]:
+        """The run's graph (loaded if need be) and the kinds of the credentials named."""
+        account_id = conn.execute(_ACCOUNT_OF_RUN, {"run": run_id}).scalar()
+        if account_id is None:
+            return None, {}  # the run is gone
+        if graph is None:
+            graph = self.graphs.get(conn, run_id, account_id)
+            if isinstance(graph, Graph):
+                credentials = {
+                    cid
+                    for node in graph.nodes.values()
+                    if waits.may_wait(node) and (cid := waits.credential_of(node))
+                }
+        return graph, credential_store.kinds(conn, account_id, credentials)
 
     async def _abort(self, claims: list[str]) -> None:
         for claim in dict.fromkeys(claims):  # a job's instant nodes share its claim
@@ -249,11 +331,51 @@ class QueueDispatcher:
             raise
         finally:
             self._throttle.forget((run_id, node_id))
+        try:
+            ahead = await self._ahead(claimed.state, outcome, claim)
+        except asyncio.CancelledError:
+            await asyncio.shield(
+                self._step(lambda c: steps.finish(c, run_id, node_id, claim, outcome, self.graphs))
+            )
+            raise
+        except Exception:  # an optimisation: never fail the node over it
+            log.warning("could not execute ahead of %s/%s", run_id, node_id, exc_info=True)
+            ahead = {}
         room = stepper.INSTANT_PER_STEP
         done = await self._step(
-            lambda c: steps.finish(c, run_id, node_id, claim, outcome, self.graphs, room)
+            lambda c: steps.finish(c, run_id, node_id, claim, outcome, self.graphs, room, ahead)
         )
         await self._run_started(run_id, claim, done.started, report_of)
+
+    async def _ahead(self, state: RunState | None, outcome: Outcome, claim: str) -> steps.Ahead:
+        """The instant nodes ``outcome`` makes runnable (and those they do, in turn),
+        executed now from the run's state at the claim (this job's own copy): the finish
+        step then records them with the node itself (``steps.Ahead``), one transaction
+        where starting them there and recording them in another took two. A node the run
+        has moved on from meanwhile (a cancel, an input that changed) is simply not
+        recorded, and its execution dropped. Runs with batch regions are left to the
+        finish step (their items are counted in the database)."""
+        ahead: steps.Ahead = {}
+        if state is None or state.graph.batches.regions or outcome.node_id not in state.status:
+            return ahead
+        batch = state.batch()  # throwaway: nothing of it is written
+        now = utcnow()
+        state.record(batch, outcome)
+        budget = stepper.INSTANT_PER_STEP
+        while budget > 0:
+            ready = [n for n in state.runnable() if stepper.is_instant(state, n)][:budget]
+            if not ready:
+                break
+            for node_id in ready:
+                task = NodeTask.of(state, node_id)
+                state.start(batch, node_id, now, claim)
+                executed = await self.executor.execute_in_step(task)
+                if executed is None:  # needs a sandbox: the finish step starts it as usual
+                    return ahead
+                ahead[node_id] = (task.inputs, executed)
+                state.record(batch, executed)
+            budget -= len(ready)
+        return ahead
 
     async def _run_started(
         self,

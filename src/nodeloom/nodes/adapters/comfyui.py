@@ -6,7 +6,9 @@ inputs}``, where an input is a value or a link ``[node id, output index]``. Decl
 node input as text or as a number, the image of ``image1``..``image3`` uploaded with
 ``/upload/image`` and its stored name put into a node input (a ``LoadImage``'s ``image``). An
 input that is not connected leaves the workflow's own value. The ``output`` names the node
-whose first (or ``index``-th) image becomes our artifact.
+whose first (or ``index``-th) file of the node type's kind becomes our artifact:
+``ComfyUIWorkflow`` keeps an image, ``ComfyUIWorkflowVideo`` a video (MP4),
+``ComfyUIWorkflowAudio`` a sound (MP3) — see comfyui_outputs.py.
 
 The prompt id is chosen here and kept on the node run before the prompt is queued (ComfyUI
 takes a caller's ``prompt_id``): after a worker crash the node attaches to it — its history
@@ -30,6 +32,7 @@ import websockets
 from pydantic import BaseModel, ConfigDict, Field
 
 from nodeloom.nodes.adapters import policy
+from nodeloom.nodes.adapters.comfyui_outputs import fetch_output
 from nodeloom.nodes.adapters.comfyui_protocol import (
     CREDENTIAL_KIND,
     ERROR_QUOTE,
@@ -82,7 +85,9 @@ class OutputBinding(BaseModel):
 
     node: str = Field(min_length=1, max_length=64, description="The ComfyUI output node id.")
     index: Annotated[int, Field(ge=0, le=1000)] = Field(
-        default=0, description="Which of that node's images (0: the first)."
+        default=0,
+        description="Which of the files of the node's kind (image, video or audio) that "
+        "node saved (0: the first).",
     )
 
 
@@ -97,10 +102,22 @@ class ComfyUIWorkflowParams(Params):
     )
     output: OutputBinding | None = Field(
         default=None,
-        description="The node whose image becomes the artifact; none: the first image of "
-        "the workflow's outputs.",
+        description="The output node whose file of the node's kind (image, video or audio) "
+        "becomes the artifact; none: the first such file of the workflow's outputs.",
     )
     credential: str = policy.credential_field(CREDENTIAL_KIND)
+
+
+class ComfyUIWorkflowTimedParams(ComfyUIWorkflowParams):
+    """The video and audio variants' params: the length held for the per-second price."""
+
+    max_seconds: int = Field(
+        default=30,
+        ge=1,
+        le=600,
+        description="Longest output expected, in seconds: the estimate holds it; the charge "
+        "counts the real length, never more.",
+    )
 
 
 # ----------------------------------------------------------------------------- checks
@@ -285,7 +302,10 @@ async def wait_for(
             await asyncio.sleep(POLL_INTERVAL)
         else:
             try:
-                raw = await asyncio.wait_for(connection.recv(), SILENCE_CHECK)
+                # Not asyncio.wait_for: before Python 3.12 it swallows a cancel that lands as
+                # the message arrives, and the node would follow the prompt to its end.
+                async with asyncio.timeout(SILENCE_CHECK):
+                    raw = await connection.recv()
             except TimeoutError:
                 raw = None
             except websockets.ConnectionClosed:
@@ -333,26 +353,42 @@ def _message(raw: Any) -> tuple[str, dict[str, Any]] | None:
 # ----------------------------------------------------------------------------- the node
 
 
-class ComfyUIWorkflow(NodeType):
-    spec = NodeSpec(
-        type="ComfyUIWorkflow",
+# A run, plus (for a video or a sound) the per-second rate of our own media nodes: the GPU
+# is the account's; what is priced is the orchestration and the file converted and kept.
+COSTS = {
+    Kind.IMAGE: Cost(credits=10),
+    Kind.VIDEO: Cost(credits=10, per_second=1),
+    Kind.AUDIO: Cost(credits=10, per_second=1),
+}
+
+
+def _spec(type_: str, kind: Kind, title: str, made: str) -> NodeSpec:
+    return NodeSpec(
+        type=type_,
         version=1,
         category="ai",
-        title="ComfyUI workflow",
+        title=title,
         description="Run a ComfyUI workflow (API format) on your ComfyUI server; bound inputs "
-        "are put into its nodes, and one output node's image is the result.",
+        f"are put into its nodes, and one output node's {made} is the result.",
         inputs=(
             *(Input(name, Kind.TEXT, required=False) for name in TEXT_SLOTS),
             *(Input(name, Kind.IMAGE, required=False) for name in IMAGE_SLOTS),
         ),
-        output=Output(Kind.IMAGE),
-        params=ComfyUIWorkflowParams,
-        cost=Cost(credits=10),
+        output=Output(kind),
+        params=ComfyUIWorkflowParams if kind == Kind.IMAGE else ComfyUIWorkflowTimedParams,
+        cost=COSTS[kind],
         cacheable=False,
         sandboxed=False,
         adapter=True,
         credential_kinds=(CREDENTIAL_KIND,),
     )
+
+
+class ComfyUIWorkflow(NodeType):
+    """Keeps an image (a still: ``SaveImage``, ``PreviewImage``); the subclasses keep a
+    video or a sound, by the same params (see comfyui_outputs.py)."""
+
+    spec = _spec("ComfyUIWorkflow", Kind.IMAGE, "ComfyUI workflow", "image")
 
     def param_problems(self, params: ComfyUIWorkflowParams) -> list[ParamProblem]:
         return workflow_problems(params)
@@ -374,7 +410,28 @@ class ComfyUIWorkflow(NodeType):
         ) as api:
             client = ComfyUIClient(api)
             entry = await follow(pctx, client, params, inputs)
-            return await _output(pctx, client, entry, params.output)
+            output = params.output
+            return await fetch_output(
+                pctx,
+                client,
+                entry,
+                self.spec.output.kind,
+                output.node if output is not None else None,
+                output.index if output is not None else 0,
+            )
+
+
+class ComfyUIWorkflowVideo(ComfyUIWorkflow):
+    """Keeps a video: VideoHelperSuite's ``VHS_VideoCombine``, core ``SaveVideo``,
+    ``SaveWEBM``, ``SaveAnimatedWEBP``/``PNG``; made H.264 MP4."""
+
+    spec = _spec("ComfyUIWorkflowVideo", Kind.VIDEO, "ComfyUI workflow (video)", "video")
+
+
+class ComfyUIWorkflowAudio(ComfyUIWorkflow):
+    """Keeps a sound: ``SaveAudio`` (FLAC), ``SaveAudioMP3``, ``SaveAudioOpus``; made MP3."""
+
+    spec = _spec("ComfyUIWorkflowAudio", Kind.AUDIO, "ComfyUI workflow (audio)", "sound")
 
 
 def request_of(params: ComfyUIWorkflowParams, inputs: Mapping[str, InputValue]) -> Any:
@@ -427,15 +484,30 @@ async def follow(
         else:
             prompt_id, client_id = str(uuid.uuid4()), _client_id()
         prompt = await bound_prompt(client, params, inputs)
-        job = {"id": prompt_id, "client_id": client_id, "provider": PROVIDER}
-        await ctx.remember_job({**job, "request": fingerprint})
+        stored = {
+            "id": prompt_id,
+            "client_id": client_id,
+            "provider": PROVIDER,
+            "request": fingerprint,
+        }
+        await ctx.remember_job(stored)
         ws = await _listen(stack, client, client_id)  # before queueing: no message is missed
-        await stack.enter_async_context(_cancelling(ctx, client, prompt_id))
-        answered = await client.submit(prompt, client_id, prompt_id)  # refused: forgotten
-        if answered != prompt_id:  # a server that ignores a caller's id
-            prompt_id = answered
-            await ctx.remember_job({**job, "id": prompt_id, "request": fingerprint})
-        return await wait_for(client, prompt_id, ws, tracker)
+
+        async def queue() -> str:
+            try:
+                answered = await client.submit(prompt, client_id, prompt_id)
+            except ProviderError:
+                await policy.forget_job(ctx)  # refused: a retry queues afresh
+                raise
+            if answered != prompt_id:  # a server that ignores a caller's id
+                await ctx.remember_job({**stored, "id": answered})
+            return answered
+
+        # A cancel while the prompt is being queued interrupts it once ComfyUI has it (an
+        # interrupt sent before would miss it), and one just after is read from the run.
+        queued = await policy.submitted(ctx, queue, client.cancel)
+        await stack.enter_async_context(_cancelling(ctx, client, queued))
+        return await wait_for(client, queued, ws, tracker)
 
 
 def _client_id() -> str:
@@ -491,39 +563,4 @@ async def bound_prompt(
     return prompt
 
 
-async def _output(
-    ctx: policy.ProviderContext,
-    client: ComfyUIClient,
-    entry: Mapping[str, Any],
-    output: OutputBinding | None,
-) -> Produced:
-    """The chosen output image, downloaded from ``/view`` (guarded, size-limited, checked
-    and made PNG in a sandbox process)."""
-    outputs = entry.get("outputs")
-    outputs = outputs if isinstance(outputs, dict) else {}
-    if output is None:  # the first image of any output node, in node order
-        output = next(
-            (
-                OutputBinding(node=node_id)
-                for node_id in sorted(outputs, key=lambda k: (len(k), k))
-                if isinstance(outputs[node_id], dict) and outputs[node_id].get("images")
-            ),
-            None,
-        )
-        if output is None:
-            raise ProviderError("ComfyUI's workflow produced no image")
-    node = outputs.get(output.node)
-    images = node.get("images") if isinstance(node, dict) else None
-    if not isinstance(images, list) or not images:
-        raise ProviderError(f"ComfyUI's node {output.node} produced no image")
-    if output.index >= len(images) or not isinstance(images[output.index], dict):
-        raise ProviderError(
-            f"ComfyUI's node {output.node} produced {len(images)} image(s); "
-            f"image {output.index} was asked for"
-        )
-    produced = await client.api.download(ctx, client.view_url(images[output.index]), Kind.IMAGE)
-    await policy.report(ctx, 1.0)
-    return produced
-
-
-NODES: list[NodeType] = [ComfyUIWorkflow()]
+NODES: list[NodeType] = [ComfyUIWorkflow(), ComfyUIWorkflowVideo(), ComfyUIWorkflowAudio()]

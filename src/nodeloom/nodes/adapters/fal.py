@@ -7,17 +7,25 @@ body and ``Authorization: Key <key>`` answers ``request_id``, ``status_url``,
 the model's output (its files as ``{"url": ...}`` objects) or the model's error; ``PUT
 {cancel_url}`` cancels. The URLs fal hands back are checked like any other (and the key goes
 only to the queue's own origin).
+
+The platform API (``https://api.fal.ai/v1``, ``NODELOOM_FAL_API_URL``) serves the credential
+test (``GET /models/pricing``) and the model schemas for the editor (``GET /models`` with
+``expand=openapi-3.0``: the endpoint's OpenAPI document).
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import urllib.parse
 from typing import Any
 
 from nodeloom.nodes.adapters import policy
+from nodeloom.nodes.adapters.openapi import json_body as openapi_body
+from nodeloom.nodes.adapters.openapi import ordered, resolve_refs
 from nodeloom.nodes.adapters.outputs import pick_output
 from nodeloom.nodes.base import Kind, NodeFailure, Produced
+from nodeloom.settings import Settings
 
 NAME = "fal"
 KIND = "fal"
@@ -84,13 +92,15 @@ async def run(
                 "cancel_url": _url(answer, "cancel_url", api.url(base + "/cancel")),
             }
 
-        job = await policy.submit_once(ctx, KIND, {"model": model, "input": payload}, submit)
-        await policy.report(ctx, 0.0)
-
-        async def cancel() -> None:
+        async def cancel(job: policy.Job) -> None:
             await api.request("PUT", str(job.data["cancel_url"]), ok=lambda s: s < 500)
 
-        async with policy.cancelling(ctx, cancel):
+        job = await policy.submit_once(
+            ctx, KIND, {"model": model, "input": payload}, submit, cancel=cancel
+        )
+        await policy.report(ctx, 0.0)
+
+        async with policy.cancelling(ctx, lambda: cancel(job)):
             delays = policy.poll_delays()
             while True:
                 status = await api.json("GET", str(job.data["status_url"]) + "?logs=1")
@@ -112,3 +122,110 @@ async def run(
                     exc.message.replace("refused the request", "failed"), exc.status
                 ) from exc
         return await pick_output(ctx, api, result, kind, output_index, output_path)
+
+
+# ----------------------------------------------------------------------------- platform API
+
+TEST_TIMEOUT = 10.0  # seconds, for a credential's connection test
+SCHEMA_TIMEOUT = 10.0  # seconds, for reading a model's schema for the editor
+PRICED_MODEL = "fal-ai/flux/dev"  # any model: the test asks what one costs
+
+
+def _platform(settings: Settings, key: str) -> policy.Provider:
+    return policy.Provider(
+        settings.model_copy(update={"provider_max_retries": 0}),
+        name=NAME,
+        base_url=settings.fal_api_url,
+        headers={"Authorization": f"Key {key}"},
+        secrets=(key,),
+    )
+
+
+async def check(settings: Settings, key: str) -> tuple[bool, int | None, str]:
+    """A credential's connection test: ``GET {fal_api_url}/models/pricing?endpoint_id=...``.
+    fal's queue has no free authenticated call (a submission is paid, a status read needs a
+    request id); of its platform API, the model list answers without a key, while pricing
+    requires one and costs nothing. Through the address check, within TEST_TIMEOUT; (ok,
+    HTTP status, message), fal's error quoted, the key never."""
+    api = _platform(settings, key)
+    try:
+        async with asyncio.timeout(TEST_TIMEOUT), api:
+            await api.json("GET", f"/models/pricing?endpoint_id={PRICED_MODEL}")
+    except policy.ProviderError as exc:
+        return False, exc.status, exc.message
+    except NodeFailure as exc:
+        return False, None, api.mask(exc.message)
+    except TimeoutError:
+        return False, None, f"{NAME} did not answer within {TEST_TIMEOUT:g} s"
+    return True, 200, f"{NAME} accepted the key"
+
+
+def schemas_of(openapi: Any) -> tuple[dict[str, Any], Any] | None:
+    """(Input schema, Output schema or None) of fal's OpenAPI document for one endpoint: the
+    body of its queue submission (``POST /{model}``) and the answer of its result (``GET
+    .../requests/{request_id}``), references resolved; None without an input schema."""
+    paths = openapi.get("paths") if isinstance(openapi, dict) else None
+    components = openapi.get("components") if isinstance(openapi, dict) else None
+    schemas = components.get("schemas") if isinstance(components, dict) else None
+    if not isinstance(paths, dict):
+        return None
+    schemas = schemas if isinstance(schemas, dict) else {}
+    found: Any = None
+    output: Any = None
+    for path, operations in paths.items():
+        if not isinstance(operations, dict) or not isinstance(path, str):
+            continue
+        if "/requests/" not in path and found is None:
+            found = openapi_body(operations.get("post"), "request")
+        elif path.endswith("/requests/{request_id}") and output is None:
+            output = openapi_body(operations.get("get"), "response")
+    found = resolve_refs(found, schemas)
+    if not isinstance(found, dict):
+        return None
+    output = resolve_refs(output, schemas)
+    return ordered(found), output if isinstance(output, dict) else None
+
+
+async def model_schema(settings: Settings, key: str, model: str) -> dict[str, Any]:
+    """What fal publishes about ``model`` (an endpoint id such as fal-ai/flux/dev): ``GET
+    {fal_api_url}/models?endpoint_id=...&expand=openapi-3.0``; the same answer as Replicate's
+    (``model``, ``version`` None, ``description``, ``input``, ``output``). ``ProviderError``
+    quoting fal (the key masked), ``LookupError`` when fal has no such model or no input
+    schema for it, ``ValueError`` for a malformed model id."""
+    if not MODEL.match(model):
+        raise ValueError(f"model {model!r} is not a fal model id such as fal-ai/flux/dev")
+    api = _platform(settings, key)
+    limit = min(SCHEMA_TIMEOUT, settings.provider_timeout_seconds)
+    query = urllib.parse.urlencode({"endpoint_id": model, "expand": "openapi-3.0"})
+    try:
+        async with asyncio.timeout(limit), api:
+            body = await api.json("GET", f"/models?{query}")
+    except TimeoutError as exc:
+        raise policy.ProviderError(f"{NAME} did not answer within {limit:g} s") from exc
+    except policy.ProviderError:
+        raise
+    except NodeFailure as exc:  # the address check refused the API's address
+        raise policy.ProviderError(api.mask(exc.message)) from exc
+    models = body.get("models")
+    entry = next(
+        (
+            m
+            for m in (models if isinstance(models, list) else [])
+            if isinstance(m, dict) and m.get("endpoint_id") == model
+        ),
+        None,
+    )
+    if entry is None:
+        raise LookupError(f"{NAME} has no model {model}")
+    found = schemas_of(entry.get("openapi"))
+    if found is None:
+        raise LookupError(f"{NAME} publishes no input schema for {model}")
+    metadata = entry.get("metadata")
+    description = metadata.get("description") if isinstance(metadata, dict) else None
+    return {
+        "model": model,
+        "version": None,
+        "description": description if isinstance(description, str) else None,
+        "input": found[0],
+        "output": found[1],
+    }

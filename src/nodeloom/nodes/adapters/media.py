@@ -7,7 +7,9 @@ sandbox process (``ProviderNodeContext.convert`` sends it there; sandbox/worker.
 - audio: MP3 kept as it is (measured by decoding it), anything FFmpeg reads (WAV, FLAC, OGG,
   M4A...) re-encoded as MP3 44.1 kHz stereo;
 - video: an MP4 of H.264 yuv420p (with AAC or MP3 sound or none) kept as it is, anything
-  else (WebM, MOV, GIF...) re-encoded as H.264 MP4 with its sound.
+  else (WebM, MOV, GIF, animated PNG...) re-encoded as H.264 MP4 with its sound; an animated
+  WebP (which FFmpeg does not decode) is read frame by frame with Pillow, each frame kept
+  for its own duration.
 
 Every file is checked like any untrusted input: pixels, length and size limits.
 
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import av
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from nodeloom.nodes import media
 from nodeloom.nodes.base import Kind, NodeFailure, Produced
@@ -32,6 +34,7 @@ from nodeloom.settings import Settings
 MASK_KIND = "mask:"
 KEPT_VIDEO_AUDIO = frozenset({"aac", "mp3", "mp3float"})
 MAX_FPS = 60
+WEBP_FRAME_MS = 100  # a WebP frame that gives no duration lasts this long
 
 
 def to_artifact(kind: str, src: Path, out_dir: Path, settings: Settings) -> Produced:
@@ -141,6 +144,8 @@ def _audio(src: Path, out_dir: Path, settings: Settings) -> Produced:
 
 
 def _video(src: Path, out_dir: Path, settings: Settings) -> Produced:
+    if _is_webp(src):
+        return _webp_video(src, _out(out_dir, ".mp4"), settings)
     try:
         with av.open(str(src)) as container:
             format_names = set(str(container.format.name).split(","))
@@ -204,4 +209,49 @@ def _transcode(src: Path, path: Path, settings: Settings) -> Produced:
                 raise
     except av.FFmpegError as exc:
         raise NodeFailure(f"the provider's video is damaged: {exc}", "provider_error") from exc
+    return writer.produced(settings)
+
+
+def _is_webp(src: Path) -> bool:
+    with src.open("rb") as f:
+        head = f.read(12)
+    return head[:4] == b"RIFF" and head[8:12] == b"WEBP"
+
+
+def _webp_video(src: Path, path: Path, settings: Settings) -> Produced:
+    """An animated WebP (ComfyUI's ``SaveAnimatedWEBP``, VideoHelperSuite's ``image/webp``)
+    as H.264 MP4: frames decoded by Pillow, each shown for its own duration at a frame rate
+    that fits the shortest one."""
+    try:
+        image = Image.open(src, formats=["WEBP"])
+    except (UnidentifiedImageError, Image.DecompressionBombError, OSError) as exc:
+        raise NodeFailure("the provider's WebP is not readable", "provider_error") from exc
+    with image:
+        media.check_pixels(settings, *image.size, what="the provider's video")
+        frames = getattr(image, "n_frames", 1)
+        durations = []
+        for index in range(frames):
+            image.seek(index)
+            image.load()  # a frame's duration is known once it is read
+            durations.append(int(image.info.get("duration") or WEBP_FRAME_MS))
+        total = sum(durations) / 1000
+        media.check_seconds(settings, total, "the provider's video")
+        fps = max(1, min(MAX_FPS, round(1000 / max(1, min(durations)))))
+        width, height = media.even(image.width), media.even(image.height)
+        writer = media.VideoWriter(path, width, height, fps, held=True)
+        try:
+            shown = 0  # frame times written, to keep rounding from adding up
+            elapsed = 0.0
+            for frame, duration in zip(ImageSequence.Iterator(image), durations, strict=False):
+                elapsed += duration / 1000
+                ticks = max(1, round(elapsed * fps) - shown)
+                writer.write(writer.frame_from_image(frame.convert("RGB")), ticks)
+                shown += ticks
+            writer.close()
+        except (OSError, ValueError) as exc:
+            writer.abort()
+            raise NodeFailure(f"the provider's WebP is damaged: {exc}", "provider_error") from exc
+        except BaseException:
+            writer.abort()
+            raise
     return writer.produced(settings)

@@ -18,7 +18,11 @@ goes to a sandbox process through ``ctx.convert``, which ``Provider.download`` c
   again after its process stopped finds it (``ctx.remembered_job``) and attaches to it, so a
   paid generation is never submitted twice for the same request.
 - **Cancel**: ``cancelling`` asks the provider to stop the job when our run is cancelled (not
-  when the server merely stops: the job is then resumed by the next process).
+  when the server merely stops: the job is then resumed by the next process). The
+  submission itself goes through ``submitted``: a stop arriving during the call waits for
+  its answer (so the job it made is known and stored) before the job is cancelled, and the
+  run's cancel flag is read once the id is committed, so a cancel landing between the
+  provider's answer and the commit still stops the job.
 - **Downloads**: ``Provider.download`` fetches every URL a provider hands back through the
   SSRF guard of HttpRequest (every address checked, the connection pinned to it, redirects
   checked again), streams it to the node's scratch directory within
@@ -49,7 +53,7 @@ import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, NoReturn, Protocol, TypeVar, cast, runtime_checkable
 
 import certifi
 import httpx
@@ -64,10 +68,14 @@ BACKOFF_MAX = 30.0
 RETRY_AFTER_MAX = 60.0  # never sleep longer than this on a provider's say-so
 POLL_FIRST = 0.5  # seconds between status polls: from this, growing to POLL_MAX
 POLL_MAX = 5.0
-CANCEL_TIMEOUT = 10.0  # seconds given to a provider's cancel call
+CANCEL_TIMEOUT = 10.0  # seconds given to a provider's cancel call (and to a submission
+# that was under way when the node was stopped, to learn the id of the job it made)
+CANCEL_GRACE = 30.0  # seconds a node that found its run cancelled waits for the engine's stop
 MAX_REDIRECTS = 5
 MESSAGE_MAX = 500  # characters of a provider's error quoted in the node's failure
 DOWNLOAD_CHUNK = 256 * 1024
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,23 @@ class ProviderContext(NodeContext, Protocol):
     async def convert(self, path: Path, kind: str) -> Produced:
         """``path`` (a file of the node's scratch directory) made into an artifact of
         ``kind``, in a sandbox process (adapters/media.py)."""
+
+    def hook_url(self, provider: str) -> str | None:
+        """The URL ``provider`` may call about this node run's job (adapters/hooks.py), or
+        None when the server has no public base URL: then the node polls."""
+
+    async def stored_job(self) -> dict[str, Any] | None:
+        """The provider job as stored on the node run now, with what a webhook delivered."""
+
+    def signals(self) -> contextlib.AbstractAsyncContextManager[Signals]:
+        """Around a wait: ``wait(most)`` returns once a webhook may have been kept for this
+        node run (True), or after ``most`` seconds (False)."""
+
+
+class Signals(Protocol):
+    async def wait(self, most: float) -> bool:
+        """Until the node run may have changed (True) or ``most`` seconds pass (False)."""
+        ...
 
 
 def credential_field(*kinds: str) -> Any:
@@ -356,8 +381,10 @@ class Provider:
                     raise self._unreachable(attempts, exc) from exc
                 await asyncio.sleep(backoff(attempt))
                 continue
-            except (httpx.TimeoutException, httpx.NetworkError) as exc:
-                # The request may have reached the provider: a submission is not resent.
+            except (httpx.TimeoutException, httpx.NetworkError, httpx.RemoteProtocolError) as exc:
+                # The request may have reached the provider: a submission is not resent. A
+                # provider closing a kept-alive connection as a poll reuses it is the usual
+                # RemoteProtocolError: a status read is simply asked again.
                 if last or not idempotent:
                     raise self._unreachable(attempt + 1, exc) from exc
                 await asyncio.sleep(backoff(attempt))
@@ -540,11 +567,15 @@ async def submit_once(
     provider: str,
     request: Any,
     submit: Callable[[], Awaitable[dict[str, Any]]],
+    *,
+    cancel: Callable[[Job], Awaitable[Any]],
 ) -> Job:
     """The job for ``request``: the one an earlier attempt of this node run submitted for
     the same provider and request, else a new one from ``submit`` (which returns at least
     ``{"id": ...}``), stored on the node run — committed — before this returns, so a crash
-    from here on attaches to it instead of submitting again."""
+    from here on attaches to it instead of submitting again. The submission goes through
+    ``submitted``: ``cancel`` stops the new job at the provider if the run is cancelled
+    while it is made."""
     fingerprint = request_fingerprint(request)
     known = ctx.remembered_job
     if (
@@ -554,12 +585,92 @@ async def submit_once(
         and known.get("id")
     ):
         return Job(dict(known), attached=True)
-    data = await submit()
-    if "id" not in data:
-        raise ProviderError(f"{provider} accepted the job but gave no id")
-    stored = {**data, "provider": provider, "request": fingerprint}
-    await ctx.remember_job(stored)
-    return Job(stored, attached=False)
+
+    async def submission() -> Job:
+        data = await submit()
+        if "id" not in data:
+            raise ProviderError(f"{provider} accepted the job but gave no id")
+        stored = {**data, "provider": provider, "request": fingerprint}
+        await ctx.remember_job(stored)
+        return Job(stored, attached=False)
+
+    return await submitted(ctx, submission, cancel)
+
+
+async def submitted(
+    ctx: ProviderContext,
+    submission: Callable[[], Awaitable[T]],
+    cancel: Callable[[T], Awaitable[Any]],
+) -> T:
+    """What ``submission`` returns — the call that makes a paid job at the provider, and
+    the job's id stored on the node run — with our run's cancel honoured however it lands:
+
+    - **during the call** (the node is stopped: the run was cancelled, or the server is
+      stopping): the call is let finish, within CANCEL_TIMEOUT, so the job it made is known
+      and stored rather than left running unknown; then, if the run was cancelled,
+      ``cancel(result)`` asks the provider to stop it, and the node's stop goes on (a server
+      that stops leaves the job: the next process attaches to it);
+    - **once the id is committed**, the run's cancel flag is read: a cancel that came
+      between the provider's answer and the commit, or whose stop did not reach the node,
+      still cancels the job at the provider, and the node ends (``stop_cancelled``).
+
+    A stop after this returns is the caller's to honour, with ``cancelling`` around its
+    wait."""
+    task = asyncio.ensure_future(submission())
+    try:
+        result = await asyncio.shield(task)
+    except asyncio.CancelledError:
+        await to_the_end(_settle(ctx, task, cancel))
+        raise
+    try:
+        cancelled = await ctx.run_cancelled()
+    except asyncio.CancelledError:
+        await to_the_end(_cancel_if_run_cancelled(ctx, lambda: cancel(result)))
+        raise
+    if cancelled:
+        await to_the_end(_cancel_job(ctx, lambda: cancel(result)))
+        await stop_cancelled(ctx)
+    return result
+
+
+async def to_the_end(step: Awaitable[None]) -> None:
+    """``step`` (a bounded clean-up: a provider's cancel call...) run to its end even when
+    this task is stopped again meanwhile, the stop raised once it is done. A bare
+    ``asyncio.shield`` would let the node end first: its run would be recorded cancelled
+    while the provider has yet to hear of it, and the node's HTTP client, closed on the way
+    out, would cut the call short."""
+    task = asyncio.ensure_future(step)
+    stopped = False
+    while not task.done():
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            stopped = True
+    task.result()
+    if stopped:
+        raise asyncio.CancelledError
+
+
+async def _settle(
+    ctx: ProviderContext, task: asyncio.Future[T], cancel: Callable[[T], Awaitable[Any]]
+) -> None:
+    """A submission under way when the node was stopped: its answer awaited (within
+    CANCEL_TIMEOUT; past that it is abandoned), then its job cancelled if the run was."""
+    try:
+        async with asyncio.timeout(CANCEL_TIMEOUT):
+            result = await task
+    except (Exception, asyncio.CancelledError):
+        return  # refused, failed or unanswered: no job we know of
+    await _cancel_if_run_cancelled(ctx, lambda: cancel(result))
+
+
+async def stop_cancelled(ctx: ProviderContext) -> NoReturn:
+    """The run was cancelled and the node's job stopped at the provider. The engine stops
+    the node soon: the cancel flag is committed before the run's driver is told (or the
+    queue job aborted). Wait for that stop, so the node is recorded ``cancelled`` like every
+    node a cancel stops; should it not come within CANCEL_GRACE, end anyway."""
+    await asyncio.sleep(min(CANCEL_GRACE, time_left(ctx)))
+    raise NodeFailure("the run was cancelled", "cancelled")
 
 
 async def forget_job(ctx: ProviderContext) -> None:
@@ -579,7 +690,7 @@ async def cancelling(
     try:
         yield
     except asyncio.CancelledError:
-        await asyncio.shield(_cancel_if_run_cancelled(ctx, cancel))
+        await to_the_end(_cancel_if_run_cancelled(ctx, cancel))
         raise
 
 
@@ -588,9 +699,19 @@ async def _cancel_if_run_cancelled(
 ) -> None:
     with contextlib.suppress(Exception):
         async with asyncio.timeout(CANCEL_TIMEOUT):
-            if await ctx.run_cancelled():
-                await cancel()
-                await forget_job(ctx)
+            cancelled = await ctx.run_cancelled()
+        if cancelled:
+            await _cancel_job(ctx, cancel)
+
+
+async def _cancel_job(ctx: ProviderContext, cancel: Callable[[], Awaitable[Any]]) -> None:
+    """Ask the provider to stop the job (within CANCEL_TIMEOUT, its failure ignored: the run
+    is cancelled whatever the provider says) and forget it (a retry submits afresh)."""
+    with contextlib.suppress(Exception):
+        async with asyncio.timeout(CANCEL_TIMEOUT):
+            await cancel()
+    with contextlib.suppress(Exception):
+        await forget_job(ctx)
 
 
 # ----------------------------------------------------------------------------- progress

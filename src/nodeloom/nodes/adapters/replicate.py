@@ -12,15 +12,29 @@ the prediction: ``id``, ``status`` (starting, processing, succeeded, failed, can
 N seconds): fewer round trips for a fast model, but the prediction's id is known only when
 the call returns, so a crash during those seconds cannot be resumed and the prediction is
 created again. It is used only when a node asks for it (``wait_seconds``).
+
+**Webhooks**: when the server has a public base URL (adapters/hooks.py) and Replicate hands
+out the account's signing secret (``GET /v1/webhooks/default/secret``), the prediction is
+created with ``webhook`` (this node run's URL) and ``webhook_events_filter`` (start, output,
+logs, completed); the secret is stored encrypted with the job, for the route that checks the
+deliveries (api/routes/provider_hooks.py). The node then waits for those deliveries (their
+logs become its progress) and polls only every ``NODELOOM_REPLICATE_WEBHOOK_POLL_SECONDS``,
+so a lost webhook delays it and never loses it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import logging
 import re
+import time
+from collections import OrderedDict
 from typing import Any
 
+from nodeloom.auth.tokens import encrypt
 from nodeloom.nodes.adapters import policy
+from nodeloom.nodes.adapters.openapi import resolve_refs
 from nodeloom.nodes.adapters.outputs import pick_output
 from nodeloom.nodes.base import Kind, NodeFailure, Produced
 from nodeloom.settings import Settings
@@ -32,6 +46,13 @@ MODEL = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(:[0-9a-f]{64})?$")
 MODEL_PATTERN = r"^([0-9a-f]{64}|[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(:[0-9a-f]{64})?)$"
 PROGRESS = re.compile(r"(\d{1,3})%\|")  # a tqdm bar in the logs: " 45%|████▌     | 9/20"
 RUNNING = frozenset({"starting", "processing"})
+FINAL = frozenset({"succeeded", "failed", "canceled"})
+# Every delivery we can use: start, new output, new logs (progress), the end.
+WEBHOOK_EVENTS = ("start", "output", "logs", "completed")
+SIGNING_CACHE_MAX = 256  # tokens whose signing secret this process keeps
+SIGNING_TTL = 3600.0  # seconds one is kept: a secret Replicate rotates is read again
+_signing: OrderedDict[str, tuple[float, str]] = OrderedDict()
+log = logging.getLogger("nodeloom.providers")
 
 
 TEST_TIMEOUT = 10.0  # seconds, for a credential's connection test
@@ -82,6 +103,29 @@ def progress_of(prediction: dict[str, Any]) -> float | None:
     return min(100, int(found[-1])) / 100 if found else None
 
 
+async def signing_secret(api: policy.Provider, token: str) -> str | None:
+    """The account's webhook signing secret (``GET /v1/webhooks/default/secret``, a
+    ``whsec_`` key), kept in this process's memory per token for SIGNING_TTL, never logged;
+    None when Replicate does not give one (the node then polls)."""
+    key = hashlib.sha256(token.encode()).hexdigest()
+    found = _signing.get(key)
+    if found is not None and found[0] > time.monotonic():
+        return found[1]
+    try:
+        body = await api.json("GET", "/webhooks/default/secret")
+    except NodeFailure as exc:
+        log.info("no webhook signing secret from %s (%s): polling", NAME, exc.message)
+        return None
+    secret = body.get("key")
+    if not isinstance(secret, str) or not secret.startswith("whsec_"):
+        return None
+    _signing[key] = (time.monotonic() + SIGNING_TTL, secret)
+    _signing.move_to_end(key)
+    while len(_signing) > SIGNING_CACHE_MAX:
+        _signing.popitem(last=False)
+    return secret
+
+
 async def run(
     ctx: policy.ProviderContext,
     model: str,
@@ -105,46 +149,108 @@ async def run(
 
         async def submit() -> dict[str, Any]:
             nonlocal first
+            hook = ctx.hook_url(KIND)
+            signing = await signing_secret(api, token) if hook else None
+            sent = body
+            if hook and signing:
+                sent = {**body, "webhook": hook, "webhook_events_filter": list(WEBHOOK_EVENTS)}
             prefer = {"Prefer": f"wait={wait_seconds}"} if wait_seconds else {}
-            first = await api.json("POST", path, json_body=body, headers=prefer, idempotent=False)
+            first = await api.json("POST", path, json_body=sent, headers=prefer, idempotent=False)
             if not isinstance(first.get("id"), str):
                 raise policy.ProviderError(f"{NAME} answered without a prediction id")
-            return {"id": first["id"]}
+            if sent is body:
+                return {"id": first["id"]}
+            # Stored with the job (encrypted) for the route that checks this job's webhooks.
+            return {"id": first["id"], "hook_secret": encrypt(settings.secret, str(signing))}
 
-        job = await policy.submit_once(ctx, KIND, {"model": model, "input": payload}, submit)
-        await policy.report(ctx, 0.0)
-
-        async def cancel() -> None:
+        async def cancel(job: policy.Job) -> None:
             await api.request("POST", f"/predictions/{job.id}/cancel")
 
-        prediction = first
-        async with policy.cancelling(ctx, cancel):
-            delays = policy.poll_delays()
-            while True:
-                if prediction is None:
-                    prediction = await api.json("GET", f"/predictions/{job.id}")
-                status = prediction.get("status")
-                if status == "succeeded":
-                    break
-                if status not in RUNNING:
-                    await policy.forget_job(ctx)
-                    if status == "canceled":
-                        raise policy.ProviderError(f"{NAME} cancelled the prediction {job.id}")
-                    raise api.failed(prediction.get("error") or f"prediction {status}")
-                fraction = progress_of(prediction)
-                if fraction is not None:
-                    await policy.report(ctx, fraction)
-                await asyncio.sleep(next(delays))
-                prediction = None
+        job = await policy.submit_once(
+            ctx, KIND, {"model": model, "input": payload}, submit, cancel=cancel
+        )
+        await policy.report(ctx, 0.0)
+
+        async with policy.cancelling(ctx, lambda: cancel(job)):
+            if "hook_secret" in job.data:
+                prediction = await _follow_hooks(ctx, api, job, first)
+            else:
+                prediction = await _poll(ctx, api, job, first)
         return await pick_output(
             ctx, api, prediction.get("output"), kind, output_index, output_path
         )
 
 
+async def _settled(
+    ctx: policy.ProviderContext, api: policy.Provider, job: policy.Job, prediction: dict[str, Any]
+) -> bool:
+    """True when ``prediction`` succeeded; its failure raised; its progress reported."""
+    status = prediction.get("status")
+    if status == "succeeded":
+        return True
+    if status not in RUNNING:
+        await policy.forget_job(ctx)
+        if status == "canceled":
+            raise policy.ProviderError(f"{NAME} cancelled the prediction {job.id}")
+        raise api.failed(prediction.get("error") or f"prediction {status}")
+    fraction = progress_of(prediction)
+    if fraction is not None:
+        await policy.report(ctx, fraction)
+    return False
+
+
+async def _poll(
+    ctx: policy.ProviderContext,
+    api: policy.Provider,
+    job: policy.Job,
+    first: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The prediction followed by polling, with back-off (no webhook)."""
+    prediction = first
+    delays = policy.poll_delays()
+    while True:
+        if prediction is None:
+            prediction = await api.json("GET", f"/predictions/{job.id}")
+        if await _settled(ctx, api, job, prediction):
+            return prediction
+        await asyncio.sleep(next(delays))
+        prediction = None
+
+
+async def _follow_hooks(
+    ctx: policy.ProviderContext,
+    api: policy.Provider,
+    job: policy.Job,
+    first: dict[str, Any] | None,
+) -> dict[str, Any]:
+    """The prediction followed by its webhooks: each delivery the route keeps on the node
+    run wakes this wait, which reads it there. One poll right away (the job is stored now,
+    so a webhook that came before was ignored but shows in this read), then one every
+    ``replicate_webhook_poll_seconds``, so a lost webhook only delays the node."""
+    every = ctx.settings.replicate_webhook_poll_seconds
+    clock = asyncio.get_running_loop()
+    async with ctx.signals() as signals:
+        if first is not None and first.get("status") not in RUNNING:
+            prediction = first
+        else:
+            prediction = await api.json("GET", f"/predictions/{job.id}")
+        next_poll = clock.time() + every
+        while not await _settled(ctx, api, job, prediction):
+            await signals.wait(next_poll - clock.time())
+            if clock.time() >= next_poll:
+                prediction = await api.json("GET", f"/predictions/{job.id}")
+                next_poll = clock.time() + every
+                continue
+            stored = await ctx.stored_job()
+            delivered = stored.get("delivered") if isinstance(stored, dict) else None
+            if isinstance(stored, dict) and stored.get("id") == job.id and delivered:
+                prediction = delivered
+        return prediction
+
+
 # ----------------------------------------------------------------------------- model schema
 
 SCHEMA_TIMEOUT = 10.0  # seconds, for reading a model's schema for the editor
-REF_DEPTH = 8  # nested $ref resolutions followed, no more (a cycle stops here)
 
 
 def schema_call(model: str) -> str:
@@ -159,29 +265,6 @@ def schema_call(model: str) -> str:
     return f"/models/{name}/versions/{version}" if colon else f"/models/{name}"
 
 
-def _resolve(node: Any, components: dict[str, Any], depth: int = 0) -> Any:
-    """``node`` with local ``#/components/schemas/X`` references replaced by their schema
-    (Replicate's Cog puts each enum in its own component, referenced through ``allOf``), and
-    a one-element ``allOf`` merged into the property that holds it."""
-    if isinstance(node, list):
-        return [_resolve(item, components, depth) for item in node]
-    if not isinstance(node, dict):
-        return node
-    ref = node.get("$ref")
-    if isinstance(ref, str) and ref.startswith("#/components/schemas/"):
-        target = components.get(ref.removeprefix("#/components/schemas/"))
-        if depth >= REF_DEPTH or not isinstance(target, dict):
-            return {k: v for k, v in node.items() if k != "$ref"}
-        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
-        return _resolve(merged, components, depth + 1)
-    out = {key: _resolve(value, components, depth) for key, value in node.items()}
-    all_of = out.get("allOf")
-    if isinstance(all_of, list) and len(all_of) == 1 and isinstance(all_of[0], dict):
-        del out["allOf"]
-        out = {**all_of[0], **out}
-    return out
-
-
 def schemas_of(version: Any) -> tuple[dict[str, Any], Any] | None:
     """(Input schema, Output schema or None) of a model version as Replicate describes it
     (``openapi_schema.components.schemas``), references resolved; None without one."""
@@ -192,9 +275,9 @@ def schemas_of(version: Any) -> tuple[dict[str, Any], Any] | None:
     schemas = components.get("schemas") if isinstance(components, dict) else None
     if not isinstance(schemas, dict) or not isinstance(schemas.get("Input"), dict):
         return None
-    found = _resolve(schemas["Input"], schemas)
+    found = resolve_refs(schemas["Input"], schemas)
     output = schemas.get("Output")
-    return found, _resolve(output, schemas) if isinstance(output, dict) else None
+    return found, resolve_refs(output, schemas) if isinstance(output, dict) else None
 
 
 async def model_schema(settings: Settings, token: str, model: str) -> dict[str, Any]:

@@ -546,7 +546,7 @@ class Acceptor:
                 if request.retry_of is not None:
                     answer["retried_from"] = request.retry_of
                 try:
-                    state, batch, events = await self._write(request, run, answer)
+                    state, batch, events, handed_over = await self._write(request, run, answer)
                 except WorkflowChanged:
                     if request.webhook_as_read is not None:
                         # The webhook may have changed rather than the workflow: its trigger
@@ -565,7 +565,7 @@ class Acceptor:
         stepper.committed(state, events)
         await self.bus.publish(events)
         count_events(self.metrics, events)
-        if batch.run_end is None:
+        if batch.run_end is None and not handed_over:
             await self.dispatcher.submit(batch.run_id, state)
         return Accepted(answer, replayed=False)
 
@@ -612,21 +612,33 @@ class Acceptor:
 
     async def _write(
         self, request: RunRequest, run: NewRunToWrite, answer: dict[str, Any]
-    ) -> tuple[RunState, Batch, list[Event]]:
-        """``write_accepted`` in one transaction; when some outputs it found stored live in
-        the artifact store rather than in their rows, they are checked there first (out of
-        the transaction) and the run is written again reusing those still there."""
-        write = functools.partial(write_accepted, request=request, run=run, answer=answer)
+    ) -> tuple[RunState, Batch, list[Event], bool]:
+        """``write_accepted`` in one transaction, with the run handed to its executor by
+        that same transaction when the dispatcher can (queue jobs: ``enqueue_in``; the last
+        element says so); when some outputs it found stored live in the artifact store
+        rather than in their rows, they are checked there first (out of the transaction)
+        and the run is written again reusing those still there."""
+
+        def write(
+            conn: Connection, run: NewRunToWrite
+        ) -> tuple[RunState, Batch, list[Event], bool]:
+            state, batch, events = write_accepted(conn, request, run, answer)
+            handed_over = (
+                batch.run_end is None
+                and bool(state.graph.nodes)
+                and self.dispatcher.enqueue_in(
+                    conn, batch.run_id, state.with_status(NodeStatus.QUEUED), state.graph
+                )
+            )
+            return state, batch, events, handed_over
+
         try:
-            return await self.db.write(write)
+            return await self.db.write(functools.partial(write, run=run))
         except _StoredElsewhere as found:
             assert run.lookup is not None
             hits = await self._still_stored(run.lookup.outcomes, found.rows)
             state, batch = run.lookup.replay(hits) if hits else (run.state, run.batch)
-            again = functools.partial(
-                write_accepted, request=request, run=NewRunToWrite(state, batch), answer=answer
-            )
-            return await self.db.write(again)
+            return await self.db.write(functools.partial(write, run=NewRunToWrite(state, batch)))
 
     async def _with_prefix(
         self, request: RunRequest, workflow: WorkflowVersion, state: RunState, batch: Batch

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from sqlalchemy.engine import Connection
+
+from nodeloom.engine.graph import Graph
 from nodeloom.engine.run_state import RunState
 
 
@@ -24,6 +27,14 @@ class Dispatcher(Protocol):
         """Have the run executed (soon, here or elsewhere). ``fresh``, the state of a run
         just accepted here, lets an executor skip reading it back; it is the executor's from
         then on."""
+
+    def enqueue_in(
+        self, conn: Connection, run_id: str, node_ids: list[str], graph: Graph | None = None
+    ) -> bool:
+        """Hand the queued ``node_ids`` of a run over to the executor inside the caller's
+        transaction (``conn``), so that they are handed over if and only if it commits:
+        True when done (``submit`` is then not needed), False when this dispatcher takes
+        runs only by ``submit``, after the commit."""
 
     async def cancel(self, run_id: str) -> None:
         """The run's cancel flag is committed; make its executor act on it now."""

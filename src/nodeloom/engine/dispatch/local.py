@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Run
 from nodeloom.engine.executor import ExecutorEnv
+from nodeloom.engine.graph import Graph
 from nodeloom.engine.items import AccountItems
 from nodeloom.engine.process import ProcessIdentity
 from nodeloom.engine.run_state import RunState
@@ -131,6 +132,11 @@ class LocalDispatcher:
             # Without its state (a resubmission) the run is counted under no account until
             # the sweep finds it; every run accepted here comes with its state.
             self._enqueue(run_id, fresh.account_id if fresh is not None else "", fresh)
+
+    def enqueue_in(
+        self, conn: Connection, run_id: str, node_ids: list[str], graph: Graph | None = None
+    ) -> bool:
+        return False  # this process drives the run: ``submit`` once it is committed
 
     def _enqueue(self, run_id: str, account_id: str, fresh: RunState | None = None) -> None:
         """Drive now if the account may have a slot (``max_active_runs``), else wait."""

@@ -6,12 +6,13 @@ are executed by that job, before its finish step records them all (``_ahead``, A
 or after it (``_run_started``, ADR 0011).
 
 The database stays the truth; a job is a hint that a node is runnable. A node becomes
-runnable by a committed step (engine/steps.py) and its job is deferred right after the
-commit; the queueing lock ``node:<run>:<node>`` keeps one waiting job per node, so deferring
-twice is harmless, and the reconciler defers a job for any node left queued without one (a
-process that died between the commit and the defer). The job's lock (the same string) runs
-at most one job per node at a time; the claim step makes sure that only a queued node is
-started, by exactly one job.
+runnable by a step (engine/steps.py) and its job is inserted by the same transaction
+(``enqueue``, ADR 0020): the job exists if and only if the step committed, and Procrastinate's
+insert trigger wakes the workers at that commit, with no transaction of its own in between.
+The queueing lock ``node:<run>:<node>`` keeps one waiting job per node, so enqueueing twice is
+harmless, and the reconciler enqueues a job for any node left queued without one. The job's
+lock (the same string) runs at most one job per node at a time; the claim step makes sure
+that only a queued node is started, by exactly one job.
 
 Procrastinate keeps a heartbeat per worker. The reconciler (every ``RECONCILE_SECONDS``, in
 every worker process) asks it for jobs whose worker stopped beating, gives their nodes back
@@ -37,11 +38,10 @@ import functools
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import Any, cast
+from typing import cast
 
 import sqlalchemy as sa
 from procrastinate import App, JobContext, PsycopgConnector
-from procrastinate.exceptions import AlreadyEnqueued
 from procrastinate.jobs import Status
 from sqlalchemy.engine import Connection
 
@@ -84,6 +84,19 @@ _ORPHANS = sa.text(
     """
 )
 _ACCOUNT_OF_RUN = sa.text("SELECT account_id FROM runs WHERE id = :run")
+# Procrastinate's own defer (``procrastinate_defer_jobs_v1``) as one statement of the
+# caller's transaction; a node that already has a waiting job keeps it (its queueing lock),
+# where the library's defer would raise and abort the transaction.
+_ENQUEUE = sa.text(
+    """
+    INSERT INTO procrastinate_jobs (queue_name, task_name, lock, queueing_lock, args)
+    SELECT j.queue, :task, j.lock, j.lock,
+           jsonb_build_object('run_id', CAST(:run AS text), 'node_id', j.node)
+    FROM unnest(CAST(:nodes AS text[]), CAST(:queues AS text[]), CAST(:locks AS text[]))
+         AS j(node, queue, lock)
+    ON CONFLICT (queueing_lock) WHERE status = 'todo' DO NOTHING
+    """
+)
 _STALE_CLAIMS = sa.text(
     """
     SELECT n.run_id, n.node_id, n.claimed_by FROM node_runs n
@@ -183,6 +196,27 @@ class QueueDispatcher:
         else:
             await self.defer(run_id, await self._queued(run_id))
 
+    def enqueue_in(
+        self, conn: Connection, run_id: str, node_ids: list[str], graph: Graph | None = None
+    ) -> bool:
+        """A job per node, inserted by the caller's transaction (see the module's doc), on
+        the queue its type calls for (dispatch/waits.py). The locks are the same whatever
+        the queue, so a node never has two waiting jobs, one in each."""
+        if not node_ids:
+            return True
+        queues = self._queues_in(conn, run_id, node_ids, graph)
+        conn.execute(
+            _ENQUEUE,
+            {
+                "task": TASK,
+                "run": run_id,
+                "nodes": node_ids,
+                "queues": [queues.get(node_id, QUEUE) for node_id in node_ids],
+                "locks": [lock_of(run_id, node_id) for node_id in node_ids],
+            },
+        )
+        return True
+
     async def cancel(self, run_id: str) -> None:
         await self._step(lambda c: steps.request_cancel(c, run_id, self.graphs))
 
@@ -204,21 +238,13 @@ class QueueDispatcher:
     # -- jobs ------------------------------------------------------------------------------
 
     async def defer(self, run_id: str, node_ids: list[str], graph: Graph | None = None) -> None:
-        """A job per node, on the queue its type calls for (dispatch/waits.py). The locks are
-        the same whatever the queue, so a node never has two jobs, one in each."""
-        if not node_ids:
-            return
-        queues = await self._queues_of(run_id, node_ids, graph)
-        task = self.app.tasks[TASK]
-        for node_id in node_ids:
-            lock = lock_of(run_id, node_id)
-            with contextlib.suppress(AlreadyEnqueued):
-                await task.configure(
-                    lock=lock, queueing_lock=lock, queue=queues.get(node_id, QUEUE)
-                ).defer_async(run_id=run_id, node_id=node_id)
+        """Jobs for queued nodes in a transaction of their own (``enqueue_in``): a run
+        resubmitted, a node the reconciler found without a job."""
+        if node_ids:
+            await self.env.db.write(lambda c: self.enqueue_in(c, run_id, node_ids, graph))
 
-    async def _queues_of(
-        self, run_id: str, node_ids: list[str], graph: Graph | None
+    def _queues_in(
+        self, conn: Connection, run_id: str, node_ids: list[str], graph: Graph | None
     ) -> dict[str, str]:
         """The queue of each node. The graph is usually at hand (the step that queued the
         nodes loaded it); the database is read only for a run this process has not loaded
@@ -238,9 +264,7 @@ class QueueDispatcher:
             if node is not None and waits.may_wait(node) and (cid := waits.credential_of(node))
         }
         if known is None or credentials:
-            known, kinds = await self.env.db.read(
-                lambda c: self._routing(c, run_id, known, credentials)
-            )
+            known, kinds = self._routing(conn, run_id, known, credentials)
             if known is None or isinstance(known, str):
                 return {}
             nodes = {n: waits.node_of(known, n) for n in node_ids}
@@ -280,16 +304,20 @@ class QueueDispatcher:
             except Exception:  # the job ended meanwhile; the reconciler sees to the rest
                 log.warning("could not abort job %s", job_id, exc_info=True)
 
-    async def _step(self, step: Any) -> StepResult:
-        """Run one step transaction, then announce and act on what it changed."""
-        result: StepResult = await self.env.db.write(step)
+    async def _step(self, step: Callable[..., StepResult]) -> StepResult:
+        """Run one step transaction, the jobs of the nodes it queued included, then announce
+        and act on what it changed."""
+        result: StepResult = await self.env.db.write(lambda c: self._with_jobs(c, step(c)))
         await self._publish(result.events)
-        if result.queued and result.run_id is not None:
-            await self.defer(result.run_id, result.queued)
         if result.abort:
             await self._abort(result.abort)
         for run_id in result.nudge:  # room freed for their held items (engine/items.py)
             await self._step(lambda c, r=run_id: steps.nudge(c, r, self.graphs))
+        return result
+
+    def _with_jobs(self, conn: Connection, result: StepResult) -> StepResult:
+        if result.queued and result.run_id is not None:
+            self.enqueue_in(conn, result.run_id, result.queued)
         return result
 
     async def _publish(self, events: list[Event]) -> None:

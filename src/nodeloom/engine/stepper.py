@@ -42,7 +42,7 @@ from nodeloom.db.models import utcnow
 from nodeloom.engine import batches, subworkflows
 from nodeloom.engine.executor import small_inputs
 from nodeloom.engine.graph import Graph, validate_graph
-from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
+from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, crashed
 from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.engine.transitions import Batch, apply
 from nodeloom.events.model import Event, EventType
@@ -50,7 +50,6 @@ from nodeloom.metrics import Metrics
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 from nodeloom.store import Record
-from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import runs as run_store
 
 # Progress events: at most one per node per interval; a final report (1.0) always.
@@ -157,8 +156,8 @@ def load(conn: Connection, run_id: str, graphs: RunGraphs) -> RunState | None:
     graph = graphs.get(conn, run_id, run.account_id, version)
     if isinstance(graph, str):
         raise Unrunnable(run_id, graph)
-    nodes = run_store.node_states(conn, run_id)
-    state = _state(run, graph, nodes, run_store.last_seq(conn, run_id))
+    nodes, seq = run_store.nodes_as_stepped(conn, run_id)
+    state = _state(run, graph, nodes, seq)
     if graph.batches:
         state.graph = _expanded(graph, state)
         # A failed item fails only itself, unless its ForEach fails fast: the run's error
@@ -171,13 +170,18 @@ def load(conn: Connection, run_id: str, graphs: RunGraphs) -> RunState | None:
             ),
             None,
         )
-    ids = list({node.artifact_id for node in nodes if node.artifact_id})
-    if ids:
-        rows = artifact_store.by_ids(conn, ids)
-        for node in nodes:
-            row = rows.get(node.artifact_id) if node.artifact_id else None
-            if row is not None:
-                state.artifacts[node.node_id] = artifact_info(row)
+    for node in nodes:
+        if node.artifact_id and node.output_sha256 is not None:
+            state.artifacts[node.node_id] = ArtifactInfo(
+                node.artifact_id,
+                node.output_content_type,
+                node.output_size_bytes,
+                node.output_sha256,
+                node.output_width,
+                node.output_height,
+                node.output_duration_ms,
+                node.output_data,
+            )
     return state
 
 

@@ -9,7 +9,7 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from nodeloom.db.models import Account, NodeRun, Run, RunEvent, Workflow
+from nodeloom.db.models import Account, Artifact, NodeRun, Run, RunEvent, Workflow
 from nodeloom.db.prepared import Prepared
 from nodeloom.engine.states import RunStatus
 from nodeloom.store import Record
@@ -237,16 +237,17 @@ _LOCK_RUN = Prepared(
     .with_for_update(of=_RUNS)
 )
 _GRAPH = Prepared(sa.select(_RUNS.c.graph_json).where(_RUNS.c.id == sa.bindparam("run")))
+_NODE_STATE_COLUMNS = (
+    _NODES.c.node_id,
+    _NODES.c.status,
+    _NODES.c.credits_used,
+    _NODES.c.attempts,
+    _NODES.c.claimed_by,
+    _NODES.c.artifact_id,
+    _NODES.c.error,
+)
 _NODE_STATES = Prepared(
-    sa.select(
-        _NODES.c.node_id,
-        _NODES.c.status,
-        _NODES.c.credits_used,
-        _NODES.c.attempts,
-        _NODES.c.claimed_by,
-        _NODES.c.artifact_id,
-        _NODES.c.error,
-    )
+    sa.select(*_NODE_STATE_COLUMNS)
     .where(_NODES.c.run_id == sa.bindparam("run"))
     .order_by(_NODES.c.position)
 )
@@ -254,6 +255,26 @@ _LAST_SEQ = Prepared(
     sa.select(sa.func.max(_EVENTS.c.seq).label("seq")).where(
         _EVENTS.c.run_id == sa.bindparam("run")
     )
+)
+
+_ARTIFACTS = cast(sa.Table, Artifact.__table__)
+# What a step reads after locking the run, in one statement: each node with its output's
+# artifact columns (``output_*``, NULL when it has none) and the run's last event seq —
+# three statements (and round trips) before. The seq is read after the lock (a statement
+# of its own snapshot), so it includes every step committed before this one.
+_OUTPUT_COLUMNS = ("content_type", "size_bytes", "sha256", "width", "height", "duration_ms", "data")
+_NODES_AS_STEPPED = Prepared(
+    sa.select(
+        *_NODE_STATE_COLUMNS,
+        *(_ARTIFACTS.c[name].label(f"output_{name}") for name in _OUTPUT_COLUMNS),
+        sa.select(sa.func.coalesce(sa.func.max(_EVENTS.c.seq), 0))
+        .where(_EVENTS.c.run_id == sa.bindparam("run"))
+        .scalar_subquery()
+        .label("last_seq"),
+    )
+    .select_from(_NODES.outerjoin(_ARTIFACTS, _ARTIFACTS.c.id == _NODES.c.artifact_id))
+    .where(_NODES.c.run_id == sa.bindparam("run"))
+    .order_by(_NODES.c.position)
 )
 
 
@@ -271,6 +292,13 @@ def graph_json(conn: Connection, run_id: str) -> object:
 def node_states(conn: Connection, run_id: str) -> list[Record]:
     """What the engine keeps of each node run, in graph position order."""
     return list(_NODE_STATES.run(conn, {"run": run_id}).all())
+
+
+def nodes_as_stepped(conn: Connection, run_id: str) -> tuple[list[Record], int]:
+    """``node_states``, each row with its output's artifact columns (``output_*``), and
+    ``last_seq``, in one statement."""
+    nodes = list(_NODES_AS_STEPPED.run(conn, {"run": run_id}).all())
+    return nodes, (int(nodes[0].last_seq) if nodes else last_seq(conn, run_id))
 
 
 def last_seq(conn: Connection, run_id: str) -> int:

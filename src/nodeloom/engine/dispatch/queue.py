@@ -36,15 +36,20 @@ import asyncio
 import contextlib
 import functools
 import logging
+import time
+import weakref
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import cast
+from typing import Any, cast
 
+import psycopg
+import psycopg_pool
 import sqlalchemy as sa
 from procrastinate import App, JobContext, PsycopgConnector
 from procrastinate.jobs import Status
 from sqlalchemy.engine import Connection
 
+from nodeloom.db.engine import IDLE_PING_SECONDS
 from nodeloom.db.models import NodeRun, utcnow
 from nodeloom.engine import items, stepper, steps
 from nodeloom.engine.dispatch import waits
@@ -117,6 +122,30 @@ def conninfo(url: str) -> str:
     )
 
 
+def pool_checked_when_idle(**kwargs: Any) -> psycopg_pool.AsyncConnectionPool:
+    """Procrastinate's connection pool, checking a connection only when it sat unused for
+    ``IDLE_PING_SECONDS`` (as db/engine.py does for ours), not at every checkout: the
+    library's check is an empty query, one more round trip in front of every fetch, every
+    job's completion and every heartbeat. A connection broken meanwhile fails the one
+    query that finds it (Procrastinate retries a fetch; the reconciler sees to the rest)
+    and the pool replaces it."""
+    returned: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = (
+        weakref.WeakKeyDictionary()
+    )
+
+    async def check(conn: psycopg.AsyncConnection[Any]) -> None:
+        used_at = returned.get(conn)
+        if used_at is None or time.monotonic() - used_at > IDLE_PING_SECONDS:
+            await psycopg_pool.AsyncConnectionPool.check_connection(conn)
+
+    async def reset(conn: psycopg.AsyncConnection[Any]) -> None:
+        returned[conn] = time.monotonic()
+
+    kwargs["check"] = check
+    kwargs["reset"] = reset
+    return psycopg_pool.AsyncConnectionPool(**kwargs)
+
+
 def lock_of(run_id: str, node_id: str) -> str:
     return f"node:{run_id}:{node_id}"
 
@@ -153,6 +182,7 @@ class QueueDispatcher:
                 conninfo=conninfo(env.settings.effective_database_url),
                 min_size=1,
                 max_size=max(4, concurrency // 2) + WAIT_CONNECTIONS,
+                pool_factory=pool_checked_when_idle,
             )
         )
         self.app.task(name=TASK, queue=QUEUE, pass_context=True)(self._run_node)

@@ -146,6 +146,21 @@ def pool_checked_when_idle(**kwargs: Any) -> psycopg_pool.AsyncConnectionPool:
     return psycopg_pool.AsyncConnectionPool(**kwargs)
 
 
+def insert_jobs(conn: Connection, run_id: str, queues: dict[str, str]) -> None:
+    """The job of each node of ``queues`` (node id -> queue) as Procrastinate's defer
+    would write it, by the transaction of ``conn``; a node with a waiting job keeps it."""
+    conn.execute(
+        _ENQUEUE,
+        {
+            "task": TASK,
+            "run": run_id,
+            "nodes": list(queues),
+            "queues": list(queues.values()),
+            "locks": [lock_of(run_id, node_id) for node_id in queues],
+        },
+    )
+
+
 def lock_of(run_id: str, node_id: str) -> str:
     return f"node:{run_id}:{node_id}"
 
@@ -235,16 +250,7 @@ class QueueDispatcher:
         if not node_ids:
             return True
         queues = self._queues_in(conn, run_id, node_ids, graph)
-        conn.execute(
-            _ENQUEUE,
-            {
-                "task": TASK,
-                "run": run_id,
-                "nodes": node_ids,
-                "queues": [queues.get(node_id, QUEUE) for node_id in node_ids],
-                "locks": [lock_of(run_id, node_id) for node_id in node_ids],
-            },
-        )
+        insert_jobs(conn, run_id, {node_id: queues.get(node_id, QUEUE) for node_id in node_ids})
         return True
 
     async def cancel(self, run_id: str) -> None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from nodeloom.db.engine import Database, _json_dumps
-from nodeloom.db.prepared import Prepared, PreparedError
+from nodeloom.db.prepared import Prepared, PreparedError, run_together
 from nodeloom.settings import Settings
 from tests.conftest import TEST_SECRET, postgres_database
 from tests.services import POSTGRES_ADMIN_URL, require_postgres
@@ -158,6 +158,19 @@ class TestPrepared:
     def test_a_computed_default_must_be_given(self, engine: sa.Engine) -> None:
         with engine.begin() as conn, pytest.raises(PreparedError):
             Prepared(sa.insert(computed)).run(conn, {"id": "a"})
+
+    def test_statements_run_together_run_in_order(self, engine: sa.Engine) -> None:
+        with engine.begin() as conn:
+            together = [
+                (INSERT, [{"id": "a", "n": 7}, {"id": "c", "n": 9}]),
+                (FLAGGED, {"id": "a"}),
+            ]
+            assert run_together(conn, together) == 1  # the count of the last
+            assert run_together(conn, [(INSERT, []), (FLAGGED, {"id": "c"})]) == 0
+            assert [(r.id, r.flag) for r in BY_IDS.run(conn, {"ids": ["a", "c"]})] == [
+                ("a", True),
+                ("c", False),
+            ]
 
     def test_runs_in_the_callers_transaction(self, engine: sa.Engine) -> None:
         with engine.connect() as conn:
@@ -319,6 +332,33 @@ class TestOnPostgres:
         await pg.write(lambda conn: INSERT.run(conn, {"id": "c"}))
         kept = await pg.read(lambda conn: [r.id for r in BY_IDS.run(conn, {"ids": list("abc")})])
         assert kept == ["c"]
+
+    async def test_statements_run_together_are_one_statement_with_the_last_ones_count(
+        self, pg: Database
+    ) -> None:
+        statements = pg.statements
+        rows = [{"id": "a", "label": "x"}, {"id": "b", "label": "y"}]
+
+        def write(conn: sa.Connection) -> tuple[int, int]:
+            INSERT.run(conn, {"id": "c"})
+            together = [(INSERT, rows), (INSERT, {"id": "d"}), (INSERT, []), (FLAG, {"key": "c"})]
+            return run_together(conn, together), run_together(conn, [(FLAG, {"key": "zz"})])
+
+        assert await pg.write(write) == (1, 0)
+        assert pg.statements - statements == 3  # the INSERT, the four together, the last
+        flags = await pg.read(lambda conn: conn.execute(sa.select(items.c.id, items.c.flag)).all())
+        assert sorted(flags) == [("a", False), ("b", False), ("c", True), ("d", False)]
+
+    async def test_an_error_in_statements_run_together_is_sqlalchemys_and_keeps_nothing(
+        self, pg: Database
+    ) -> None:
+        def clash(conn: sa.Connection) -> None:
+            INSERT.run(conn, {"id": "a"})
+            run_together(conn, [(INSERT, {"id": "b"}), (INSERT, [{"id": "a"}])])
+
+        with pytest.raises(sa.exc.IntegrityError):
+            await pg.write(clash)
+        assert await pg.read(lambda conn: COUNT.run(conn).scalar_one()) == 0
 
     async def test_a_write_is_one_transaction_and_a_read_none(self, pg: Database) -> None:
         xid = sa.text("select pg_current_xact_id_if_assigned()")

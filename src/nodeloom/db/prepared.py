@@ -318,6 +318,70 @@ class Prepared:
         return plan
 
 
+def run_together(
+    conn: Connection, parts: Sequence[tuple[Prepared, Params | Sequence[Params] | None]]
+) -> int:
+    """Statements whose rows nobody reads back, in ``conn``'s transaction; the rows the last
+    one changed. On asyncpg they go as one statement — the others as data-modifying CTEs
+    (``WITH s0 AS (INSERT ...), s1 AS (INSERT ...) UPDATE ...``): one round trip instead of
+    one each. They then all see the database as it was before that statement, and foreign
+    keys are checked at its end, so none may need another's rows to be visible to it (rows
+    it only references are fine). Elsewhere, or when one of them cannot be part of such a
+    statement (an IN list, RETURNING, a SELECT, more rows than one statement takes), each
+    runs on its own, in order."""
+    given = [(statement, params) for statement, params in parts if params]
+    if not given:
+        return 0
+    if conn.dialect.driver == "asyncpg" and len(given) > 1:
+        together = _together(conn.dialect, given)
+        if together is not None:
+            sql, values = together
+            pooled = conn.connection
+            raw = pooled.driver_connection
+            assert raw is not None
+            count = pooled.info.get(STATEMENT_COUNTER)
+            if count is not None:
+                count()
+            try:
+                status = await_only(raw.execute(sql, *values))
+            except Exception as exc:
+                raise translated(pooled, sql, exc) from exc
+            found = _ROWCOUNT.search(status or "")
+            return int(found.group(1)) if found else -1
+    changed = 0
+    for statement, params in given:
+        changed = int(statement.run(conn, params).rowcount)
+    return changed
+
+
+def _together(
+    dialect: Dialect, parts: Sequence[tuple[Prepared, Params | Sequence[Params]]]
+) -> tuple[str, list[Any]] | None:
+    """The one statement of ``run_together`` and its values, or None when it cannot be."""
+    pieces: list[str] = []
+    values: list[Any] = []
+    rows: Sequence[Params]
+    for statement, params in parts:
+        first, many = statement._split(params)
+        plan = statement._plan(dialect, first)
+        if plan.expands or plan.returns or plan.row is not None:
+            return None
+        if many is None:
+            sql, rows = plan.sql, [first]
+        elif len(many) <= plan.rows_per_statement:
+            sql, rows = plan.sql_rows(len(many)), many
+        else:
+            return None
+        pieces.append(_shifted(sql, len(values)))
+        values.extend(v for row in rows for v in plan.values(row)[0])
+    if len(values) > MAX_PARAMETERS:
+        return None
+    *ctes, last = pieces
+    return "WITH " + ", ".join(
+        f"s{i} AS ({sql})" for i, sql in enumerate(ctes)
+    ) + " " + last, values
+
+
 def _shifted(sql: str, by: int) -> str:
     """``sql`` with each ``$n`` placeholder numbered ``by`` higher."""
     return _DOLLAR.sub(lambda found: f"${int(found.group(1)) + by}", sql)

@@ -7,7 +7,7 @@ the whole estimate or changes nothing, so the balance can never go negative.
 
 from __future__ import annotations
 
-from typing import cast
+from typing import NoReturn, cast
 
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
@@ -35,16 +35,27 @@ _BALANCE = Prepared(
 )
 
 
+HOLD = _HOLD  # its parameters: ``hold_params``; a change of 0 rows means ``refuse``
+
+
+def hold_params(account_id: str, amount: int, give_back: int = 0) -> dict[str, object]:
+    return {"account": account_id, "amount": amount, "give_back": give_back}
+
+
 def hold(conn: Connection, account_id: str, amount: int, *, give_back: int = 0) -> None:
     """Hold ``amount`` or raise InsufficientCredits. ``give_back``: the part released at
     once, for a run that also ended in this transaction (hold and release in one UPDATE; the
     balance must still cover the whole hold). The caller writes the ledger rows."""
     if amount <= 0:
         return
-    params = {"account": account_id, "amount": amount, "give_back": give_back}
-    if _HOLD.run(conn, params).rowcount != 1:
-        available = _BALANCE.run(conn, {"account": account_id}).scalar()
-        raise InsufficientCredits(required=amount, available=int(available or 0))
+    if _HOLD.run(conn, hold_params(account_id, amount, give_back)).rowcount != 1:
+        refuse(conn, account_id, amount)
+
+
+def refuse(conn: Connection, account_id: str, amount: int) -> NoReturn:
+    """The hold of ``amount`` changed nothing: InsufficientCredits, with the balance."""
+    available = _BALANCE.run(conn, {"account": account_id}).scalar()
+    raise InsufficientCredits(required=amount, available=int(available or 0))
 
 
 def ledger_balance(conn: Connection, account_id: str) -> int:

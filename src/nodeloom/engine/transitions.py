@@ -36,7 +36,7 @@ from nodeloom.db.models import (
     Webhook,
     Workflow,
 )
-from nodeloom.db.prepared import Prepared
+from nodeloom.db.prepared import Prepared, run_together
 from nodeloom.engine import credits
 from nodeloom.engine.states import (
     FINISHED_RUN_STATES,
@@ -504,21 +504,31 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
         _create(conn, batch, batch.created, rows)
     else:
         _update(conn, batch, rows)
-    if rows.artifacts:
-        _INSERT_ARTIFACT.run(conn, rows.artifacts)
-    if rows.ledger:
+    events = numbered(batch, next_seq) if batch.events else []
+    # The rows the batch adds, then the account's balance, as one statement on PostgreSQL
+    # (``run_together``): none of them reads another's rows. The balance is last: its row
+    # stays locked from that UPDATE to COMMIT, and every run the account starts or ends
+    # meanwhile waits for it. Written first, the lock was held across every insert, and one
+    # account's webhook triggers were accepted one after another at the pace of those round
+    # trips (docs/benchmarks.md, issue #20). All or nothing either way: refused credits roll
+    # the inserts back too.
+    parts: list[tuple[Prepared, Any]] = [
+        (_INSERT_NODES, rows.nodes),
+        (_INSERT_ARTIFACT, rows.artifacts),
         # Unique (run, node, kind): a second charge for the same node fails loudly.
-        _INSERT_LEDGER.run(conn, rows.ledger)
-    events = write_events(conn, batch, next_seq)
-    # The account's balance last: its row stays locked from this UPDATE to COMMIT, and every
-    # run the account starts or ends meanwhile waits for it. Written first, the lock was held
-    # across all the inserts above, and one account's webhook triggers were accepted one
-    # after another at the pace of those round trips (docs/benchmarks.md, issue #20). The
-    # transaction is all or nothing either way: refused credits roll the inserts back too.
-    if rows.hold is not None:
-        credits.hold(conn, batch.account_id, rows.hold[0], give_back=rows.hold[1])
-    if rows.release > 0:
-        _RELEASE.run(conn, {"account": batch.account_id, "amount": rows.release})
+        (_INSERT_LEDGER, rows.ledger),
+        (_INSERT_EVENTS, [_event_row(e) for e in events]),
+    ]
+    release = {"account": batch.account_id, "amount": rows.release}
+    if rows.hold is not None and rows.hold[0] > 0:
+        amount, give_back = rows.hold
+        held = (credits.HOLD, credits.hold_params(batch.account_id, amount, give_back))
+        if run_together(conn, [*parts, held]) != 1:
+            credits.refuse(conn, batch.account_id, amount)
+        if rows.release > 0:  # not in that statement: one row is updated once a statement
+            _RELEASE.run(conn, release)
+    else:
+        run_together(conn, [*parts, (_RELEASE, release if rows.release > 0 else None)])
     return events
 
 
@@ -528,6 +538,7 @@ class _Rows:
 
     ledger: list[dict[str, Any]] = field(default_factory=list)
     artifacts: list[dict[str, Any]] = field(default_factory=list)
+    nodes: list[dict[str, Any]] = field(default_factory=list)  # of a run created
     # Balance changes, made last (``apply``): a new run's hold (amount, given back at once),
     # an ended run's release.
     hold: tuple[int, int] | None = None
@@ -671,7 +682,7 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
     if inserted.rowcount != 1:
         raise WorkflowChanged(batch.workflow_id)
     if new.nodes:  # an empty graph is valid: its run completes at once
-        _INSERT_NODES.run(conn, _folded_nodes(batch, new))
+        rows.nodes = _folded_nodes(batch, new)
     if new.parent_run_id is not None:
         _LINK_CHILD.run(
             conn,
@@ -862,22 +873,12 @@ def numbered(batch: Batch, next_seq: int) -> list[Event]:
     ]
 
 
-def write_events(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
-    if not batch.events:
-        return []
-    events = numbered(batch, next_seq)
-    _INSERT_EVENTS.run(
-        conn,
-        [
-            {
-                "run_id": e.run_id,
-                "seq": e.seq,
-                "type": e.type,
-                "node_id": e.node_id,
-                "data": e.data,
-                "ts": e.ts,
-            }
-            for e in events
-        ],
-    )
-    return events
+def _event_row(e: Event) -> dict[str, Any]:
+    return {
+        "run_id": e.run_id,
+        "seq": e.seq,
+        "type": e.type,
+        "node_id": e.node_id,
+        "data": e.data,
+        "ts": e.ts,
+    }

@@ -74,6 +74,8 @@ RECONCILE_SECONDS = 2.0
 # holds no connection while it runs, so the pool does not grow with the waiting slots.
 WAIT_CONNECTIONS = 2
 ORPHAN_AFTER_SECONDS = 5.0  # a node queued this long without a job gets one
+STOP_MARGIN_SECONDS = 5.0  # beyond the shutdown grace, before a worker is cancelled again
+STOP_ATTEMPTS = 4
 CLAIM_PREFIX = "job:"
 
 _NODES = cast(sa.Table, NodeRun.__table__)
@@ -265,9 +267,24 @@ class QueueDispatcher:
         # Procrastinate lets running jobs finish within shutdown_grace_seconds, then cancels
         # them: a cancelled node is given back to the queue (see _run_node). Both workers
         # at once, so the grace is not spent twice.
-        for worker in self._workers:
+        pending = set(self._workers)
+        for worker in pending:
             worker.cancel()
-        await asyncio.gather(*self._workers, return_exceptions=True)
+        # A cancel that lands while a Procrastinate worker is still starting (inside a
+        # connection checkout) can be swallowed on Python 3.11, and that worker then runs
+        # on for good: a worker still running once the grace is over is cancelled again.
+        wait = self.env.settings.shutdown_grace_seconds + STOP_MARGIN_SECONDS
+        for _ in range(STOP_ATTEMPTS):
+            _, pending = await asyncio.wait(pending, timeout=wait)
+            if not pending:
+                break
+            log.warning("%d queue worker(s) still running; cancelling again", len(pending))
+            for worker in pending:
+                worker.cancel()
+            wait = STOP_MARGIN_SECONDS
+        for worker in self._workers:
+            if worker.done() and not worker.cancelled() and worker.exception() is not None:
+                log.warning("queue worker ended with an error", exc_info=worker.exception())
         self._workers = []
         await self.app.close_async()
 

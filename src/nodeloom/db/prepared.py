@@ -291,24 +291,19 @@ class Prepared:
         plan = self._plan(conn.dialect, first)
         if plan.expands or plan.returns:
             return conn.execute(cast(Executable, self.statement), params)
+        if many is None and plan.row is None:
+            return Rows([], _execute_asyncpg(conn, plan.sql, plan.values(first)[0]))
         pooled = conn.connection
         raw = pooled.driver_connection
         assert raw is not None
-        count = pooled.info.get(STATEMENT_COUNTER)
-        if count is not None:
-            count()
+        _count(pooled)
         try:
             if many is not None:
                 return Rows([], _insert_rows(raw, plan, many))
-            values = plan.values(first)[0]
-            if plan.row is not None:
-                records = await_only(raw.fetch(plan.sql, *values))
-                return Rows(_shape(plan, records), len(records))
-            status = await_only(raw.execute(plan.sql, *values))
+            records = await_only(raw.fetch(plan.sql, *plan.values(first)[0]))
         except Exception as exc:
             raise translated(pooled, plan.sql, exc) from exc
-        found = _ROWCOUNT.search(status or "")
-        return Rows([], int(found.group(1)) if found else -1)
+        return Rows(_shape(plan, records), len(records))
 
     def _plan(self, dialect: Dialect, params: Params) -> _Plan:
         key = (id(dialect), tuple(params) if isinstance(self.statement, Insert) else ())
@@ -335,19 +330,7 @@ def run_together(
     if conn.dialect.driver == "asyncpg" and len(given) > 1:
         together = _together(conn.dialect, given)
         if together is not None:
-            sql, values = together
-            pooled = conn.connection
-            raw = pooled.driver_connection
-            assert raw is not None
-            count = pooled.info.get(STATEMENT_COUNTER)
-            if count is not None:
-                count()
-            try:
-                status = await_only(raw.execute(sql, *values))
-            except Exception as exc:
-                raise translated(pooled, sql, exc) from exc
-            found = _ROWCOUNT.search(status or "")
-            return int(found.group(1)) if found else -1
+            return _execute_asyncpg(conn, *together)
     changed = 0
     for statement, params in given:
         changed = int(statement.run(conn, params).rowcount)
@@ -377,9 +360,33 @@ def _together(
     if len(values) > MAX_PARAMETERS:
         return None
     *ctes, last = pieces
-    return "WITH " + ", ".join(
-        f"s{i} AS ({sql})" for i, sql in enumerate(ctes)
-    ) + " " + last, values
+    with_clause = ", ".join(f"s{i} AS ({sql})" for i, sql in enumerate(ctes))
+    return f"WITH {with_clause} {last}", values
+
+
+def _execute_asyncpg(conn: Connection, sql: str, values: list[Any]) -> int:
+    """``sql`` on the asyncpg connection under ``conn``, in its transaction, counted and
+    with its errors as SQLAlchemy raises them; the rows it changed (-1 when not said)."""
+    pooled = conn.connection
+    raw = pooled.driver_connection
+    assert raw is not None
+    _count(pooled)
+    try:
+        return _changed(await_only(raw.execute(sql, *values)))
+    except Exception as exc:
+        raise translated(pooled, sql, exc) from exc
+
+
+def _count(pooled: PoolProxiedConnection) -> None:
+    count = pooled.info.get(STATEMENT_COUNTER)
+    if count is not None:
+        count()
+
+
+def _changed(status: str | None) -> int:
+    """The rows a command changed, from its status (``INSERT 0 3``); -1 when not said."""
+    found = _ROWCOUNT.search(status or "")
+    return int(found.group(1)) if found else -1
 
 
 def _shifted(sql: str, by: int) -> str:
@@ -400,9 +407,7 @@ def _insert_rows(raw: Any, plan: _Plan, many: Sequence[Params]) -> int:
     for start in range(0, len(many), per):
         chunk = many[start : start + per]
         values = [v for p in chunk for v in plan.values(p)[0]]
-        status = await_only(raw.execute(plan.sql_rows(len(chunk)), *values))
-        found = _ROWCOUNT.search(status or "")
-        changed += int(found.group(1)) if found else 0
+        changed += max(0, _changed(await_only(raw.execute(plan.sql_rows(len(chunk)), *values))))
     return changed
 
 

@@ -18,7 +18,7 @@ from nodeloom.errors import InsufficientCredits
 
 _ACCOUNTS = cast(sa.Table, Account.__table__)
 _LEDGER = cast(sa.Table, CreditEntry.__table__)
-_HOLD = Prepared(
+HOLD = Prepared(
     sa.update(_ACCOUNTS)
     .where(
         _ACCOUNTS.c.id == sa.bindparam("account"),
@@ -35,21 +35,13 @@ _BALANCE = Prepared(
 )
 
 
-HOLD = _HOLD  # its parameters: ``hold_params``; a change of 0 rows means ``refuse``
-
-
-def hold_params(account_id: str, amount: int, give_back: int = 0) -> dict[str, object]:
-    return {"account": account_id, "amount": amount, "give_back": give_back}
-
-
-def hold(conn: Connection, account_id: str, amount: int, *, give_back: int = 0) -> None:
-    """Hold ``amount`` or raise InsufficientCredits. ``give_back``: the part released at
+def hold(account_id: str, amount: int, give_back: int = 0) -> tuple[Prepared, dict[str, object]]:
+    """The UPDATE that holds ``amount``, with its parameters, for the caller to run in its
+    transaction (``transitions.apply`` sends it with the batch's inserts); a change of 0 rows
+    means the balance does not cover it: ``refuse``. ``give_back``: the part released at
     once, for a run that also ended in this transaction (hold and release in one UPDATE; the
     balance must still cover the whole hold). The caller writes the ledger rows."""
-    if amount <= 0:
-        return
-    if _HOLD.run(conn, hold_params(account_id, amount, give_back)).rowcount != 1:
-        refuse(conn, account_id, amount)
+    return HOLD, {"account": account_id, "amount": amount, "give_back": give_back}
 
 
 def refuse(conn: Connection, account_id: str, amount: int) -> NoReturn:

@@ -42,7 +42,7 @@ from nodeloom.db.models import utcnow
 from nodeloom.engine import batches, subworkflows
 from nodeloom.engine.executor import small_inputs
 from nodeloom.engine.graph import Graph, validate_graph
-from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, crashed
+from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
 from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.engine.transitions import Batch, apply
 from nodeloom.events.model import Event, EventType
@@ -171,17 +171,8 @@ def load(conn: Connection, run_id: str, graphs: RunGraphs) -> RunState | None:
             None,
         )
     for node in nodes:
-        if node.artifact_id and node.output_sha256 is not None:
-            state.artifacts[node.node_id] = ArtifactInfo(
-                node.artifact_id,
-                node.output_content_type,
-                node.output_size_bytes,
-                node.output_sha256,
-                node.output_width,
-                node.output_height,
-                node.output_duration_ms,
-                node.output_data,
-            )
+        if node.id is not None:  # its output's artifact (run_store.nodes_as_stepped)
+            state.artifacts[node.node_id] = artifact_info(node)
     return state
 
 

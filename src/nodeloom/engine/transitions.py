@@ -522,8 +522,7 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
     release = {"account": batch.account_id, "amount": rows.release}
     if rows.hold is not None and rows.hold[0] > 0:
         amount, give_back = rows.hold
-        held = (credits.HOLD, credits.hold_params(batch.account_id, amount, give_back))
-        if run_together(conn, [*parts, held]) != 1:
+        if run_together(conn, [*parts, credits.hold(batch.account_id, amount, give_back)]) != 1:
             credits.refuse(conn, batch.account_id, amount)
         if rows.release > 0:  # not in that statement: one row is updated once a statement
             _RELEASE.run(conn, release)

@@ -259,14 +259,24 @@ _LAST_SEQ = Prepared(
 
 _ARTIFACTS = cast(sa.Table, Artifact.__table__)
 # What a step reads after locking the run, in one statement: each node with its output's
-# artifact columns (``output_*``, NULL when it has none) and the run's last event seq —
-# three statements (and round trips) before. The seq is read after the lock (a statement
-# of its own snapshot), so it includes every step committed before this one.
-_OUTPUT_COLUMNS = ("content_type", "size_bytes", "sha256", "width", "height", "duration_ms", "data")
+# artifact columns (``id`` to ``data``, NULL when it has none: a row ``artifact_info``
+# takes) and the run's last event seq — three statements (and round trips) before. The
+# seq is read after the lock (a statement of its own snapshot), so it includes every step
+# committed before this one.
+_OUTPUT_COLUMNS = (
+    "id",
+    "content_type",
+    "size_bytes",
+    "sha256",
+    "width",
+    "height",
+    "duration_ms",
+    "data",
+)
 _NODES_AS_STEPPED = Prepared(
     sa.select(
         *_NODE_STATE_COLUMNS,
-        *(_ARTIFACTS.c[name].label(f"output_{name}") for name in _OUTPUT_COLUMNS),
+        *(_ARTIFACTS.c[name] for name in _OUTPUT_COLUMNS),
         sa.select(sa.func.coalesce(sa.func.max(_EVENTS.c.seq), 0))
         .where(_EVENTS.c.run_id == sa.bindparam("run"))
         .scalar_subquery()
@@ -295,8 +305,8 @@ def node_states(conn: Connection, run_id: str) -> list[Record]:
 
 
 def nodes_as_stepped(conn: Connection, run_id: str) -> tuple[list[Record], int]:
-    """``node_states``, each row with its output's artifact columns (``output_*``), and
-    ``last_seq``, in one statement."""
+    """``node_states``, each row with its output's artifact columns (``id`` NULL when it
+    has none), and ``last_seq``, in one statement."""
     nodes = list(_NODES_AS_STEPPED.run(conn, {"run": run_id}).all())
     return nodes, (int(nodes[0].last_seq) if nodes else last_seq(conn, run_id))
 

@@ -9,7 +9,10 @@ included; the library's job manager reads the jobs back.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,8 +20,11 @@ import sqlalchemy as sa
 from procrastinate import App, PsycopgConnector
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from nodeloom.db.engine import Database
 from nodeloom.engine.dispatch.queue import TASK, conninfo, insert_jobs, lock_of
 from nodeloom.engine.dispatch.waits import QUEUE, WAIT_QUEUE
+from nodeloom.settings import Settings
+from tests.conftest import TEST_SECRET
 from tests.topology.fleet import postgres_database
 
 pytestmark = pytest.mark.postgres
@@ -51,16 +57,28 @@ def _jobs(url: str, run_id: str) -> list[dict[str, Any]]:
     return asyncio.run(read())
 
 
+class _RolledBack(Exception):
+    pass
+
+
 def _in_a_transaction(url: str, run_id: str, queues: dict[str, str], commit: bool) -> None:
+    """``insert_jobs`` in a write transaction of the service's own ``Database``, committed
+    or rolled back (the step raised after it)."""
+
+    def step(conn: sa.Connection) -> None:
+        insert_jobs(conn, run_id, queues)
+        if not commit:
+            raise _RolledBack
+
     async def write() -> None:
-        engine = create_async_engine(url)
-        try:
-            async with engine.connect() as conn:
-                await conn.begin()
-                await conn.run_sync(lambda c: insert_jobs(c, run_id, queues))
-                await (conn.commit() if commit else conn.rollback())
-        finally:
-            await engine.dispose()
+        with tempfile.TemporaryDirectory() as data_dir:
+            settings = Settings(data_dir=Path(data_dir), secret_key=TEST_SECRET, database_url=url)
+            db = Database(settings.prepare())
+            try:
+                with contextlib.suppress(_RolledBack):
+                    await db.write(step)
+            finally:
+                await db.dispose()
 
     asyncio.run(write())
 

@@ -329,6 +329,22 @@ class Database:
         result: T = await future
         return result
 
+    async def fetch_row_alone(self, sql: str, *args: Any) -> Any:
+        """One PostgreSQL statement outside any transaction (it commits on its own), straight
+        on asyncpg: its first row (an asyncpg Record), or None. For another library's hot
+        statement on our pool, such as Procrastinate's job fetch (dispatch/jobs.py), where
+        the library's own path costs several times the CPU."""
+        assert self._pg is not None, "PostgreSQL only"
+        async with self._pg.connect() as connection:
+            pooled = await connection.get_raw_connection()
+            raw = pooled.driver_connection
+            assert raw is not None
+            self._count()
+            try:
+                return await raw.fetchrow(sql, *args)
+            except Exception as exc:  # a closed connection is replaced at its next checkout
+                raise translated(pooled, sql, exc) from exc
+
     def _start_flush(self) -> None:
         self._flush_scheduled = False
         if self._write_lock.locked():

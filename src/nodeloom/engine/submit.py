@@ -442,12 +442,17 @@ class _StoredElsewhere(Exception):
 
 
 def write_accepted(
-    conn: Connection, request: RunRequest, run: NewRunToWrite, answer: dict[str, Any]
+    conn: Connection,
+    request: RunRequest,
+    run: NewRunToWrite,
+    answer: dict[str, Any],
+    before_write: Callable[[RunState, Batch], None] | None = None,
 ) -> tuple[RunState, Batch, list[Event]]:
     """The acceptance transaction of ``Acceptor``: the run's cache keys looked up first
     (one statement), the run replayed reusing what was found, then ``write_run``. The look-up
     and the write share one transaction instead of a read and a write: one round trip and
-    one connection less per trigger on PostgreSQL."""
+    one connection less per trigger on PostgreSQL. ``before_write`` sees the state and
+    batch about to be written (it may add to ``batch.also``)."""
     state, batch = run.state, run.batch
     lookup = run.lookup
     if lookup is not None:
@@ -461,6 +466,8 @@ def write_accepted(
                 if (row := rows.get(outcome.cache_key or "")) is not None
             }
             state, batch = lookup.replay(hits)
+    if before_write is not None:
+        before_write(state, batch)
     return state, batch, write_run(conn, request, state, batch, answer)
 
 
@@ -614,7 +621,7 @@ class Acceptor:
         self, request: RunRequest, run: NewRunToWrite, answer: dict[str, Any]
     ) -> tuple[RunState, Batch, list[Event], bool]:
         """``write_accepted`` in one transaction, with the run handed to its executor by
-        that same transaction when the dispatcher can (queue jobs: ``enqueue_in``; the last
+        that same transaction when the dispatcher can (queue jobs: ``handover``; the last
         element says so); when some outputs it found stored live in the artifact store
         rather than in their rows, they are checked there first (out of the transaction)
         and the run is written again reusing those still there."""
@@ -622,15 +629,23 @@ class Acceptor:
         def write(
             conn: Connection, run: NewRunToWrite
         ) -> tuple[RunState, Batch, list[Event], bool]:
-            state, batch, events = write_accepted(conn, request, run, answer)
-            handed_over = (
-                batch.run_end is None
-                and bool(state.graph.nodes)
-                and self.dispatcher.enqueue_in(
-                    conn, batch.run_id, state.with_status(NodeStatus.QUEUED), state.graph
-                )
-            )
-            return state, batch, events, handed_over
+            def hand_over(state: RunState, batch: Batch) -> None:
+                # The run's queued nodes, handed over by the batch's own statement when the
+                # dispatcher takes them that way (queue jobs).
+                batch.also = []
+                if batch.run_end is None and state.graph.nodes:
+                    statement = self.dispatcher.handover(
+                        conn,
+                        batch.run_id,
+                        state.with_status(NodeStatus.QUEUED),
+                        state.graph,
+                        state.account_id,  # its run row is not written yet
+                    )
+                    if statement is not None:
+                        batch.also = [statement]
+
+            state, batch, events = write_accepted(conn, request, run, answer, hand_over)
+            return state, batch, events, bool(batch.also)
 
         try:
             return await self.db.write(functools.partial(write, run=run))

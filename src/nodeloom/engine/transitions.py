@@ -155,6 +155,9 @@ class Batch:
     # Instance id -> (drawn node id, item index, item count), for the run's batches: their
     # events name the drawn node and carry the item index and count (a watcher shows 17/40).
     items: Mapping[str, tuple[str, int, int]] = field(default_factory=dict)
+    # Statements of the caller's, sent with the batch's rows (one statement on PostgreSQL,
+    # ``apply``): the acceptance's hand-over of its queued nodes (queue jobs).
+    also: list[tuple[Prepared, Any]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(
@@ -513,6 +516,7 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
     # trips (docs/benchmarks.md, issue #20). All or nothing either way: refused credits roll
     # the inserts back too.
     parts: list[tuple[Prepared, Any]] = [
+        *batch.also,
         (_INSERT_NODES, rows.nodes),
         (_INSERT_ARTIFACT, rows.artifacts),
         # Unique (run, node, kind): a second charge for the same node fails loudly.

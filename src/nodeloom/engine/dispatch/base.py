@@ -8,6 +8,7 @@ from typing import Protocol
 
 from sqlalchemy.engine import Connection
 
+from nodeloom.db.prepared import Params, Prepared
 from nodeloom.engine.graph import Graph
 from nodeloom.engine.run_state import RunState
 
@@ -28,13 +29,19 @@ class Dispatcher(Protocol):
         just accepted here, lets an executor skip reading it back; it is the executor's from
         then on."""
 
-    def enqueue_in(
-        self, conn: Connection, run_id: str, node_ids: list[str], graph: Graph | None = None
-    ) -> bool:
-        """Hand the queued ``node_ids`` of a run over to the executor inside the caller's
-        transaction (``conn``), so that they are handed over if and only if it commits:
-        True when done (``submit`` is then not needed), False when this dispatcher takes
-        runs only by ``submit``, after the commit."""
+    def handover(
+        self,
+        conn: Connection,
+        run_id: str,
+        node_ids: list[str],
+        graph: Graph | None = None,
+        account_id: str | None = None,
+    ) -> tuple[Prepared, Params | None] | None:
+        """The statement (and its parameters; None: nothing to send) that hands the queued
+        ``node_ids`` of a run over to the executor when the caller's transaction (``conn``)
+        sends it, so that they are handed over if and only if it commits (``submit`` is
+        then not needed); None when this dispatcher takes runs only by ``submit``, after
+        the commit. ``account_id``, the run's, is given when its row is not written yet."""
 
     async def cancel(self, run_id: str) -> None:
         """The run's cancel flag is committed; make its executor act on it now."""

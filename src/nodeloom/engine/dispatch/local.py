@@ -30,6 +30,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Run
+from nodeloom.db.prepared import Params, Prepared
 from nodeloom.engine.executor import ExecutorEnv
 from nodeloom.engine.graph import Graph
 from nodeloom.engine.items import AccountItems
@@ -133,10 +134,15 @@ class LocalDispatcher:
             # the sweep finds it; every run accepted here comes with its state.
             self._enqueue(run_id, fresh.account_id if fresh is not None else "", fresh)
 
-    def enqueue_in(
-        self, conn: Connection, run_id: str, node_ids: list[str], graph: Graph | None = None
-    ) -> bool:
-        return False  # this process drives the run: ``submit`` once it is committed
+    def handover(
+        self,
+        conn: Connection,
+        run_id: str,
+        node_ids: list[str],
+        graph: Graph | None = None,
+        account_id: str | None = None,
+    ) -> tuple[Prepared, Params | None] | None:
+        return None  # this process drives the run: ``submit`` once it is committed
 
     def _enqueue(self, run_id: str, account_id: str, fresh: RunState | None = None) -> None:
         """Drive now if the account may have a slot (``max_active_runs``), else wait."""

@@ -7,8 +7,11 @@ or after it (``_run_started``, ADR 0011).
 
 The database stays the truth; a job is a hint that a node is runnable. A node becomes
 runnable by a step (engine/steps.py) and its job is inserted by the same transaction
-(``enqueue``, ADR 0020): the job exists if and only if the step committed, and Procrastinate's
-insert trigger wakes the workers at that commit, with no transaction of its own in between.
+(``enqueue_in``; the acceptance sends it within its one statement, ``handover``; ADR 0020,
+0021): the job exists if and only if the step committed, and Procrastinate's insert trigger
+wakes the workers at that commit, with no transaction of its own in between. A job's fetch
+runs on our pool, and the step that leaves a job nothing more to run deletes it
+(dispatch/jobs.py, ADR 0021).
 The queueing lock ``node:<run>:<node>`` keeps one waiting job per node, so enqueueing twice is
 harmless, and the reconciler enqueues a job for any node left queued without one. The job's
 lock (the same string) runs at most one job per node at a time; the claim step makes sure
@@ -47,12 +50,15 @@ import psycopg_pool
 import sqlalchemy as sa
 from procrastinate import App, JobContext, PsycopgConnector
 from procrastinate.jobs import Status
+from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.engine import IDLE_PING_SECONDS
 from nodeloom.db.models import NodeRun, utcnow
+from nodeloom.db.prepared import Params, Prepared
 from nodeloom.engine import items, stepper, steps
 from nodeloom.engine.dispatch import waits
+from nodeloom.engine.dispatch.jobs import DELETE_DONE, OwnPoolJobManager
 from nodeloom.engine.dispatch.waits import QUEUE, WAIT_QUEUE
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
 from nodeloom.engine.graph import Graph, GraphNode
@@ -94,15 +100,24 @@ _ACCOUNT_OF_RUN = sa.text("SELECT account_id FROM runs WHERE id = :run")
 # Procrastinate's own defer (``procrastinate_defer_jobs_v1``) as one statement of the
 # caller's transaction; a node that already has a waiting job keeps it (its queueing lock),
 # where the library's defer would raise and abort the transaction.
-_ENQUEUE = sa.text(
-    """
-    INSERT INTO procrastinate_jobs (queue_name, task_name, lock, queueing_lock, args)
-    SELECT j.queue, :task, j.lock, j.lock,
-           jsonb_build_object('run_id', CAST(:run AS text), 'node_id', j.node)
-    FROM unnest(CAST(:nodes AS text[]), CAST(:queues AS text[]), CAST(:locks AS text[]))
-         AS j(node, queue, lock)
-    ON CONFLICT (queueing_lock) WHERE status = 'todo' DO NOTHING
-    """
+_TEXTS = postgresql.ARRAY(sa.Text)
+_ENQUEUE = Prepared(
+    sa.text(
+        """
+        INSERT INTO procrastinate_jobs (queue_name, task_name, lock, queueing_lock, args)
+        SELECT j.queue, :task, j.lock, j.lock,
+               jsonb_build_object('run_id', CAST(:run AS text), 'node_id', j.node)
+        FROM unnest(CAST(:nodes AS text[]), CAST(:queues AS text[]), CAST(:locks AS text[]))
+             AS j(node, queue, lock)
+        ON CONFLICT (queueing_lock) WHERE status = 'todo' DO NOTHING
+        """
+    ).bindparams(
+        sa.bindparam("task", type_=sa.Text),
+        sa.bindparam("run", type_=sa.Text),
+        sa.bindparam("nodes", type_=_TEXTS),
+        sa.bindparam("queues", type_=_TEXTS),
+        sa.bindparam("locks", type_=_TEXTS),
+    )
 )
 _STALE_CLAIMS = sa.text(
     """
@@ -151,16 +166,23 @@ def pool_checked_when_idle(**kwargs: Any) -> psycopg_pool.AsyncConnectionPool:
 def insert_jobs(conn: Connection, run_id: str, queues: dict[str, str]) -> None:
     """The job of each node of ``queues`` (node id -> queue) as Procrastinate's defer
     would write it, by the transaction of ``conn``; a node with a waiting job keeps it."""
-    conn.execute(
-        _ENQUEUE,
-        {
-            "task": TASK,
-            "run": run_id,
-            "nodes": list(queues),
-            "queues": list(queues.values()),
-            "locks": [lock_of(run_id, node_id) for node_id in queues],
-        },
-    )
+    _ENQUEUE.run(conn, _jobs_params(run_id, queues))
+
+
+def _jobs_params(run_id: str, queues: dict[str, str]) -> dict[str, Any]:
+    return {
+        "task": TASK,
+        "run": run_id,
+        "nodes": list(queues),
+        "queues": list(queues.values()),
+        "locks": [lock_of(run_id, node_id) for node_id in queues],
+    }
+
+
+def _leaves_nothing(result: StepResult) -> bool:
+    """The step leaves its job nothing to run: no node claimed (a claim that found its
+    node no longer queued) and no instant node started under the job's claim."""
+    return result.task is None and not result.started
 
 
 def lock_of(run_id: str, node_id: str) -> str:
@@ -202,6 +224,9 @@ class QueueDispatcher:
                 pool_factory=pool_checked_when_idle,
             )
         )
+        # The job's fetch and completion on our pool (dispatch/jobs.py, ADR 0021).
+        self.jobs = OwnPoolJobManager(self.app.connector, env.db)
+        self.app.job_manager = self.jobs
         self.app.task(name=TASK, queue=QUEUE, pass_context=True)(self._run_node)
         self._workers: list[asyncio.Task[None]] = []
         self._reconciler: asyncio.Task[None] | None = None
@@ -243,17 +268,32 @@ class QueueDispatcher:
         else:
             await self.defer(run_id, await self._queued(run_id))
 
+    def handover(
+        self,
+        conn: Connection,
+        run_id: str,
+        node_ids: list[str],
+        graph: Graph | None = None,
+        account_id: str | None = None,
+    ) -> tuple[Prepared, Params | None]:
+        """The insert of a job per node, for the caller's transaction to send (see the
+        module's doc), each on the queue its type calls for (dispatch/waits.py). The locks
+        are the same whatever the queue, so a node never has two waiting jobs, one in each.
+        No parameters (nothing to send) for no nodes. ``account_id``: the run's, given by
+        a caller whose run row is not written yet (the acceptance)."""
+        if not node_ids:
+            return _ENQUEUE, None
+        queues = self._queues_in(conn, run_id, node_ids, graph, account_id)
+        by_node = {node_id: queues.get(node_id, QUEUE) for node_id in node_ids}
+        return _ENQUEUE, _jobs_params(run_id, by_node)
+
     def enqueue_in(
         self, conn: Connection, run_id: str, node_ids: list[str], graph: Graph | None = None
-    ) -> bool:
-        """A job per node, inserted by the caller's transaction (see the module's doc), on
-        the queue its type calls for (dispatch/waits.py). The locks are the same whatever
-        the queue, so a node never has two waiting jobs, one in each."""
-        if not node_ids:
-            return True
-        queues = self._queues_in(conn, run_id, node_ids, graph)
-        insert_jobs(conn, run_id, {node_id: queues.get(node_id, QUEUE) for node_id in node_ids})
-        return True
+    ) -> None:
+        """``handover``'s insert, sent now in the caller's transaction."""
+        statement, params = self.handover(conn, run_id, node_ids, graph)
+        if params is not None:
+            statement.run(conn, params)
 
     async def cancel(self, run_id: str) -> None:
         await self._step(lambda c: steps.request_cancel(c, run_id, self.graphs))
@@ -297,7 +337,12 @@ class QueueDispatcher:
             await self.env.db.write(lambda c: self.enqueue_in(c, run_id, node_ids, graph))
 
     def _queues_in(
-        self, conn: Connection, run_id: str, node_ids: list[str], graph: Graph | None
+        self,
+        conn: Connection,
+        run_id: str,
+        node_ids: list[str],
+        graph: Graph | None,
+        account_id: str | None = None,
     ) -> dict[str, str]:
         """The queue of each node. The graph is usually at hand (the step that queued the
         nodes loaded it); the database is read only for a run this process has not loaded
@@ -317,7 +362,7 @@ class QueueDispatcher:
             if node is not None and waits.may_wait(node) and (cid := waits.credential_of(node))
         }
         if known is None or credentials:
-            known, kinds = self._routing(conn, run_id, known, credentials)
+            known, kinds = self._routing(conn, run_id, known, credentials, account_id)
             if known is None or isinstance(known, str):
                 return {}
             nodes = {n: waits.node_of(known, n) for n in node_ids}
@@ -331,10 +376,16 @@ class QueueDispatcher:
         }
 
     def _routing(
-        self, conn: Connection, run_id: str, graph: Graph | str | None, credentials: set[str]
+        self,
+        conn: Connection,
+        run_id: str,
+        graph: Graph | str | None,
+        credentials: set[str],
+        account_id: str | None,
     ) -> tuple[Graph | str | None, dict[str, str]]:
         """The run's graph (loaded if need be) and the kinds of the credentials named."""
-        account_id = conn.execute(_ACCOUNT_OF_RUN, {"run": run_id}).scalar()
+        if account_id is None:
+            account_id = conn.execute(_ACCOUNT_OF_RUN, {"run": run_id}).scalar()
         if account_id is None:
             return None, {}  # the run is gone
         if graph is None:
@@ -357,10 +408,13 @@ class QueueDispatcher:
             except Exception:  # the job ended meanwhile; the reconciler sees to the rest
                 log.warning("could not abort job %s", job_id, exc_info=True)
 
-    async def _step(self, step: Callable[..., StepResult]) -> StepResult:
+    async def _step(self, step: Callable[..., StepResult], job_id: int | None = None) -> StepResult:
         """Run one step transaction, the jobs of the nodes it queued included, then announce
-        and act on what it changed."""
-        result: StepResult = await self.env.db.write(lambda c: self._with_jobs(c, step(c)))
+        and act on what it changed. ``job_id``: the job whose node the step records; when
+        the step leaves it nothing to run, the step completes it too (dispatch/jobs.py)."""
+        result: StepResult = await self.env.db.write(lambda c: self._with_jobs(c, step(c), job_id))
+        if job_id is not None and _leaves_nothing(result):
+            self.jobs.finished_by_step(job_id)
         await self._publish(result.events)
         if result.abort:
             await self._abort(result.abort)
@@ -368,9 +422,11 @@ class QueueDispatcher:
             await self._step(lambda c, r=run_id: steps.nudge(c, r, self.graphs))
         return result
 
-    def _with_jobs(self, conn: Connection, result: StepResult) -> StepResult:
+    def _with_jobs(self, conn: Connection, result: StepResult, job_id: int | None) -> StepResult:
         if result.queued and result.run_id is not None:
             self.enqueue_in(conn, result.run_id, result.queued)
+        if job_id is not None and _leaves_nothing(result):
+            DELETE_DONE.run(conn, {"job": job_id})
         return result
 
     async def _publish(self, events: list[Event]) -> None:
@@ -380,9 +436,12 @@ class QueueDispatcher:
 
     async def _run_node(self, context: JobContext, run_id: str, node_id: str) -> None:
         """The job: claim the node, execute it, record how it ended."""
-        assert context.job.id is not None
-        claim = claim_of(context.job.id, self.env.scratch.identity.token)
-        claimed = await self._step(lambda c: steps.claim(c, run_id, node_id, claim, self.graphs))
+        job_id = context.job.id
+        assert job_id is not None
+        claim = claim_of(job_id, self.env.scratch.identity.token)
+        claimed = await self._step(
+            lambda c: steps.claim(c, run_id, node_id, claim, self.graphs), job_id
+        )
         if claimed.task is None:
             return  # no longer queued: done or taken elsewhere
         self.claims_started += 1
@@ -424,9 +483,10 @@ class QueueDispatcher:
             ahead = {}
         room = stepper.INSTANT_PER_STEP
         done = await self._step(
-            lambda c: steps.finish(c, run_id, node_id, claim, outcome, self.graphs, room, ahead)
+            lambda c: steps.finish(c, run_id, node_id, claim, outcome, self.graphs, room, ahead),
+            job_id,
         )
-        await self._run_started(run_id, claim, done.started, report_of)
+        await self._run_started(run_id, claim, job_id, done.started, report_of)
 
     async def _ahead(self, state: RunState | None, outcome: Outcome, claim: str) -> steps.Ahead:
         """The instant nodes ``outcome`` makes runnable (and those they do, in turn),
@@ -462,6 +522,7 @@ class QueueDispatcher:
         self,
         run_id: str,
         claim: str,
+        job_id: int,
         started: list[NodeTask],
         report: Callable[[str, float], Awaitable[None]],
     ) -> None:
@@ -496,7 +557,10 @@ class QueueDispatcher:
             budget -= len(started)
             room = max(0, min(stepper.INSTANT_PER_STEP, budget))
             done = await self._step(
-                lambda c, o=outcomes, r=room: steps.finish_many(c, run_id, o, claim, self.graphs, r)
+                lambda c, o=outcomes, r=room: steps.finish_many(
+                    c, run_id, o, claim, self.graphs, r
+                ),
+                job_id,
             )
             started = done.started
 

@@ -9,7 +9,7 @@ import asyncio
 import contextlib
 import gc
 import weakref
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -348,6 +348,32 @@ class TestOnPostgres:
         assert pg.statements - statements == 3  # the INSERT, the four together, the last
         flags = await pg.read(lambda conn: conn.execute(sa.select(items.c.id, items.c.flag)).all())
         assert sorted(flags) == [("a", False), ("b", False), ("c", True), ("d", False)]
+
+    async def test_statements_run_together_again_with_other_row_counts_write_their_own_rows(
+        self, pg: Database
+    ) -> None:
+        # The combined text is kept by the shape of its parts (plans and row counts): the
+        # same shape again, or another, must each number their values as their own.
+        def write(first: list[str], second: list[str]) -> Callable[[sa.Connection], None]:
+            def together(conn: sa.Connection) -> None:
+                run_together(
+                    conn,
+                    [
+                        (INSERT, [{"id": i, "label": f"one {i}"} for i in first]),
+                        (INSERT, [{"id": i, "label": f"two {i}"} for i in second]),
+                    ],
+                )
+
+            return together
+
+        await pg.write(write(["a"], ["b", "c"]))
+        await pg.write(write(["d", "e"], ["f"]))
+        await pg.write(write(["g"], ["h", "i"]))
+        labels = await pg.read(lambda c: c.execute(sa.select(items.c.id, items.c.label)).all())
+        assert sorted(labels) == [
+            ("a", "one a"), ("b", "two b"), ("c", "two c"), ("d", "one d"), ("e", "one e"),
+            ("f", "two f"), ("g", "one g"), ("h", "two h"), ("i", "two i"),
+        ]  # fmt: skip
 
     async def test_an_error_in_statements_run_together_is_sqlalchemys_and_keeps_nothing(
         self, pg: Database

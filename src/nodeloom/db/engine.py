@@ -332,8 +332,8 @@ class Database:
     async def fetch_row_alone(self, sql: str, *args: Any) -> Any:
         """One PostgreSQL statement outside any transaction (it commits on its own), straight
         on asyncpg: its first row (an asyncpg Record), or None. For another library's hot
-        statement on our pool, such as Procrastinate's job fetch (dispatch/jobs.py), where
-        the library's own path costs several times the CPU."""
+        statement on our pool, such as Procrastinate's job fetch (dispatch/jobs.py), without
+        that library's own connector in the way."""
         assert self._pg is not None, "PostgreSQL only"
         async with self._pg.connect() as connection:
             pooled = await connection.get_raw_connection()

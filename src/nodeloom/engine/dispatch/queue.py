@@ -315,6 +315,8 @@ class QueueDispatcher:
         # on for good: a worker still running once the grace is over is cancelled again.
         wait = self.env.settings.shutdown_grace_seconds + STOP_MARGIN_SECONDS
         for _ in range(STOP_ATTEMPTS):
+            if not pending:  # all stopped, or none ran (an API replica, --no-worker)
+                break
             _, pending = await asyncio.wait(pending, timeout=wait)
             if not pending:
                 break

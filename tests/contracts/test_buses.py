@@ -254,6 +254,25 @@ class TestAcrossProcesses:
             assert_in_order_per_run(await receive(in_a, set(log)), log)
             assert_in_order_per_run(await receive(in_b, set(log)), log)
 
+    async def test_each_event_reaches_a_subscriber_once(
+        self, processes: Processes, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        """A bus that reads the log to catch up (every poll; after Redis came back) reads
+        further back than its last look: what it delivered already is not queued again.
+        Repeats filled subscribers' bounded queues, and an overflowing WebSocket is closed
+        however fast its client reads."""
+        workflow = await create_workflow(client, owner, text_graph())
+        with processes.b.subscribe(owner.id) as in_b:
+            in_b.watch_workflow(workflow)
+            runs = await run_workflow(client, owner, workflow, 4)
+            log = await logged(processes.db, runs)
+            await receive(in_b, set(log))
+            if isinstance(processes.b, RedisBus):
+                await processes.b.catch_up(datetime.now(UTC))  # as after a reconnection
+            await asyncio.sleep(1.0)  # several polls, each reading 2 s back
+            rest = drain(in_b)
+            assert rest == [], f"{len(rest)} events delivered again"
+
     async def test_a_subscriber_by_run_gets_the_rest_of_that_run_only(
         self, processes: Processes, client: httpx.AsyncClient, owner: User
     ) -> None:

@@ -42,6 +42,7 @@ RECONNECT_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 POLL_SECONDS = 0.25
 PUBLISH_LINGER_SECONDS = 0.005
 OVERLAP = timedelta(seconds=2)  # commits land out of timestamp order by a little
+SEEN_KEPT = 50_000  # runs whose last delivered seq a catching-up bus remembers (twice)
 _RUNS = cast(sa.Table, Run.__table__)
 _EVENTS = cast(sa.Table, RunEvent.__table__)
 
@@ -120,17 +121,45 @@ class LogReader:
 
 
 class _CatchingUp(MemoryBus):
+    """A bus that reads from the log what its subscribers may have missed (``catch_up``):
+    every poll of ``PollingBus``, and ``RedisBus`` after Redis came back. The log is read
+    ``OVERLAP`` further back than the last look, so most of what it returns was delivered
+    already; delivering it again filled subscribers' bounded queues with duplicates (every
+    poll repeated ~2 s of events), and a subscriber whose queue overflows is disconnected
+    however fast it reads. So the bus remembers the highest seq of each run it delivered
+    lately, and a catch-up delivers only what comes after it: a subscriber's cursor
+    (events/stream.py ``RunCursors``) reads any gap before a live event from the log."""
+
     def __init__(self, reader: LogReader) -> None:
         super().__init__()
         self.reader = reader
+        # Two generations, the older dropped when the newer holds SEEN_KEPT runs: a run
+        # forgotten is at worst delivered again (the cursors drop repeats).
+        self._seen: dict[str, int] = {}
+        self._seen_before: dict[str, int] = {}
+
+    def deliver(self, events: list[Event]) -> None:
+        if not self._subscriptions:
+            return  # nobody to deliver to, nothing to remember for anybody
+        super().deliver(events)
+        seen = self._seen
+        for event in events:
+            if event.seq > seen.get(event.run_id, 0):
+                seen[event.run_id] = event.seq
+        if len(seen) > SEEN_KEPT:
+            self._seen_before, self._seen = seen, {}
 
     async def catch_up(self, since: datetime) -> None:
         """Deliver from the log what subscribers here may have missed since ``since``."""
         runs = [key for kind, key in self._by_key if kind == "run"]
         workflows = [key for kind, key in self._by_key if kind == "workflow"]
         events = await self.reader.since(since - OVERLAP, runs, workflows)
-        if events:
-            self.deliver(events)
+        fresh = [event for event in events if event.seq > self._delivered(event.run_id)]
+        if fresh:
+            self.deliver(fresh)
+
+    def _delivered(self, run_id: str) -> int:
+        return max(self._seen.get(run_id, 0), self._seen_before.get(run_id, 0))
 
 
 def _origin_prefix(origin: str) -> bytes:

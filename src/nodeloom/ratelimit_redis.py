@@ -18,15 +18,15 @@ retry, never a 500 (and never an uncounted request let through).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 from collections.abc import Iterator
 
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from nodeloom.errors import ServiceUnavailable
 from nodeloom.ratelimit import Decision
-from nodeloom.redis_options import client_options
+from nodeloom.redis_wire import RedisWire
 
 # KEYS[1] the window's key; ARGV: limit, window in microseconds, stamp to add ('' = count
 # nothing). Returns allowed (0/1), how many are counted now, the oldest's score ('' if none)
@@ -53,6 +53,8 @@ local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
 return {allowed, counted, oldest[2] or '', string.format('%d', now)}
 """
 
+# Redis names a cached script by its SHA-1 (EVALSHA).
+_DECIDE_SHA = hashlib.sha1(_DECIDE.encode(), usedforsecurity=False).hexdigest()
 _MICRO = 1_000_000
 
 
@@ -68,10 +70,11 @@ def _redis_errors() -> Iterator[None]:
 
 
 class RedisWindows:
+    """On the lean connection (redis_wire.py): one script call a decision."""
+
     def __init__(self, redis_url: str, namespace: str = "nodeloom:ratelimit") -> None:
-        self.redis: Redis = Redis.from_url(redis_url, **client_options())
+        self.redis = RedisWire(redis_url)
         self.namespace = namespace
-        self._decide = self.redis.register_script(_DECIDE)
 
     async def decide(self, key: str, limit: int, window: int, *, count: bool) -> Decision:
         return (await self._run(key, limit, window, count=count))[0]
@@ -81,10 +84,10 @@ class RedisWindows:
 
     async def give_back(self, key: str, stamp: str) -> None:
         with _redis_errors():
-            await self.redis.zrem(self._key(key), stamp)
+            await self.redis.call("ZREM", self._key(key), stamp)
 
     async def close(self) -> None:
-        await self.redis.aclose()
+        await self.redis.close()
 
     def _key(self, key: str) -> str:
         return f"{self.namespace}:{key}"
@@ -93,10 +96,12 @@ class RedisWindows:
         self, key: str, limit: int, window: int, *, count: bool
     ) -> tuple[Decision, str | None]:
         stamp = os.urandom(8).hex() if count else ""
+        args = (1, self._key(key), limit, window * _MICRO, stamp)
         with _redis_errors():
-            allowed, counted, oldest, now = await self._decide(
-                keys=[self._key(key)], args=[limit, window * _MICRO, stamp]
-            )
+            try:
+                allowed, counted, oldest, now = await self.redis.call("EVALSHA", _DECIDE_SHA, *args)
+            except NoScriptError:  # a Redis that restarted forgot it: EVAL caches it again
+                allowed, counted, oldest, now = await self.redis.call("EVAL", _DECIDE, *args)
         decision = Decision.of(
             bool(allowed),
             limit,

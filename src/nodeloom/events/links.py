@@ -34,6 +34,7 @@ from nodeloom.db.models import Run, RunEvent, utcnow
 from nodeloom.events.bus import MemoryBus
 from nodeloom.events.model import Event
 from nodeloom.redis_options import client_options
+from nodeloom.redis_wire import RedisWire
 
 log = logging.getLogger("nodeloom.events")
 
@@ -181,6 +182,7 @@ class RedisBus(_CatchingUp):
         self.origin = origin
         self._own = _origin_prefix(origin)
         self.redis: Redis = Redis.from_url(redis_url, **client_options())
+        self._wire = RedisWire(redis_url)  # the PUBLISHes: redis_wire.py
         self._listener: asyncio.Task[None] | None = None
         self.connected = asyncio.Event()
         self._outbox: list[Event] = []
@@ -203,7 +205,7 @@ class RedisBus(_CatchingUp):
         while self._outbox:
             batch, self._outbox = self._outbox, []
             try:
-                await self.redis.publish(CHANNEL, encode(self.origin, batch))
+                await self._wire.call("PUBLISH", CHANNEL, encode(self.origin, batch))
             except (RedisError, OSError) as exc:
                 # Others miss the live copy; they catch up from the log when Redis is back.
                 log.warning("could not publish events to Redis: %s", exc)
@@ -223,6 +225,7 @@ class RedisBus(_CatchingUp):
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._listener
+        await self._wire.close()
         await self.redis.aclose()
 
     async def _listen(self) -> None:

@@ -14,6 +14,11 @@ node a worker's job started, the hops from "committed runnable" to "started":
 - fetched: the worker's fetch (its ``started`` event);
 - started: ``node_runs.started_at`` (the claim step, under the run's lock).
 
+and, in that second pass, "committed": the moment the transaction that queued the node
+commits (a deferred constraint trigger on ``node_runs``, which PostgreSQL fires at COMMIT,
+just before the commit record is flushed): committed -> started is the claim latency in
+the strict sense, without the accepting request's own work before its commit.
+
 The job events are copied by a trigger the bench installs on its scratch database (the
 library deletes a succeeded job with its events), with ``clock_timestamp()``; it is only
 installed for a second pass, after transactions and CPU per run were measured without it.
@@ -62,6 +67,15 @@ BEGIN
 END $$;
 CREATE TRIGGER bench_copy_job_event AFTER INSERT ON procrastinate_events
   FOR EACH ROW EXECUTE FUNCTION bench_copy_job_event();
+CREATE TABLE bench_commits (run_id text, node_id text, at timestamptz);
+CREATE FUNCTION bench_note_commit() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO bench_commits VALUES (NEW.run_id, NEW.node_id, clock_timestamp());
+  RETURN NULL;
+END $$;
+CREATE CONSTRAINT TRIGGER bench_note_commit AFTER INSERT OR UPDATE OF status ON node_runs
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.status = 'queued')
+  EXECUTE FUNCTION bench_note_commit();
 """
 
 HOPS = """
@@ -69,9 +83,14 @@ SELECT
   1000 * (extract(epoch FROM d.at) - extract(epoch FROM n.queued_at)),
   1000 * (extract(epoch FROM f.at) - extract(epoch FROM d.at)),
   1000 * (extract(epoch FROM n.started_at) - extract(epoch FROM f.at)),
-  1000 * (extract(epoch FROM n.started_at) - extract(epoch FROM n.queued_at))
+  1000 * (extract(epoch FROM n.started_at) - extract(epoch FROM n.queued_at)),
+  1000 * (extract(epoch FROM k.at) - extract(epoch FROM d.at)),
+  1000 * (extract(epoch FROM n.started_at) - extract(epoch FROM k.at))
 FROM node_runs n
 JOIN runs r ON r.id = n.run_id
+JOIN LATERAL (SELECT max(at) AS at FROM bench_commits c
+              WHERE c.run_id = n.run_id AND c.node_id = n.node_id) k
+  ON true
 JOIN LATERAL (SELECT max(at) AS at FROM bench_job_events e
               WHERE e.run_id = n.run_id AND e.node_id = n.node_id AND e.type = 'deferred') d
   ON true
@@ -79,7 +98,7 @@ JOIN LATERAL (SELECT max(at) AS at FROM bench_job_events e
               WHERE e.run_id = n.run_id AND e.node_id = n.node_id AND e.type = 'started') f
   ON true
 WHERE r.created_at > %s AND n.claimed_by LIKE 'job:%%' AND n.queued_at IS NOT NULL
-  AND d.at IS NOT NULL AND f.at IS NOT NULL
+  AND d.at IS NOT NULL AND f.at IS NOT NULL AND k.at IS NOT NULL
 """
 
 CLAIMS = """
@@ -284,7 +303,7 @@ def claim_hops(args: argparse.Namespace) -> str:
         ("load average before / after / after the hops pass", f"{load0}; {load1}; {load2}"),
         ("run wall, trigger sent -> final event received, p50 / p99 (ms)", _pct(walls)),
         (
-            "node claim latency, committed runnable -> started, p50 / p99 (ms)",
+            "node claim latency, queued (before the commit) -> started, p50 / p99 (ms)",
             _pct(claims) + f" ({len(claims)} nodes)",
         ),
         (
@@ -295,6 +314,11 @@ def claim_hops(args: argparse.Namespace) -> str:
         ("hop deferred -> fetched by a worker, p50 / p99 (ms)", _pct([float(h[1]) for h in hops])),
         ("hop fetched -> started (claim step), p50 / p99 (ms)", _pct([float(h[2]) for h in hops])),
         ("queued -> started in the hops pass, p50 / p99 (ms)", _pct([float(h[3]) for h in hops])),
+        ("hop deferred -> committed, p50 / p99 (ms)", _pct([float(h[4]) for h in hops])),
+        (
+            "node claim latency, committed -> started (hops pass), p50 / p99 (ms)",
+            _pct([float(h[5]) for h in hops]),
+        ),
         (
             "database transactions per run: measured / net of the idle background",
             f"{raw_tx:.1f} / {net_tx:.1f} (idle fleet: {bg_tx:.1f}/s)",

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import socket
+import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -15,9 +16,10 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from nodeloom import redis_wire
-from nodeloom.ratelimit_redis import RedisWindows
+from nodeloom.ratelimit_redis import _DECIDE, RedisWindows
 from nodeloom.redis_wire import RedisWire
 from tests.services import RedisServer, redis_server_available
 
@@ -116,15 +118,57 @@ def _silent_server() -> Iterator[int]:
         listener.close()
 
 
-async def test_a_silent_redis_is_an_error_not_a_hang(monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_silent_redis_is_a_timeout_after_one_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A Redis that accepts connections but never answers: each command fails once it has
+    waited the reply timeout, without being sent again to wait as long once more."""
     monkeypatch.setattr(redis_wire, "REPLY_TIMEOUT_SECONDS", 0.3)
     with _silent_server() as port:
         wire = RedisWire(f"redis://127.0.0.1:{port}/0")
         try:
-            with pytest.raises(RedisConnectionError):
-                await asyncio.wait_for(wire.call("PING"), 10)
+            started = time.monotonic()
+            first = asyncio.ensure_future(wire.call("PING"))
+            await asyncio.sleep(0.2)
+            second = asyncio.ensure_future(wire.call("PING"))  # sent 0.2 s later
+            with pytest.raises(RedisTimeoutError):
+                await asyncio.wait_for(first, 10)
+            assert time.monotonic() - started < 0.6
+            with pytest.raises(RedisTimeoutError):
+                await asyncio.wait_for(second, 10)
         finally:
             await wire.close()
+
+
+async def test_callers_gone_while_connecting_leave_one_connection(server: RedisServer) -> None:
+    admin = Redis(port=server.port)
+    wire = RedisWire(server.url)
+    try:
+        calls = [asyncio.ensure_future(wire.call("PING")) for _ in range(20)]
+        await asyncio.sleep(0)
+        for call in calls:
+            call.cancel()  # every caller gone while the connection is being made
+        await asyncio.gather(*calls, return_exceptions=True)
+        await asyncio.sleep(0.2)  # the connection is made meanwhile, nobody waiting for it
+        assert await wire.call("PING") == b"PONG"
+        assert await wire.call("PING") == b"PONG"
+        clients = (await admin.info("clients"))["connected_clients"]
+        assert clients == 2, clients  # the admin and one connection of the wire
+    finally:
+        await wire.close()
+        await admin.aclose()
+    with pytest.raises(RedisConnectionError):
+        await wire.call("PING")  # closed
+
+
+async def test_a_count_sent_again_is_not_counted_twice(wire: RedisWire) -> None:
+    """The rate limit's script is sent again when its reply was lost: the same stamp is
+    the same request, allowed once and counted once, even at the limit."""
+    args = (1, "window", 1, 60_000_000, "stamp-1")
+    first = await wire.call("EVAL", _DECIDE, *args)
+    again = await wire.call("EVAL", _DECIDE, *args)
+    assert (first[0], first[1]) == (1, 1)
+    assert (again[0], again[1]) == (1, 1)
+    other = await wire.call("EVAL", _DECIDE, 1, "window", 1, 60_000_000, "stamp-2")
+    assert (other[0], other[1]) == (0, 1)
 
 
 async def test_nothing_listening_is_a_connection_error() -> None:

@@ -41,7 +41,9 @@ local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 redis.call('ZREMRANGEBYSCORE', key, '-inf', now - window)
 local counted = redis.call('ZCARD', key)
 local allowed = 0
-if counted < limit then
+if stamp ~= '' and redis.call('ZSCORE', key, stamp) then
+  allowed = 1  -- counted by this very call, sent again after a lost reply
+elseif counted < limit then
   allowed = 1
   if stamp ~= '' then
     redis.call('ZADD', key, now, stamp)

@@ -14,22 +14,26 @@ Failures are redis-py's exception types, so callers handle them as before: a los
 refused connection is ``ConnectionError`` after the same retries as our redis-py clients
 (redis_options.py), a reply error ``ResponseError`` (``NoScriptError`` for NOSCRIPT). A
 command whose connection drops before its reply is sent again on a new connection, as
-redis-py does. A connection that stays silent ``REPLY_TIMEOUT_SECONDS`` with commands
-waiting is dropped (redis-py would wait for ever).
+redis-py does, and so is one refused with LOADING (a Redis still reading its data). A
+command left without a reply for ``REPLY_TIMEOUT_SECONDS`` fails with ``TimeoutError``, not
+retried, and its connection is dropped (redis-py would wait for ever): a Redis that accepts
+connections but does not answer must not hold requests for several timeouts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
+import contextlib
 import ssl
 from typing import Any, cast
 from urllib.parse import urlsplit
 
 import hiredis
 from redis.connection import parse_url
+from redis.exceptions import BusyLoadingError, NoScriptError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 CONNECT_TIMEOUT_SECONDS = 2.0
 REPLY_TIMEOUT_SECONDS = 10.0
@@ -57,34 +61,50 @@ class RedisWire:
             try:
                 protocol = await self._connected()
                 return await protocol.send(packed)
-            except (TimeoutError, OSError, _Lost) as exc:
+            except _Silent as exc:
+                raise RedisTimeoutError(f"Redis at {self._where()}: {exc}") from exc
+            except (TimeoutError, OSError, _Lost, BusyLoadingError) as exc:
                 if delay is None or self._closed:
+                    if isinstance(exc, BusyLoadingError):
+                        raise
                     raise RedisConnectionError(f"Redis at {self._where()}: {exc}") from exc
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")
 
     async def close(self) -> None:
+        """Close the connection; a connection being made is closed once made (within
+        ``CONNECT_TIMEOUT_SECONDS``). Commands sent afterwards fail."""
         self._closed = True
-        if self._connecting is not None and not self._connecting.done():
-            self._connecting.cancel()
         if self._protocol is not None:
             self._protocol.close()
             self._protocol = None
 
     async def _connected(self) -> _Protocol:
+        loop = asyncio.get_running_loop()
         protocol = self._protocol
-        if protocol is not None and protocol.usable(asyncio.get_running_loop()):
+        if protocol is not None and protocol.usable(loop):
             return protocol
         if self._closed:
             raise _Lost("the connection was closed")
-        # One connection attempt at a time, whoever asks meanwhile waits for it.
-        if self._connecting is None or self._connecting.done():
-            self._connecting = asyncio.ensure_future(self._connect())
-        protocol = await asyncio.shield(self._connecting)
+        # One connection attempt at a time, whoever asks meanwhile waits for it (an attempt
+        # of an event loop that ended is not waited for).
+        connecting = self._connecting
+        if connecting is None or connecting.done() or connecting.get_loop() is not loop:
+            connecting = self._connecting = asyncio.ensure_future(self._connect())
+        return await asyncio.shield(connecting)
+
+    async def _connect(self) -> _Protocol:
+        """A new connection, ready for commands, kept as this client's (whoever waits)."""
+        protocol = await self._open()
+        if self._closed:  # closed while it was being made
+            protocol.close()
+            raise _Lost("the connection was closed")
+        if self._protocol is not None:
+            self._protocol.close()
         self._protocol = protocol
         return protocol
 
-    async def _connect(self) -> _Protocol:
+    async def _open(self) -> _Protocol:
         loop = asyncio.get_running_loop()
         options = self._options
         if self._scheme == "unix":
@@ -115,22 +135,41 @@ class RedisWire:
 
 
 def _tls_context(options: dict[str, Any]) -> ssl.SSLContext:
-    context = ssl.create_default_context()
+    """TLS as the URL's ssl_* options ask, as redis-py reads them: the CA (file or folder),
+    a client certificate and key, whether to verify the server and its host name."""
+    context = ssl.create_default_context(
+        cafile=options.get("ssl_ca_certs"), capath=options.get("ssl_ca_path")
+    )
+    if options.get("ssl_certfile"):
+        context.load_cert_chain(options["ssl_certfile"], options.get("ssl_keyfile"))
+    if not _true(options.get("ssl_check_hostname", True)):
+        context.check_hostname = False
     if str(options.get("ssl_cert_reqs", "required")).lower() in ("none", "cert_none"):
         context.check_hostname = False
         context.verify_mode = ssl.CERT_NONE
     return context
 
 
+def _true(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() not in ("0", "false", "no", "off", "")
+    return bool(value)
+
+
 class _Lost(Exception):
     """The connection ended before the reply came."""
+
+
+class _Silent(Exception):
+    """No reply in REPLY_TIMEOUT_SECONDS: the connection was dropped."""
 
 
 class _Protocol(asyncio.Protocol):
     def __init__(self) -> None:
         self._loop = asyncio.get_running_loop()
         self._reader = hiredis.Reader()
-        self._waiting: collections.deque[asyncio.Future[Any]] = collections.deque()
+        # Each command's future and when it was queued, in the order Redis answers them.
+        self._waiting: collections.deque[tuple[asyncio.Future[Any], float]] = collections.deque()
         self._outgoing: list[bytes] = []
         self._transport: asyncio.Transport | None = None
         self._lost: BaseException | None = None
@@ -143,18 +182,20 @@ class _Protocol(asyncio.Protocol):
     def send(self, packed: bytes) -> asyncio.Future[Any]:
         if self._lost is not None:
             raise _Lost(str(self._lost))
-        reply: asyncio.Future[Any] = self._loop.create_future()
-        self._waiting.append(reply)
+        loop = self._loop
+        reply: asyncio.Future[Any] = loop.create_future()
+        self._waiting.append((reply, loop.time()))
         if not self._outgoing:
-            self._loop.call_soon(self._write)
+            loop.call_soon(self._write)
         self._outgoing.append(packed)
         if self._watch is None:
-            self._watch = self._loop.call_later(REPLY_TIMEOUT_SECONDS, self._check, reply)
+            self._watch = loop.call_later(REPLY_TIMEOUT_SECONDS, self._check)
         return reply
 
     def close(self) -> None:
         if self._transport is not None:
-            self._transport.close()
+            with contextlib.suppress(RuntimeError):  # its event loop already closed
+                self._transport.close()
         self._fail(_Lost("the connection was closed"))
 
     # -- asyncio.Protocol ------------------------------------------------------------------
@@ -166,7 +207,7 @@ class _Protocol(asyncio.Protocol):
         self._reader.feed(data)
         try:
             while (reply := self._reader.gets()) is not False:
-                waiting = self._waiting.popleft()
+                waiting = self._waiting.popleft()[0]
                 if waiting.done():
                     continue  # its caller was cancelled
                 if isinstance(reply, hiredis.ReplyError):
@@ -174,7 +215,7 @@ class _Protocol(asyncio.Protocol):
                 else:
                     waiting.set_result(reply)
         except (hiredis.ProtocolError, IndexError) as exc:
-            self._abort(exc)
+            self._abort(_Lost(f"unreadable reply from Redis: {exc}"))
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._fail(_Lost(str(exc) if exc else "Redis closed the connection"))
@@ -186,31 +227,35 @@ class _Protocol(asyncio.Protocol):
         if self._lost is None and self._transport is not None and outgoing:
             self._transport.writelines(outgoing)
 
-    def _check(self, oldest: asyncio.Future[Any]) -> None:
-        """No reply to ``oldest`` in REPLY_TIMEOUT_SECONDS: the connection is dropped."""
+    def _check(self) -> None:
+        """The oldest command waiting has waited REPLY_TIMEOUT_SECONDS: every command of
+        the connection fails (``_Silent``) and the connection is dropped; else look again
+        when it will have."""
         self._watch = None
-        if self._waiting and self._waiting[0] is oldest:
-            self._abort(TimeoutError(f"no reply from Redis in {REPLY_TIMEOUT_SECONDS:.0f} s"))
-        elif self._waiting:
-            self._watch = self._loop.call_later(
-                REPLY_TIMEOUT_SECONDS, self._check, self._waiting[0]
-            )
+        if not self._waiting:
+            return
+        waited = self._loop.time() - self._waiting[0][1]
+        if waited >= REPLY_TIMEOUT_SECONDS:
+            self._abort(_Silent(f"no reply from Redis in {REPLY_TIMEOUT_SECONDS:g} s"))
+        else:
+            self._watch = self._loop.call_later(REPLY_TIMEOUT_SECONDS - waited, self._check)
 
-    def _abort(self, exc: BaseException) -> None:
+    def _abort(self, exc: Exception) -> None:
         if self._transport is not None:
             self._transport.abort()
-        self._fail(_Lost(str(exc)))
+        self._fail(exc)
 
-    def _fail(self, exc: BaseException) -> None:
+    def _fail(self, exc: Exception) -> None:
+        """Every command waiting fails with ``exc`` (its type says whether to retry)."""
         if self._lost is None:
             self._lost = exc
         if self._watch is not None:
             self._watch.cancel()
             self._watch = None
         while self._waiting:
-            waiting = self._waiting.popleft()
+            waiting = self._waiting.popleft()[0]
             if not waiting.done():
-                waiting.set_exception(_Lost(str(self._lost)))
+                waiting.set_exception(type(exc)(str(exc)))
 
 
 def _pack(args: tuple[Any, ...]) -> bytes:
@@ -218,7 +263,9 @@ def _pack(args: tuple[Any, ...]) -> bytes:
     return packed
 
 
-def _response_error(message: str) -> ResponseError:
+def _response_error(message: str) -> ResponseError | BusyLoadingError:
     if message.startswith("NOSCRIPT"):
         return NoScriptError(message)
+    if message.startswith("LOADING"):
+        return BusyLoadingError(message)
     return ResponseError(message)

@@ -19,14 +19,17 @@ from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import cast
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from fastapi import FastAPI
+from redis.asyncio import Redis
 
 from nodeloom.db.engine import Database
 from nodeloom.events.bus import EventBus, MemoryBus, Subscription
-from nodeloom.events.links import LogReader, PollingBus, RedisBus
+from nodeloom.events.links import CHANNEL, LogReader, PollingBus, RedisBus, encode
 from nodeloom.events.model import Event
 from nodeloom.ratelimit import RateLimiter
 from nodeloom.settings import Settings
@@ -323,3 +326,47 @@ async def test_redis_bus_catches_up_from_the_log_after_losing_redis(
         assert drain(in_b) == []
         redis_server.start()  # same port
         assert_in_order_per_run(await receive(in_b, set(log)), log)
+
+
+class _LogDownOnce:
+    """A log reader whose first read fails as an unreachable database does."""
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    async def since(self, when: datetime, runs: list[str], workflows: list[str]) -> list[Event]:
+        self.reads += 1
+        if self.reads == 1:
+            raise sa.exc.OperationalError("SELECT", {}, Exception("the database is down"))
+        return []
+
+
+@pytest.mark.redis
+async def test_a_catch_up_that_cannot_read_the_log_is_retried(redis_server: RedisServer) -> None:
+    """Redis and the database lost together: the catch-up after Redis came back fails, and
+    the bus still follows the channel (it used to stop listening for good)."""
+    reader = _LogDownOnce()
+    bus = RedisBus(redis_server.url, "process-b", cast(LogReader, reader))
+    await bus.start()
+    try:
+        await asyncio.wait_for(bus.connected.wait(), 5)
+        with bus.subscribe("a1") as sub:
+            sub.watch_run("r1")
+            redis_server.stop()
+            deadline = time.monotonic() + 10
+            while bus.connected.is_set():
+                assert time.monotonic() < deadline, "the bus never noticed Redis was gone"
+                await asyncio.sleep(0.02)
+            redis_server.start()
+            while reader.reads < 2 or not bus.connected.is_set():
+                assert time.monotonic() < deadline + 10, f"caught up {reader.reads} time(s)"
+                await asyncio.sleep(0.02)
+            publisher = Redis(port=redis_server.port)
+            try:
+                await publisher.publish(CHANNEL, encode("process-a", [event(1)]))
+            finally:
+                await publisher.aclose()
+            got = await asyncio.wait_for(sub.queue.get(), 5)
+            assert (got.run_id, got.seq) == ("r1", 1)
+    finally:
+        await bus.stop()

@@ -251,7 +251,9 @@ class RedisBus(_CatchingUp):
                             self.deliver(events)
             except asyncio.CancelledError:
                 raise
-            except (RedisError, OSError, ValueError, KeyError) as exc:
+            except (RedisError, OSError, ValueError, KeyError, sa.exc.SQLAlchemyError) as exc:
+                # A catch-up that could not read the log (the database unreachable too)
+                # is retried with the next connection, from the same moment.
                 self.connected.clear()
                 lost_at = lost_at or utcnow()
                 delay = RECONNECT_SECONDS[min(attempt, len(RECONNECT_SECONDS) - 1)]

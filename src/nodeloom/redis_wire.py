@@ -47,7 +47,6 @@ class RedisWire:
     again after a failure."""
 
     def __init__(self, url: str) -> None:
-        self._url = url
         self._options: dict[str, Any] = parse_url(url)  # type: ignore[no-untyped-call]
         self._scheme = urlsplit(url).scheme
         self._protocol: _Protocol | None = None

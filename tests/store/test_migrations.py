@@ -137,3 +137,37 @@ async def test_existing_workflows_become_version_one_and_back(empty_url: str) ->
 
     await asyncio.to_thread(_downgrade, empty_url, "0009")
     assert await _rows(empty_url, "SELECT id, name FROM workflows") == [("wf", "Old")]
+
+
+async def test_balances_move_to_their_own_table_and_back(empty_url: str) -> None:
+    """0016: every account keeps its balance when it moves to ``account_balances``, the
+    balance still cannot go below zero there, and a downgrade puts it back on the account."""
+    await asyncio.to_thread(upgrade, empty_url, "0015")
+    at = datetime(2026, 11, 26, 12, 0, 0)
+    await _rows(
+        empty_url,
+        "INSERT INTO accounts (id, email, password_hash, plan, credits_balance, created_at)"
+        " VALUES ('a1', 'a1@example.com', 'h', 'free', 10, :at),"
+        " ('a2', 'a2@example.com', 'h', 'pro', 0, :at)",
+        {"at": at},
+    )
+    await asyncio.to_thread(upgrade, empty_url, "0016")
+    moved = await _rows(
+        empty_url, "SELECT account_id, credits_balance FROM account_balances ORDER BY account_id"
+    )
+    assert moved == [("a1", 10), ("a2", 0)]
+    with pytest.raises(sa.exc.IntegrityError):
+        await _rows(
+            empty_url,
+            "UPDATE account_balances SET credits_balance = credits_balance - 11"
+            " WHERE account_id = 'a1'",
+        )
+    await _rows(
+        empty_url, "UPDATE account_balances SET credits_balance = 7 WHERE account_id = 'a2'"
+    )
+
+    await asyncio.to_thread(_downgrade, empty_url, "0015")
+    back = await _rows(empty_url, "SELECT id, credits_balance FROM accounts ORDER BY id")
+    assert back == [("a1", 10), ("a2", 7)]
+    with pytest.raises(sa.exc.IntegrityError):
+        await _rows(empty_url, "UPDATE accounts SET credits_balance = -1 WHERE id = 'a1'")

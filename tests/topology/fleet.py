@@ -171,7 +171,8 @@ def assert_nothing_ran_twice_and_the_books_balance(url: str) -> None:
         "GROUP BY run_id, node_id HAVING count(*) > 1",
     )
     assert twice == []
-    for account_id, balance in query(url, "SELECT id, credits_balance FROM accounts"):
+    balances = "SELECT account_id, credits_balance FROM account_balances"
+    for account_id, balance in query(url, balances):
         ledger = query(
             url,
             "SELECT coalesce(sum(CASE kind WHEN 'grant' THEN amount WHEN 'hold' THEN -amount "

@@ -21,6 +21,7 @@ BATCH = 1000
 # Parents before children; the rest in any order.
 ORDER = (
     "accounts",
+    "account_balances",
     "api_keys",
     "credentials",
     "workflows",

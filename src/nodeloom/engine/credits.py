@@ -12,26 +12,32 @@ from typing import NoReturn, cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from nodeloom.db.models import Account, CreditEntry
+from nodeloom.db.models import AccountBalance, CreditEntry
 from nodeloom.db.prepared import Prepared
 from nodeloom.errors import InsufficientCredits
 
-_ACCOUNTS = cast(sa.Table, Account.__table__)
+BALANCES = cast(sa.Table, AccountBalance.__table__)
 _LEDGER = cast(sa.Table, CreditEntry.__table__)
 HOLD = Prepared(
-    sa.update(_ACCOUNTS)
+    sa.update(BALANCES)
     .where(
-        _ACCOUNTS.c.id == sa.bindparam("account"),
-        _ACCOUNTS.c.credits_balance >= sa.bindparam("amount"),
+        BALANCES.c.account_id == sa.bindparam("account"),
+        BALANCES.c.credits_balance >= sa.bindparam("amount"),
     )
     .values(
-        credits_balance=_ACCOUNTS.c.credits_balance
+        credits_balance=BALANCES.c.credits_balance
         - sa.bindparam("amount")
         + sa.bindparam("give_back")
     )
 )
+# A run's end gives back what it held and did not spend.
+RELEASE = Prepared(
+    sa.update(BALANCES)
+    .where(BALANCES.c.account_id == sa.bindparam("account"))
+    .values(credits_balance=BALANCES.c.credits_balance + sa.bindparam("amount"))
+)
 _BALANCE = Prepared(
-    sa.select(_ACCOUNTS.c.credits_balance).where(_ACCOUNTS.c.id == sa.bindparam("account"))
+    sa.select(BALANCES.c.credits_balance).where(BALANCES.c.account_id == sa.bindparam("account"))
 )
 
 

@@ -394,11 +394,7 @@ def _run_end_statement(status: RunStatus) -> Prepared:
 
 
 _RUN_END = {status: _run_end_statement(status) for status in FINISHED_RUN_STATES}
-_RELEASE = Prepared(
-    sa.update(_ACCOUNT)
-    .where(_ACCOUNT.c.id == sa.bindparam("account"))
-    .values(credits_balance=_ACCOUNT.c.credits_balance + sa.bindparam("amount"))
-)
+_RELEASE = credits.RELEASE
 _INSERT_LEDGER = Prepared(sa.insert(_LEDGER))
 _INSERT_NODES = Prepared(sa.insert(_NODE))
 _WORKFLOW = _t(Workflow)

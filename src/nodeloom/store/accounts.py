@@ -9,11 +9,16 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from nodeloom.db.models import Account, CreditEntry, utcnow
+from nodeloom.db.models import Account, AccountBalance, CreditEntry, utcnow
 from nodeloom.store import Record
 
 ACCOUNTS = cast(sa.Table, Account.__table__)
+BALANCES = cast(sa.Table, AccountBalance.__table__)
 _LEDGER = cast(sa.Table, CreditEntry.__table__)
+# An account as read: its row with its balance, which lives in a row of its own (ADR 0023).
+_WITH_BALANCE = sa.select(ACCOUNTS, BALANCES.c.credits_balance).join(
+    BALANCES, BALANCES.c.account_id == ACCOUNTS.c.id
+)
 
 
 def count(conn: Connection) -> int:
@@ -28,12 +33,12 @@ def create(conn: Connection, *, email: str, password_hash: str, plan: str, credi
             email=email,
             password_hash=password_hash,
             plan=plan,
-            credits_balance=0,
             created_at=utcnow(),
             token_version=0,
             disabled_at=None,
         )
     )
+    conn.execute(sa.insert(BALANCES).values(account_id=account_id, credits_balance=0))
     if credits:
         grant(conn, account_id, credits, note="initial credits")
     row = by_id(conn, account_id)
@@ -42,15 +47,15 @@ def create(conn: Connection, *, email: str, password_hash: str, plan: str, credi
 
 
 def by_email(conn: Connection, email: str) -> Record | None:
-    return conn.execute(sa.select(ACCOUNTS).where(ACCOUNTS.c.email == email)).first()
+    return conn.execute(_WITH_BALANCE.where(ACCOUNTS.c.email == email)).first()
 
 
 def by_id(conn: Connection, account_id: str) -> Record | None:
-    return conn.execute(sa.select(ACCOUNTS).where(ACCOUNTS.c.id == account_id)).first()
+    return conn.execute(_WITH_BALANCE.where(ACCOUNTS.c.id == account_id)).first()
 
 
 def list_all(conn: Connection) -> list[Record]:
-    return list(conn.execute(sa.select(ACCOUNTS).order_by(ACCOUNTS.c.created_at)).all())
+    return list(conn.execute(_WITH_BALANCE.order_by(ACCOUNTS.c.created_at)).all())
 
 
 def set_plan(conn: Connection, account_id: str, plan: str) -> None:
@@ -88,9 +93,9 @@ def set_disabled(conn: Connection, account_id: str, disabled: bool) -> int:
 def grant(conn: Connection, account_id: str, amount: int, note: str) -> None:
     """Add (or, negative, take back) credits, recorded in the ledger as a grant."""
     result = conn.execute(
-        sa.update(ACCOUNTS)
-        .where(ACCOUNTS.c.id == account_id, ACCOUNTS.c.credits_balance + amount >= 0)
-        .values(credits_balance=ACCOUNTS.c.credits_balance + amount)
+        sa.update(BALANCES)
+        .where(BALANCES.c.account_id == account_id, BALANCES.c.credits_balance + amount >= 0)
+        .values(credits_balance=BALANCES.c.credits_balance + amount)
     )
     if result.rowcount != 1:
         raise ValueError("a grant cannot make the balance negative")
@@ -109,7 +114,7 @@ def grant(conn: Connection, account_id: str, amount: int, note: str) -> None:
 
 def set_credits(conn: Connection, account_id: str, credits: int) -> None:
     balance = conn.execute(
-        sa.select(ACCOUNTS.c.credits_balance).where(ACCOUNTS.c.id == account_id)
+        sa.select(BALANCES.c.credits_balance).where(BALANCES.c.account_id == account_id)
     ).scalar()
     if balance is not None and balance != credits:
         grant(conn, account_id, credits - balance, note="set by administrator")

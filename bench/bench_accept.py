@@ -1,6 +1,7 @@
 """What one accepted webhook trigger costs an API replica on PostgreSQL (issue #20).
 
     .venv/bin/python -m bench.bench_accept [--runs 2000] [--concurrency 50] [--repeat]
+        [--processes 1]
 
 One ``nodeloom serve --no-worker`` on a scratch PostgreSQL database with Redis (no worker:
 the 2-node TextInput -> TextTemplate runs are executed while the replica accepts them), its
@@ -80,7 +81,8 @@ def main(args: argparse.Namespace) -> None:
             "NODELOOM_SECRET_KEY": "bench-secret-" + "x" * 40,
             "NODELOOM_BASE_URL": f"http://127.0.0.1:{port}",
         }
-        api = scaleout._cli(env, "serve", "--no-worker", "--port", str(port), log=data / "api.log")
+        serve = ["serve", "--no-worker", "--port", str(port), "--processes", str(args.processes)]
+        api = scaleout._cli(env, *serve, log=data / "api.log")
         base_url = f"http://127.0.0.1:{port}"
         try:
             wait_healthy(base_url, api, data / "api.log", timeout=60)
@@ -180,6 +182,9 @@ if __name__ == "__main__":
     parser.add_argument("--runs", type=int, default=2000, help="triggers measured")
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--repeat", action="store_true", help="one body: all cache hits")
+    parser.add_argument(
+        "--processes", type=int, default=1, help="the replica's processes (serve --processes)"
+    )
     parser.add_argument("--no-proxy", action="store_true", help="connect directly, no counts")
     parser.add_argument("--profile", metavar="OUT", help="py-spy the replica into OUT (raw)")
     main(parser.parse_args())

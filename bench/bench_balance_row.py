@@ -2,8 +2,9 @@
 
     .venv/bin/python -m bench.bench_balance_row [--seconds 10] [--clients 1,5,20] [--write]
 
-A scratch PostgreSQL database migrated by ``nodeloom serve`` (an account, a 2-node webhook
-workflow and its webhook made through the API, one trigger accepted, the server stopped),
+A scratch PostgreSQL database migrated by ``nodeloom serve --no-worker`` (an account, a
+2-node webhook workflow and its webhook made through the API, one trigger accepted, the
+server stopped),
 then ``pgbench`` replaying the statements of one accepted trigger of that workflow — the
 run's ``INSERT ... SELECT`` with its webhook and account checks, then one statement
 inserting its 2 node runs, 2 artifacts, 2 ledger rows and 6 events and updating the
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import signal
 import subprocess
 import tempfile
 import time
@@ -36,15 +38,7 @@ import psycopg
 
 from bench import bench_peers as peers
 from bench import bench_scaleout as scaleout
-from bench.common import (
-    RAISED_LIMITS,
-    WEBHOOK_GRAPH,
-    free_port,
-    make_account,
-    table,
-    wait_healthy,
-    write_section,
-)
+from bench.common import WEBHOOK_GRAPH, make_account, table, write_section
 
 _OUTPUT = "'\\x412073756e736574206f766572207468652073656120333031'::bytea"
 # One accepted trigger, as the acceptance transaction sends it (literals for the values
@@ -104,37 +98,19 @@ _UPDATES = {
 }
 
 
-def _prepare(db_url: str) -> dict[str, str]:
-    """Migrate the scratch database through a real server and make the rows the replayed
-    trigger needs; their ids."""
-    with tempfile.TemporaryDirectory() as tmp:
-        port = free_port()
-        env = {
-            **os.environ,
-            **RAISED_LIMITS,
-            "NODELOOM_DATA_DIR": tmp,
-            "NODELOOM_DATABASE_URL": db_url,
-            "NODELOOM_REDIS_URL": scaleout.REDIS_URL,
-            "NODELOOM_SECRET_KEY": "bench-secret-" + "x" * 40,
-            "NODELOOM_BASE_URL": f"http://127.0.0.1:{port}",
-        }
-        api = scaleout._cli(env, "serve", "--no-worker", "--port", str(port), log=Path(tmp) / "log")
-        base_url = f"http://127.0.0.1:{port}"
-        try:
-            wait_healthy(base_url, api, Path(tmp) / "log", timeout=60)
-            _jwt, key = make_account(base_url)
-            scaleout._grant(scaleout.Fleet(base_url, db_url, env, api, []))
-            auth = {"Authorization": f"Bearer {key}"}
-            with httpx.Client(base_url=base_url, headers=auth, timeout=30) as http:
-                graph = {"name": "balance", "graph_json": WEBHOOK_GRAPH}
-                wf = http.post("/api/v1/workflows", json=graph).json()["id"]
-                hook = http.post(f"/api/v1/workflows/{wf}/webhooks", json={"name": "h"}).json()
-                trigger = http.post(f"/api/v1/webhooks/{hook['token']}", json={"text": "x"})
-                trigger.raise_for_status()
-                account = http.get("/api/v1/me").json()
-            return {"acc": account["id"], "plan": account["plan"], "wf": wf, "wh": hook["id"]}
-        finally:
-            peers.stop_pid(api.pid)
+def _prepare(fleet: scaleout.Fleet) -> dict[str, str]:
+    """The rows the replayed trigger needs, made through the fleet's server (which migrated
+    its scratch database); their ids."""
+    _jwt, key = make_account(fleet.base_url)
+    scaleout._grant(fleet)
+    auth = {"Authorization": f"Bearer {key}"}
+    with httpx.Client(base_url=fleet.base_url, headers=auth, timeout=30) as http:
+        graph = {"name": "balance", "graph_json": WEBHOOK_GRAPH}
+        wf = http.post("/api/v1/workflows", json=graph).json()["id"]
+        hook = http.post(f"/api/v1/workflows/{wf}/webhooks", json={"name": "h"}).json()
+        http.post(f"/api/v1/webhooks/{hook['token']}", json={"text": "x"}).raise_for_status()
+        account = http.get("/api/v1/me").json()
+    return {"acc": account["id"], "plan": account["plan"], "wf": wf, "wh": hook["id"]}
 
 
 def _busy_and_total() -> tuple[int, int]:
@@ -172,9 +148,12 @@ def _pgbench(
 
 def main(args: argparse.Namespace) -> None:
     rows = []
-    with scaleout.scratch_database() as db_url:
-        ids = _prepare(db_url)
-        database = db_url.rsplit("/", 1)[1]
+    with scaleout.fleet(workers=0) as fleet:
+        ids = _prepare(fleet)
+        # Nothing but pgbench on the database while it is measured.
+        fleet.api.send_signal(signal.SIGTERM)
+        fleet.api.wait(60)
+        database = fleet.db_url.rsplit("/", 1)[1]
         admin = scaleout.PG_ADMIN.rsplit("/", 1)[0] + "/" + database
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(

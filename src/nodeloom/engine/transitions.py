@@ -394,7 +394,6 @@ def _run_end_statement(status: RunStatus) -> Prepared:
 
 
 _RUN_END = {status: _run_end_statement(status) for status in FINISHED_RUN_STATES}
-_RELEASE = credits.RELEASE
 _INSERT_LEDGER = Prepared(sa.insert(_LEDGER))
 _INSERT_NODES = Prepared(sa.insert(_NODE))
 _WORKFLOW = _t(Workflow)
@@ -525,9 +524,9 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
         if run_together(conn, [*parts, credits.hold(batch.account_id, amount, give_back)]) != 1:
             credits.refuse(conn, batch.account_id, amount)
         if rows.release > 0:  # not in that statement: one row is updated once a statement
-            _RELEASE.run(conn, release)
+            credits.RELEASE.run(conn, release)
     else:
-        run_together(conn, [*parts, (_RELEASE, release if rows.release > 0 else None)])
+        run_together(conn, [*parts, (credits.RELEASE, release if rows.release > 0 else None)])
     return events
 
 

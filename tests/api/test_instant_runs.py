@@ -18,6 +18,7 @@ from nodeloom.engine.executor import INLINE_INPUT_BYTES
 from nodeloom.engine.submit import RunRequest, new_run, read_workflow, write_run
 from nodeloom.engine.transitions import WorkflowChanged
 from nodeloom.errors import NotFound
+from nodeloom.store import accounts
 from tests.conftest import User
 from tests.events.test_sse import parse_sse
 from tests.runs_helpers import balance, create_workflow, e, execute, g, n, wait_for_run
@@ -238,6 +239,63 @@ class TestExecutedWhileAccepted:
         assert r.status_code == 202
         run = await run_now(client, owner, wf, r.json()["run_id"])
         assert run["status"] == "completed" and run["input"] == {"text": "hook", "more": "body"}
+
+    async def test_a_trigger_short_of_credits_is_refused_and_writes_nothing(
+        self, client: httpx.AsyncClient, owner: User, app: FastAPI
+    ) -> None:
+        # The chain costs 2 credits; 1 is left. On PostgreSQL the one statement that would
+        # have written the run writes nothing, and the refusal is the transaction's own.
+        ctx = app.state.ctx
+        wf = await create_workflow(client, owner, chain_graph())
+        hook = await client.post(
+            f"/api/v1/workflows/{wf}/webhooks", json={"name": "h"}, headers=owner.headers
+        )
+        await ctx.db.write(lambda c: accounts.set_credits(c, owner.id, 1))
+        r = await client.post(f"/api/v1/webhooks/{hook.json()['token']}", json={"text": "t"})
+        assert r.status_code == 402, r.text
+        assert r.headers["content-type"] == "application/problem+json"
+        assert (r.json()["required"], r.json()["available"]) == (2, 1)
+        runs = await client.get(f"/api/v1/workflows/{wf}/runs", headers=owner.headers)
+        assert runs.json() == []
+        assert await balance(client, owner) == 1
+        assert await ctx.db.read(lambda c: ledger_balance(c, owner.id)) == 1
+
+    @pytest.mark.parametrize("backend", ["postgres"])
+    async def test_a_webhook_trigger_is_one_statement_on_postgres(
+        self, client: httpx.AsyncClient, owner: User, app: FastAPI
+    ) -> None:
+        """Accepting, executing and finishing the run is one statement of its own: no BEGIN,
+        no look-up, no COMMIT (transitions.created_alone)."""
+        wf = await create_workflow(client, owner, chain_graph())
+        hook = await client.post(
+            f"/api/v1/workflows/{wf}/webhooks", json={"name": "h"}, headers=owner.headers
+        )
+        url = f"/api/v1/webhooks/{hook.json()['token']}"
+        first = await client.post(url, json={"text": "0", "more": "m"})  # reads the webhook
+        assert first.status_code == 202
+        db = app.state.ctx.db
+        before, ids = db.statements, []
+        for i in range(1, 6):
+            r = await client.post(url, json={"text": str(i), "more": "m"})
+            assert r.status_code == 202, r.text
+            ids.append(r.json()["run_id"])
+        assert db.statements - before == 5
+        for i, run_id in enumerate(ids, start=1):
+            run = await run_now(client, owner, wf, run_id)
+            assert run["status"] == "completed" and run["credits_used"] == 2
+            art = run["node_runs"][-1]["artifact_id"]
+            download = await client.get(f"/api/v1/artifacts/{art}", headers=owner.headers)
+            assert download.text == f"<{i}> and m"
+            assert shape(await events_of(client, owner, wf, run_id)) == EXPECTED_EVENTS
+            assert await ledger_of(app, run_id) == [
+                ("", "hold", 2), ("a", "charge", 1), ("b", "charge", 1),
+            ]  # fmt: skip
+        # The same body again: its outputs are stored, so the statement writes nothing and
+        # the transaction reuses them, free.
+        again = await client.post(url, json={"text": "1", "more": "m"})
+        run = await run_now(client, owner, wf, again.json()["run_id"])
+        assert run["credits_used"] == 0 and all(nr["cached"] for nr in run["node_runs"][1:])
+        assert await db.read(lambda c: ledger_balance(c, owner.id)) == await balance(client, owner)
 
     async def test_a_run_of_an_edited_workflow_runs_the_new_graph(
         self, client: httpx.AsyncClient, owner: User

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from nodeloom.db.engine import Database, _json_dumps
-from nodeloom.db.prepared import Prepared, PreparedError, run_together
+from nodeloom.db.prepared import Prepared, PreparedError, created, if_created, run_together
 from nodeloom.settings import Settings
 from tests.conftest import TEST_SECRET, postgres_database
 from tests.services import POSTGRES_ADMIN_URL, require_postgres
@@ -266,6 +266,21 @@ FLAG = Prepared(
 )
 
 
+# An item, unless one with its label exists: the first statement of an ``if_created`` one.
+INSERT_UNLESS_LABELLED = Prepared(
+    sa.insert(items).from_select(
+        ["id", "label"],
+        sa.select(
+            sa.bindparam("id", type_=items.c.id.type),
+            sa.bindparam("label", type_=items.c.label.type),
+        ).where(~sa.exists().where(items.c.label == sa.bindparam("label"))),
+    )
+)
+FLAG_IF_CREATED = Prepared(
+    sa.update(items).where(items.c.id == sa.bindparam("key"), created()).values(flag=True)
+)
+
+
 class TestOnPostgres:
     """The same plans run on asyncpg's connection, in ``db.write``'s transaction."""
 
@@ -385,6 +400,49 @@ class TestOnPostgres:
         with pytest.raises(sa.exc.IntegrityError):
             await pg.write(clash)
         assert await pg.read(lambda conn: COUNT.run(conn).scalar_one()) == 0
+
+    async def test_statements_if_created_write_everything_or_nothing(self, pg: Database) -> None:
+        await pg.write(lambda conn: INSERT.run(conn, {"id": "old", "label": "taken"}))
+        assert pg.engine is not None
+        dialect = pg.engine.dialect
+
+        async def write(label: str, rows: list[dict[str, Any]]) -> int:
+            statement = if_created(
+                dialect,
+                (INSERT_UNLESS_LABELLED, {"id": f"first {label}", "label": label}),
+                [(INSERT, rows), (INSERT, []), (FLAG_IF_CREATED, {"key": "old"})],
+            )
+            assert statement is not None
+            statements = pg.statements
+            row = await pg.fetch_row_alone(*statement[:1], *statement[1])
+            assert pg.statements - statements == 1
+            return int(row[0])
+
+        async def contents() -> list[tuple[object, ...]]:
+            query = sa.select(items.c.id, items.c.label, items.c.flag).order_by(items.c.id)
+            return [tuple(r) for r in await pg.read(lambda c: c.execute(query).all())]
+
+        # The first statement inserts nothing: neither do the others.
+        assert await write("taken", [{"id": "x", "label": "x"}]) == 0
+        assert await contents() == [("old", "taken", False)]
+        # It inserts its row: so do the others, each row with its own values.
+        assert await write("new", [{"id": "a", "label": "1"}, {"id": "b", "label": "2"}]) == 1
+        assert await write("newer", [{"id": "c", "label": "3"}]) == 1
+        assert await contents() == [
+            ("a", "1", False), ("b", "2", False), ("c", "3", False), ("first new", "new", False),
+            ("first newer", "newer", False), ("old", "taken", True),
+        ]  # fmt: skip
+        # A part's error undoes the whole statement, the first row included.
+        with pytest.raises(sa.exc.IntegrityError):
+            await write("newest", [{"id": "d", "label": "4"}, {"id": "a", "label": "again"}])
+        assert len(await contents()) == 6
+
+    async def test_a_part_that_does_not_name_the_condition_is_refused(self, pg: Database) -> None:
+        # An UPDATE without ``created()`` would run whether or not the first row was inserted.
+        assert pg.engine is not None
+        first = (INSERT_UNLESS_LABELLED, {"id": "i", "label": "l"})
+        assert if_created(pg.engine.dialect, first, [(FLAG, {"key": "i"})]) is None
+        assert if_created(pg.engine.dialect, first, [(BY_IDS, {"ids": ["i"]})]) is None
 
     async def test_a_write_is_one_transaction_and_a_read_none(self, pg: Database) -> None:
         xid = sa.text("select pg_current_xact_id_if_assigned()")

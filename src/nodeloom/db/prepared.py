@@ -80,6 +80,10 @@ class _Plan:
         self.dialect = dialect
         defaults = _insert_defaults(statement, keys)
         column_keys = [*keys, *defaults] if isinstance(statement, Insert) else None
+        if isinstance(statement, Insert) and statement.select is not None:
+            # INSERT ... SELECT: SQLAlchemy adds the missing columns' defaults to the SELECT
+            # itself, as parameters named after their columns (filled in below).
+            column_keys = None
         # Not SQLite: compiled as for many rows, so an INSERT gets no implicit RETURNING of
         # its generated key (which would send it through SQLAlchemy).
         many: dict[str, Any] = {"for_executemany": dialect.name != "sqlite"}
@@ -95,6 +99,8 @@ class _Plan:
             process = bind.type.dialect_impl(dialect).bind_processor(dialect)
             if name in given:
                 self.slots.append(_Slot(name, None, process, bind.expanding))
+            elif name in defaults and column_keys is None:
+                self.slots.append(_Slot(None, defaults[name], process, False))
             elif not bind.required:
                 self.slots.append(_Slot(None, bind.effective_value, process, bind.expanding))
             elif name in defaults:
@@ -361,23 +367,30 @@ def _together(
             values += plan.values(row)[0]
     if len(values) > MAX_PARAMETERS:
         return None
-    key = tuple(shape)
-    sql = _TOGETHER.get(key)
+    return _kept(_TOGETHER, tuple(shape), _together_sql), values
+
+
+_Shape = tuple[tuple["_Plan", int], ...]
+
+
+def _kept(texts: dict[_Shape, str], shape: _Shape, build: Callable[[_Shape], str]) -> str:
+    """The statement text ``build`` makes for ``shape``, built once."""
+    sql = texts.get(shape)
     if sql is None:
-        sql = _together_sql(key)
-        if len(_TOGETHER) >= _TOGETHER_KEPT:
-            _TOGETHER.clear()  # a bound on odd shapes; the common ones come straight back
-        _TOGETHER[key] = sql
-    return sql, values
+        sql = build(shape)
+        if len(texts) >= _TOGETHER_KEPT:
+            texts.clear()  # a bound on odd shapes; the common ones come straight back
+        texts[shape] = sql
+    return sql
 
 
 # The text of each statement ``_together`` has built, by the plans and row counts it is made
 # of: renumbering every piece's placeholders anew each call cost ~5% of an accepted trigger.
-_TOGETHER: dict[tuple[tuple[_Plan, int], ...], str] = {}
+_TOGETHER: dict[_Shape, str] = {}
 _TOGETHER_KEPT = 4096
 
 
-def _together_sql(shape: tuple[tuple[_Plan, int], ...]) -> str:
+def _together_sql(shape: _Shape) -> str:
     pieces: list[str] = []
     numbered = 0
     for plan, rows in shape:
@@ -387,6 +400,82 @@ def _together_sql(shape: tuple[tuple[_Plan, int], ...]) -> str:
     *ctes, last = pieces
     with_clause = ", ".join(f"s{i} AS ({sql})" for i, sql in enumerate(ctes))
     return f"WITH {with_clause} {last}"
+
+
+# The common table expression a statement of ``if_created`` names its first row by.
+CREATED = "created"
+_IF_ROW = f"EXISTS (SELECT FROM {CREATED})"
+_HOW_MANY = f"SELECT count(*) FROM {CREATED}"  # noqa: S608 - a fixed name, no value
+
+
+def created() -> sa.Exists:
+    """``EXISTS (SELECT * FROM created)``: true when the first statement of an
+    ``if_created`` statement inserted its row. For a part that is not a plain INSERT (an
+    UPDATE) to name in its own WHERE."""
+    return sa.exists().select_from(sa.table(CREATED))
+
+
+def if_created(
+    dialect: Dialect,
+    first: tuple[Prepared, Params],
+    parts: Sequence[tuple[Prepared, Params | Sequence[Params] | None]],
+) -> tuple[str, list[Any]] | None:
+    """One PostgreSQL statement, to run on its own (it is its own transaction): ``first``, an
+    ``INSERT ... SELECT`` whose conditions may insert nothing, then each of ``parts`` only if
+    it inserted its row. A plain ``INSERT ... VALUES`` part becomes ``INSERT ... SELECT *
+    FROM (VALUES ...) AS v WHERE EXISTS (SELECT FROM created)``; any other part must name
+    that condition itself (``created()``). All or nothing: the statement either writes every
+    part or, when ``first`` inserted nothing, writes nothing at all, and a part's error (a
+    CHECK) undoes the whole. Its one row says how many rows ``first`` inserted. None when
+    some part cannot be written this way (an IN list, RETURNING, a SELECT, too many values,
+    a part that does not name the condition)."""
+    given = [(statement, params) for statement, params in parts if params]
+    run_plan = first[0]._plan(dialect, first[1])
+    if run_plan.expands or run_plan.row is not None:
+        return None
+    shape: list[tuple[_Plan, int]] = [(run_plan, 0)]
+    values = run_plan.values(first[1])[0]
+    for statement, params in given:
+        head, many = statement._split(params)
+        plan = statement._plan(dialect, head)
+        if plan.expands or plan.returns or plan.row is not None:
+            return None
+        rows = many if many is not None else [head]
+        if plan.rows_per_statement:
+            if len(rows) > plan.rows_per_statement:
+                return None
+            shape.append((plan, len(rows)))
+        elif many is None and f"FROM {CREATED}" in plan.sql:
+            shape.append((plan, 0))
+        else:
+            return None
+        for row in rows:
+            values += plan.values(row)[0]
+    if len(values) > MAX_PARAMETERS:
+        return None
+    return _kept(_IF_CREATED, tuple(shape), _if_created_sql), values
+
+
+_IF_CREATED: dict[_Shape, str] = {}
+
+
+def _if_created_sql(shape: _Shape) -> str:
+    (first, _), *parts = shape
+    pieces = [f"{CREATED} AS ({first.sql} RETURNING 1)"]
+    numbered = len(first.slots)
+    for i, (plan, rows) in enumerate(parts):
+        if rows:
+            assert plan._values is not None
+            head, row = plan._values
+            tuples = ", ".join(_shifted(row, numbered + r * len(plan.slots)) for r in range(rows))
+            into = head.removesuffix(" VALUES ")
+            # Compiled statements and placeholders only: no value is in the text.
+            sql = f"{into} SELECT * FROM (VALUES {tuples}) AS v WHERE {_IF_ROW}"  # noqa: S608
+        else:
+            sql = _shifted(plan.sql, numbered)
+        pieces.append(f"s{i} AS ({sql})")
+        numbered += len(plan.slots) * max(rows, 1)
+    return f"WITH {', '.join(pieces)} {_HOW_MANY}"
 
 
 def _execute_asyncpg(conn: Connection, sql: str, values: list[Any]) -> int:

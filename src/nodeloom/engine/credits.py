@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import AccountBalance, CreditEntry
-from nodeloom.db.prepared import Prepared
+from nodeloom.db.prepared import Prepared, created
 from nodeloom.errors import InsufficientCredits
 
 BALANCES = cast(sa.Table, AccountBalance.__table__)
@@ -28,6 +28,24 @@ HOLD = Prepared(
         credits_balance=BALANCES.c.credits_balance
         - sa.bindparam("amount")
         + sa.bindparam("give_back")
+    )
+)
+# The hold of a run accepted in one statement of its own (``transitions.created_alone``),
+# where no later statement can look at rows changed and refuse: when the balance no longer
+# covers the hold it is set to -1, which the balance's CHECK refuses, and that error undoes
+# the whole statement (the acceptance then runs as a transaction, which refuses with 402).
+# Only if the run's row was inserted (``created()``).
+HOLD_IF_CREATED = Prepared(
+    sa.update(BALANCES)
+    .where(BALANCES.c.account_id == sa.bindparam("account"), created())
+    .values(
+        credits_balance=sa.case(
+            (
+                BALANCES.c.credits_balance >= sa.bindparam("amount"),
+                BALANCES.c.credits_balance - sa.bindparam("amount") + sa.bindparam("give_back"),
+            ),
+            else_=-1,
+        )
     )
 )
 # A run's end gives back what it held and did not spend.

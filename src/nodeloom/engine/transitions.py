@@ -17,13 +17,14 @@ executed and finished this way in one transaction (engine/submit.py).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
+from sqlalchemy.engine import Connection, Dialect
 
 from nodeloom.db.models import (
     Account,
@@ -36,7 +37,7 @@ from nodeloom.db.models import (
     Webhook,
     Workflow,
 )
-from nodeloom.db.prepared import Prepared, run_together
+from nodeloom.db.prepared import Prepared, if_created, run_together
 from nodeloom.engine import credits
 from nodeloom.engine.states import (
     FINISHED_RUN_STATES,
@@ -419,35 +420,32 @@ _NEW_RUN_VALUES = (
 )
 
 
-def _insert_run(*also: sa.ColumnElement[bool]) -> Prepared:
+def _insert_run_statement(*also: sa.ColumnElement[bool]) -> sa.Insert:
     """The run row with a copy of the workflow's graph and its version number, only if the
     workflow is still the version that was read (and not deleted) and ``also`` holds: the
     checks and the copy in one statement."""
-    return Prepared(
-        sa.insert(_RUN).from_select(
-            [*_NEW_RUN_VALUES, "graph_json", "workflow_version"],
-            sa.select(
-                *(sa.bindparam(name, type_=_RUN.c[name].type) for name in _NEW_RUN_VALUES),
-                _WORKFLOW.c.graph_json,
-                _WORKFLOW.c.version,
-            ).where(
-                _WORKFLOW.c.id == sa.bindparam("workflow_id"),
-                _WORKFLOW.c.account_id == sa.bindparam("account_id"),
-                _WORKFLOW.c.updated_at
-                == sa.bindparam("version", type_=_WORKFLOW.c.updated_at.type),
-                _WORKFLOW.c.deleted_at.is_(None),
-                *also,
-            ),
-        )
+    return sa.insert(_RUN).from_select(
+        [*_NEW_RUN_VALUES, "graph_json", "workflow_version"],
+        sa.select(
+            *(sa.bindparam(name, type_=_RUN.c[name].type) for name in _NEW_RUN_VALUES),
+            _WORKFLOW.c.graph_json,
+            _WORKFLOW.c.version,
+        ).where(
+            _WORKFLOW.c.id == sa.bindparam("workflow_id"),
+            _WORKFLOW.c.account_id == sa.bindparam("account_id"),
+            _WORKFLOW.c.updated_at == sa.bindparam("version", type_=_WORKFLOW.c.updated_at.type),
+            _WORKFLOW.c.deleted_at.is_(None),
+            *also,
+        ),
     )
 
 
-_INSERT_RUN = _insert_run()
+_INSERT_RUN = Prepared(_insert_run_statement())
 _WEBHOOK = _t(Webhook)
 # A webhook trigger's run row: as _INSERT_RUN, and only while the webhook is as it was read
 # (WebhookAsRead): every check of a trigger that the database could have changed since is
 # made again here, in the statement that creates the run.
-_INSERT_WEBHOOK_RUN = _insert_run(
+_WEBHOOK_AS_READ = (
     sa.exists().where(
         _WEBHOOK.c.id == sa.bindparam("as_read_webhook"),
         _WEBHOOK.c.workflow_id == _WORKFLOW.c.id,
@@ -466,6 +464,35 @@ _INSERT_WEBHOOK_RUN = _insert_run(
         _ACCOUNT.c.disabled_at.is_(None),
     ),
 )
+_INSERT_WEBHOOK_RUN = Prepared(_insert_run_statement(*_WEBHOOK_AS_READ))
+# The run row of an acceptance written in one statement (``created_alone``), which also
+# makes the two checks the transaction makes with statements of their own: no output of
+# the run is stored already (its cache keys ``k0``..``kN``: one index probe each, as the
+# transaction's look-up; ``= ANY(array)`` left PostgreSQL's generic plan scanning every
+# artifact of the account), and the balance covers the estimate as of the statement's start
+# (the hold itself is checked again on the locked row, ``credits.HOLD_IF_CREATED``). Either
+# failing inserts nothing; the transaction then does what it does (reuses the outputs,
+# refuses with 402).
+_COVERED = sa.exists().where(
+    credits.BALANCES.c.account_id == sa.bindparam("account_id"),
+    credits.BALANCES.c.credits_balance >= sa.bindparam("estimated_credits"),
+)
+
+
+def _none_stored(index: int) -> sa.ColumnElement[bool]:
+    return ~sa.exists().where(
+        _ARTIFACT.c.account_id == sa.bindparam("account_id"),
+        _ARTIFACT.c.cache_key.is_not(None),  # the index's condition
+        _ARTIFACT.c.cache_key == sa.bindparam(f"k{index}", type_=_ARTIFACT.c.cache_key.type),
+    )
+
+
+@functools.cache
+def _insert_run_alone(webhook: bool, keys: int) -> Prepared:
+    also = _WEBHOOK_AS_READ if webhook else ()
+    return Prepared(_insert_run_statement(*also, *(_none_stored(i) for i in range(keys)), _COVERED))
+
+
 # A retry's run row with its own graph, only if the workflow still exists (its version does
 # not matter: a retry runs the graph of the run it retries).
 _INSERT_RETRY = Prepared(
@@ -629,13 +656,30 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
     """Accepting a run: hold its estimate, insert it and its nodes as the batch leaves them.
     When the batch also ends the run, what the hold does not charge is given back in the
     same UPDATE (one statement for hold and release)."""
+    for end in batch.ended:
+        _check_cached(conn, batch, end)
+    statement, values = _created(batch, new, rows)
+    inserted = statement.run(conn, values)
+    if inserted.rowcount != 1:
+        raise WorkflowChanged(batch.workflow_id)
+    if new.parent_run_id is not None:
+        _LINK_CHILD.run(
+            conn,
+            {"parent": new.parent_run_id, "node": new.parent_node_id, "child": batch.run_id},
+        )
+    if new.callback_url is not None:
+        _INSERT_CALLBACK.run(conn, _callback_row(batch, new))
+
+
+def _created(batch: Batch, new: NewRun, rows: _Rows) -> tuple[Prepared, dict[str, Any]]:
+    """The rows of a run ``batch`` creates, into ``rows`` (its nodes, artifacts, ledger and
+    hold), and the INSERT of its run row with that statement's values."""
     assert not batch.added, "a run with batches is not executed while accepted"
     ended = batch.run_end
     release = ended[4] if ended is not None else 0
     rows.hold = (new.estimate, release)
     rows.ledger.append(_ledger_row(batch, "", "hold", new.estimate, new.created_at))
     for end in batch.ended:
-        _check_cached(conn, batch, end)
         _end_rows(batch, end, rows)
     status, finished_at, error, used = RunStatus.RUNNING, None, None, 0
     if ended is not None:
@@ -676,32 +720,71 @@ def _create(conn: Connection, batch: Batch, new: NewRun, rows: _Rows) -> None:
             as_read_callback=new.callback_url,
             as_read_plan=as_read.plan,
         )
-    inserted = statement.run(conn, values)
-    if inserted.rowcount != 1:
-        raise WorkflowChanged(batch.workflow_id)
     if new.nodes:  # an empty graph is valid: its run completes at once
         rows.nodes = _folded_nodes(batch, new)
-    if new.parent_run_id is not None:
-        _LINK_CHILD.run(
-            conn,
-            {"parent": new.parent_run_id, "node": new.parent_node_id, "child": batch.run_id},
-        )
-    if new.callback_url is not None:
-        _INSERT_CALLBACK.run(
-            conn,
-            {
-                "id": batch.run_id,  # one delivery per run: the run's id is its webhook-id
-                "run_id": batch.run_id,
-                "account_id": batch.account_id,
-                "url": new.callback_url,
-                "state": "pending",
-                "attempts": 0,
-                "next_attempt_at": new.created_at,
-                "claimed_until": None,
-                "created_at": new.created_at,
-                "finished_at": None,
-            },
-        )
+    return statement, values
+
+
+def _callback_row(batch: Batch, new: NewRun) -> dict[str, Any]:
+    return {
+        "id": batch.run_id,  # one delivery per run: the run's id is its webhook-id
+        "run_id": batch.run_id,
+        "account_id": batch.account_id,
+        "url": new.callback_url,
+        "state": "pending",
+        "attempts": 0,
+        "next_attempt_at": new.created_at,
+        "claimed_until": None,
+        "created_at": new.created_at,
+        "finished_at": None,
+    }
+
+
+def created_alone(
+    dialect: Dialect, batch: Batch, next_seq: int, cache_keys: list[str]
+) -> tuple[str, list[Any], list[Event]] | None:
+    """The acceptance of the run ``batch`` creates as one PostgreSQL statement of its own,
+    with the events it writes (numbered from ``next_seq``), or None when it cannot be one.
+
+    The transaction it stands for is BEGIN, the look-up of the run's ``cache_keys``, the
+    run's INSERT, the rest (``apply``) and COMMIT: five round trips. Here the run's INSERT
+    makes the look-up's and the hold's checks itself and the rest is written only if it
+    inserted its row (``prepared.if_created``): one round trip, and the same rows. When the
+    statement answers that it inserted nothing (a changed workflow or webhook, a stored
+    output, a balance short of the estimate) nothing was written, and the caller runs the
+    transaction, which tells which and does what it always did. A batch that needs more
+    than rows inserted (a retry's graph, a sub-workflow's link, cache hits to check, a
+    hand-over to queue workers) is not written this way."""
+    new = batch.created
+    if (
+        new is None
+        or new.graph_json is not None
+        or new.parent_run_id is not None
+        or batch.also
+        or any(end.cached for end in batch.ended)
+    ):
+        return None
+    rows = _Rows()
+    statement, values = _created(batch, new, rows)
+    keys = list(dict.fromkeys(cache_keys))
+    statement = _insert_run_alone(statement is _INSERT_WEBHOOK_RUN, len(keys))
+    values.update((f"k{i}", key) for i, key in enumerate(keys))
+    events = numbered(batch, next_seq) if batch.events else []
+    amount, give_back = rows.hold or (0, 0)
+    hold = {"account": batch.account_id, "amount": amount, "give_back": give_back}
+    together = if_created(
+        dialect,
+        (statement, values),
+        [
+            (_INSERT_NODES, rows.nodes),
+            (_INSERT_ARTIFACT, rows.artifacts),
+            (_INSERT_LEDGER, rows.ledger),
+            (_INSERT_EVENTS, [_event_row(e) for e in events]),
+            (_INSERT_CALLBACK, _callback_row(batch, new) if new.callback_url else None),
+            (credits.HOLD_IF_CREATED, hold if amount > 0 else None),
+        ],
+    )
+    return None if together is None else (*together, events)
 
 
 def _added_row(run_id: str, node: AddedNode) -> dict[str, Any]:

@@ -103,9 +103,16 @@ def test_sigkill_mid_wait_then_resume_attaches(
         run_id = http.post(f"/api/v1/workflows/{wf}/execute", json={"cache": False}).json()[
             "run_id"
         ]
-        # Submitted, and polled at least once: the job id was committed before the wait.
+        # Submitted, and the job polled at least once: its id was committed before the wait.
+        # (A GET of anything else does not tell: Replicate's signing secret is read before
+        # the submission, and a kill right after the POST may precede the commit.)
         deadline = time.monotonic() + 20
-        while not (fake.submissions and any(r[0] == "GET" for r in fake.requests)):
+
+        def job_polled() -> bool:
+            jobs = list(fake.jobs)  # the fake's threads add to it
+            return any(r[0] == "GET" and any(j in r[1] for j in jobs) for r in fake.requests)
+
+        while not job_polled():
             assert time.monotonic() < deadline, fake.requests
             time.sleep(0.05)
         headers = dict(http.headers)

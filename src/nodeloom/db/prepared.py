@@ -135,6 +135,9 @@ class _Plan:
                 c.type.dialect_impl(dialect).result_processor(dialect, None) for c in columns
             ]
         self.has_results = any(self.results)
+        # Whether it can be a piece of one combined statement (``run_together``,
+        # ``if_created``): its text fixed (no IN list), no rows to give back.
+        self.combinable = not self.expands and not self.returns and self.row is None
 
     def values(self, params: Params) -> tuple[list[Any], tuple[int, ...]]:
         """The positional values, and the length of each expanding list."""
@@ -353,7 +356,7 @@ def _together(
     for statement, params in parts:
         first, many = statement._split(params)
         plan = statement._plan(dialect, first)
-        if plan.expands or plan.returns or plan.row is not None:
+        if not plan.combinable:
             return None
         if many is None:
             shape.append((plan, 0))
@@ -431,14 +434,14 @@ def if_created(
     a part that does not name the condition)."""
     given = [(statement, params) for statement, params in parts if params]
     run_plan = first[0]._plan(dialect, first[1])
-    if run_plan.expands or run_plan.row is not None:
+    if not run_plan.combinable:
         return None
     shape: list[tuple[_Plan, int]] = [(run_plan, 0)]
     values = run_plan.values(first[1])[0]
     for statement, params in given:
         head, many = statement._split(params)
         plan = statement._plan(dialect, head)
-        if plan.expands or plan.returns or plan.row is not None:
+        if not plan.combinable:
             return None
         rows = many if many is not None else [head]
         if plan.rows_per_statement:

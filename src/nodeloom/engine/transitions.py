@@ -765,12 +765,13 @@ def created_alone(
     ):
         return None
     rows = _Rows()
-    statement, values = _created(batch, new, rows)
+    _, values = _created(batch, new, rows)
     keys = list(dict.fromkeys(cache_keys))
-    statement = _insert_run_alone(statement is _INSERT_WEBHOOK_RUN, len(keys))
+    statement = _insert_run_alone(new.webhook_as_read is not None, len(keys))
     values.update((f"k{i}", key) for i, key in enumerate(keys))
     events = numbered(batch, next_seq) if batch.events else []
-    amount, give_back = rows.hold or (0, 0)
+    assert rows.hold is not None  # ``_created`` sets it
+    amount, give_back = rows.hold
     hold = {"account": batch.account_id, "amount": amount, "give_back": give_back}
     together = if_created(
         dialect,

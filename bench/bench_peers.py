@@ -827,6 +827,25 @@ def main() -> None:
         "--scaling-delay", type=float, default=0.5, help="--scaling: the Delay's seconds"
     )
     parser.add_argument(
+        "--scaling-runs",
+        type=int,
+        default=160,
+        metavar="N",
+        help="--queue-mode: (f), the runs of each 1 -> 2 workers pass (0: none)",
+    )
+    parser.add_argument(
+        "--goal-concurrency",
+        type=int,
+        default=25,
+        help="--queue-mode: (a) again at this many clients (the replica's 1,000/s goal)",
+    )
+    parser.add_argument(
+        "--claim-runs",
+        type=int,
+        default=100,
+        help="--queue-mode: (e)'s runs one at a time, for the claim latency",
+    )
+    parser.add_argument(
         "--scaling-concurrency", type=int, default=8, help="--scaling: jobs per worker"
     )
     args = parser.parse_args()

@@ -12,13 +12,23 @@ webhook load against each product's distributed topology, one product at a time.
 Both take the same 2-node text workflow by webhook (Nodeloom: TextInput -> TextTemplate;
 n8n: Webhook -> Edit Fields -> Respond to Webhook). Measured per product:
 
-(a) accepted triggers/s and p50/p99 at c=50 for ``--seconds`` (after a warm-up);
+(a) accepted triggers/s and p50/p99 at c=50 for ``--seconds`` (after a warm-up), and again
+    at c=``--goal-concurrency`` (25): the replica's goal is 1,000/s with p99 < 50 ms, and
+    by Little's law 50 clients in flight at 1,000/s wait 50 ms on average, so that goal is
+    read where the clients in flight leave it room;
 (b) completed runs/s: ``--runs`` triggers at c=50, timed until the last run is completed
     (Nodeloom: its database; n8n: the last request answered, its execution saved);
 (c) machine CPU per run during (b): every process of the product (API/main, workers and
     their children) plus the PostgreSQL backends connected to its database;
 (d) Nodeloom only: node claim latency (a node committed runnable -> started) of the runs of
-    (b) that went through the queue, and database transactions per run (pg_stat_database).
+    (b) that went through the queue, and database transactions per run (pg_stat_database);
+(e) Nodeloom only: a workflow whose nodes must go through the workers, under load and one run
+    at a time, the claim latency from the queueing transaction's commit
+    (bench_worker_path.py's commit stamps);
+(f) Nodeloom only, ``--scaling-runs N`` (default 160; 0: none): completed runs/s with 1 and
+    2 workers (bench_worker_path.py), each on a fresh fleet.
+
+Its last table checks issue #20's goals against what this one run measured.
 """
 
 from __future__ import annotations
@@ -70,12 +80,14 @@ class QueueProduct:
     name: str
     topology: str
     load: peers.Load  # (a), c=50
+    goal_load: peers.Load  # (a), c=--goal-concurrency
     runs: int
     runs_seconds: float
     failed: int
     cpu_seconds: dict[str, float]  # (b): by part of the topology
     claims_ms: list[float] = field(default_factory=list)
     queued: dict[str, str] = field(default_factory=dict)  # the queued workflow's figures
+    claims_from_commit_ms: list[float] = field(default_factory=list)  # (e), one at a time
     transactions_per_run: float | None = None
 
     @property
@@ -198,14 +210,10 @@ def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
         peers.log("Nodeloom scaled out: warm-up")
         peers.run_wrk(f.base_url, paths, connections=10, seconds=3, server_pid=api)
         scaleout._wait_idle(f)
-        peers.log(f"Nodeloom scaled out: (a) c=50 for {args.seconds} s")
-        base = sum(_completed(f.db_url))
-        load = peers.run_wrk(
-            f.base_url, paths, connections=50, seconds=args.seconds, server_pid=api
+        load, goal_load = (
+            _accepted(f, paths, connections, args.seconds)
+            for connections in (50, args.goal_concurrency)
         )
-        _wait_finished(f.db_url, base + load.ok)
-        peers.log(f"  {peers._short(load)}")
-        scaleout._wait_idle(f)
         peers.log(f"Nodeloom scaled out: (b) {args.runs} runs at c=50")
         (mark,) = scaleout._sql(f.db_url, "select now()")[0]
         done0, failed0 = _completed(f.db_url)
@@ -243,11 +251,12 @@ def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
         ]
         per_run = (xacts1 - xacts0) / args.runs
         peers.log(f"  {args.runs} runs in {ended - started:.2f} s, CPU {cpu}")
-        queued = _queued_load(f, [f"/api/v1/webhooks/{queued_token}"], args)
+        queued, from_commit = _queued_load(f, [f"/api/v1/webhooks/{queued_token}"], args)
     return QueueProduct(
         name="Nodeloom",
         topology=f"`serve --no-worker` + {args.workers} `nodeloom worker`",
         load=load,
+        goal_load=goal_load,
         runs=args.runs,
         runs_seconds=ended - started,
         failed=failed1 - failed0,
@@ -255,11 +264,29 @@ def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
         claims_ms=claims,
         transactions_per_run=per_run,
         queued=queued,
+        claims_from_commit_ms=from_commit,
     )
 
 
-def _queued_load(f: scaleout.Fleet, paths: list[str], args: argparse.Namespace) -> dict[str, str]:
-    """``--queued-runs`` runs of QUEUED_GRAPH at c=50: every run goes through the workers."""
+def _accepted(f: scaleout.Fleet, paths: list[str], connections: int, seconds: int) -> peers.Load:
+    """(a): triggers accepted at c=``connections``, then every run they made finished (the
+    next load starts on an idle fleet)."""
+    peers.log(f"Nodeloom scaled out: (a) c={connections} for {seconds} s")
+    base = sum(_completed(f.db_url))
+    load = peers.run_wrk(
+        f.base_url, paths, connections=connections, seconds=seconds, server_pid=f.api.pid
+    )
+    _wait_finished(f.db_url, base + load.ok)
+    peers.log(f"  {peers._short(load)}")
+    scaleout._wait_idle(f)
+    return load
+
+
+def _queued_load(
+    f: scaleout.Fleet, paths: list[str], args: argparse.Namespace
+) -> tuple[dict[str, str], list[float]]:
+    """``--queued-runs`` runs of QUEUED_GRAPH at c=50: every run goes through the workers.
+    Its figures, and the claim latencies from the commit of the runs made one at a time."""
     runs = args.queued_runs
     scaleout._wait_idle(f)
     peers.log(f"Nodeloom scaled out: (e) {runs} runs through the workers at c=50")
@@ -307,19 +334,16 @@ def _queued_load(f: scaleout.Fleet, paths: list[str], args: argparse.Namespace) 
     # each triggered once the one before ended (under (e)'s backlog a node's wait is mostly
     # the runs queued before it; so it is with wrk at c=1, which triggers the next run as
     # soon as the last was accepted). bench_worker_path.py breaks it into its hops.
+    # The commit stamps come from triggers installed only now, after (b)'s and (e)'s
+    # transactions and CPU were measured without them.
     scaleout._wait_idle(f)
+    with psycopg.connect(f.db_url.replace("+asyncpg", ""), autocommit=True) as conn:
+        conn.execute(worker_path.COPY_JOB_EVENTS)  # type: ignore[arg-type]
     (quiet,) = scaleout._sql(f.db_url, "select now()")[0]
-    worker_path.one_at_a_time(f, paths[0], 50)
-    idle = [
-        scaleout._ms(q, s)
-        for q, s in scaleout._sql(
-            f.db_url,
-            "select n.queued_at, n.started_at from node_runs n join runs r on r.id = n.run_id"
-            " where r.created_at > %s and n.queued_at is not null and n.started_at is not null"
-            " and n.claimed_by like 'job:%%'",
-            quiet,
-        )
-    ]
+    worker_path.one_at_a_time(f, paths[0], args.claim_runs)
+    hops = scaleout._sql(f.db_url, worker_path.HOPS, quiet)
+    idle = [float(h[3]) for h in hops]  # queued (before the commit) -> started
+    from_commit = [float(h[5]) for h in hops]
     found = {
         "completed runs/s": f"{runs / (ended - started):,.0f}",
         "failed": str(failed1 - failed0),
@@ -329,8 +353,10 @@ def _queued_load(f: scaleout.Fleet, paths: list[str], args: argparse.Namespace) 
         "claim latency under that load, p50 / p99 (ms)": (
             f"{median(claims):.1f} / {percentile(claims, 99):.1f}" if claims else "-"
         ),
-        "claim latency, one run at a time (50 runs), p50 / p99 (ms)": (
-            f"{median(idle):.1f} / {percentile(idle, 99):.1f}" if idle else "-"
+        f"claim latency, one run at a time ({args.claim_runs} runs), from the queueing "
+        "statement (before its commit) -> started, p50 / p99 (ms)": worker_path._pct(idle),
+        "the same from the queueing transaction's commit -> started, p50 / p99 (ms)": (
+            worker_path._pct(from_commit)
         ),
         "machine CPU ms per run": f"{1000 * sum(cpu.values()) / runs:.1f} ("
         + ", ".join(f"{k} {1000 * v / runs:.1f}" for k, v in cpu.items())
@@ -338,7 +364,7 @@ def _queued_load(f: scaleout.Fleet, paths: list[str], args: argparse.Namespace) 
         "database transactions per run (the bench's own excluded)": f"{xacts:.1f}",
     }
     peers.log(f"  {found}")
-    return found
+    return found, from_commit
 
 
 # --------------------------------------------------------------------------- n8n
@@ -450,10 +476,10 @@ def measure_n8n(folder: Path, args: argparse.Namespace) -> QueueProduct:
         peers.log("n8n queue mode: warm-up")
         peers.run_wrk(base_url, paths, connections=10, seconds=3, server_pid=main)
         time.sleep(2)
-        peers.log(f"n8n queue mode: (a) c=50 for {args.seconds} s")
-        load = peers.run_wrk(base_url, paths, connections=50, seconds=args.seconds, server_pid=main)
-        peers.log(f"  {peers._short(load)}")
-        time.sleep(2)
+        load, goal_load = (
+            _n8n_accepted(base_url, paths, main, connections, args.seconds)
+            for connections in (50, args.goal_concurrency)
+        )
         peers.log(f"n8n queue mode: (b) {args.runs} runs at c=50")
         meter = CpuMeter({"main": [main], "workers": workers}, _pg_admin_dsn(), N8N_DB)
         meter.start()
@@ -469,6 +495,7 @@ def measure_n8n(folder: Path, args: argparse.Namespace) -> QueueProduct:
         topology=f"`n8n start` + {args.workers} `n8n worker --concurrency="
         f"{N8N_WORKER_CONCURRENCY}` (EXECUTIONS_MODE=queue)",
         load=load,
+        goal_load=goal_load,
         runs=args.runs,
         runs_seconds=ended - started,
         failed=runs_load.non_2xx,
@@ -476,10 +503,25 @@ def measure_n8n(folder: Path, args: argparse.Namespace) -> QueueProduct:
     )
 
 
+def _n8n_accepted(
+    base_url: str, paths: list[str], main: int, connections: int, seconds: int
+) -> peers.Load:
+    peers.log(f"n8n queue mode: (a) c={connections} for {seconds} s")
+    load = peers.run_wrk(base_url, paths, connections=connections, seconds=seconds, server_pid=main)
+    peers.log(f"  {peers._short(load)}")
+    time.sleep(2)  # n8n answers once the execution is saved: nothing is left in flight
+    return load
+
+
 # --------------------------------------------------------------------------- report
 
 
-def report(nl: QueueProduct, n8n: QueueProduct | None, args: argparse.Namespace) -> str:
+def report(
+    nl: QueueProduct,
+    n8n: QueueProduct | None,
+    args: argparse.Namespace,
+    scaling: tuple[str, dict[float, float]] | None = None,
+) -> str:
     products = [p for p in (nl, n8n) if p is not None]
     rows = []
     for p in products:
@@ -490,6 +532,8 @@ def report(nl: QueueProduct, n8n: QueueProduct | None, args: argparse.Namespace)
                 p.topology,
                 f"{p.load.rps_ok:,.0f}",
                 f"{p.load.p50_ms:.1f} / {p.load.p99_ms:.1f}",
+                f"{p.goal_load.rps_ok:,.0f}",
+                f"{p.goal_load.p50_ms:.1f} / {p.goal_load.p99_ms:.1f}",
                 f"{p.runs_per_s:,.0f}",
                 str(p.failed),
                 f"{p.cpu_ms_per_run:.1f} ({cpu})",
@@ -501,6 +545,8 @@ def report(nl: QueueProduct, n8n: QueueProduct | None, args: argparse.Namespace)
                 "Nodeloom/n8n",
                 "",
                 peers._ratio(nl.load.rps_ok, n8n.load.rps_ok),
+                "",
+                peers._ratio(nl.goal_load.rps_ok, n8n.goal_load.rps_ok),
                 "",
                 peers._ratio(nl.runs_per_s, n8n.runs_per_s),
                 "",
@@ -514,6 +560,8 @@ def report(nl: QueueProduct, n8n: QueueProduct | None, args: argparse.Namespace)
             "topology",
             "(a) accepted/s c=50",
             "(a) p50 / p99 ms",
+            f"(a) accepted/s c={args.goal_concurrency}",
+            f"(a) c={args.goal_concurrency} p50 / p99 ms",
             f"(b) completed runs/s ({args.runs} at c=50)",
             "failed",
             "(c) machine CPU ms per run (parts)",
@@ -545,6 +593,15 @@ def report(nl: QueueProduct, n8n: QueueProduct | None, args: argparse.Namespace)
             "instant):\n\n"
         )
         text += table(list(nl.queued.items()), ("measure", "value"))
+    if scaling is not None:
+        text += (
+            "\n\n(f) Nodeloom, 1 -> 2 workers: runs at c=50 of the same workflow, a fresh "
+            "fleet for each row. With a Delay that waits, a worker's capacity is its job "
+            "slots over the Delay (the slot bound); with 0 s it is the CPU the worker gets on "
+            "cores the API replica, PostgreSQL and wrk share:\n\n"
+        )
+        text += scaling[0]
+    text += "\n\n" + goals(nl, n8n, args, scaling)
     text += (
         "\n\nBoth products on the same 2 cores, PostgreSQL and Redis, one product at a time, "
         "measured in one run of the command above; other work on the machine at the time "
@@ -556,6 +613,74 @@ def report(nl: QueueProduct, n8n: QueueProduct | None, args: argparse.Namespace)
     return text
 
 
+# The share of 2x that two workers must reach where job slots, not cores, bound them: the
+# ramp of wrk's first requests and the last runs' Delay cost about 4 % at 160 runs.
+LINEAR_ENOUGH = 0.85
+
+
+def goals(
+    nl: QueueProduct,
+    n8n: QueueProduct | None,
+    args: argparse.Namespace,
+    scaling: tuple[str, dict[float, float]] | None,
+) -> str:
+    """Issue #20's goals, each against what this run measured."""
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**not met**"
+
+    rows = []
+    if n8n is not None:
+        ratio = nl.runs_per_s / n8n.runs_per_s
+        rows.append(
+            (
+                "completed runs/s >= 5x n8n queue mode, same topology and cores",
+                f"{ratio:.1f}x ({nl.runs_per_s:,.0f} vs {n8n.runs_per_s:,.0f}/s)",
+                verdict(ratio >= 5),
+            )
+        )
+    goal = nl.goal_load
+    rows.append(
+        (
+            "accepted triggers on one API replica >= 1,000/s with p99 < 50 ms",
+            f"c={args.goal_concurrency}: {goal.rps_ok:,.0f}/s, p99 {goal.p99_ms:.1f} ms "
+            f"(c=50: {nl.load.rps_ok:,.0f}/s, p99 {nl.load.p99_ms:.1f} ms)",
+            verdict(goal.rps_ok >= 1000 and goal.p99_ms < 50),
+        )
+    )
+    claims = nl.claims_from_commit_ms
+    if claims:
+        p50, p99 = median(claims), percentile(claims, 99)
+        rows.append(
+            (
+                "node claim latency p50 <= 5 ms, p99 <= 50 ms",
+                f"(e) one run at a time, from the commit: {p50:.1f} / {p99:.1f} ms",
+                verdict(p50 <= 5 and p99 <= 50),
+            )
+        )
+    rows.append(
+        (
+            "machine CPU per 2-node run <= 5 ms",
+            f"{nl.cpu_ms_per_run:.1f} ms",
+            verdict(nl.cpu_ms_per_run <= 5),
+        )
+    )
+    if scaling is not None:
+        ratios = scaling[1]
+        slots = ratios[args.scaling_delay]
+        rows.append(
+            (
+                "linear scaling from 1 to 2 workers where cores allow",
+                f"{slots:.2f}x where job slots bound them (Delay {args.scaling_delay:g} s); "
+                f"{ratios[0.0]:.2f}x where the 2 cores do (Delay 0 s)",
+                verdict(slots >= 2 * LINEAR_ENOUGH),
+            )
+        )
+    return "Issue #20's goals, against this run:\n\n" + table(
+        rows, ("goal", "measured in this run", "")
+    )
+
+
 def main(args: argparse.Namespace) -> None:
     peers.ensure_wrk()
     if args.claim_hops or args.scaling:
@@ -565,12 +690,16 @@ def main(args: argparse.Namespace) -> None:
     n8n = None
     if not args.no_n8n:
         n8n = measure_n8n(peers.ensure_n8n(), args)
-    text = "### Scaled out: Nodeloom vs n8n queue mode\n\n" + report(nodeloom, n8n, args)
+    scaling = None
+    if args.scaling_runs:
+        scaling = worker_path.scaling(args, args.scaling_runs)
+    text = "### Scaled out: Nodeloom vs n8n queue mode\n\n" + report(nodeloom, n8n, args, scaling)
     print(text)
     if not args.no_write:
         peers.write_section(
             "peers-queue",
             f".venv/bin/python -m bench.bench_peers --queue-mode --runs {args.runs} "
-            f"--seconds {args.seconds} --workers {args.workers} --queued-runs {args.queued_runs}",
+            f"--seconds {args.seconds} --workers {args.workers} --queued-runs {args.queued_runs}"
+            f" --claim-runs {args.claim_runs} --scaling-runs {args.scaling_runs}",
             text,
         )

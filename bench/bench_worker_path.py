@@ -26,7 +26,8 @@ installed for a second pass, after transactions and CPU per run were measured wi
 ``--scaling N``: N runs at c=50 of the same workflow with the Delay waiting
 ``--scaling-delay`` seconds (and 0 s), with 1 and then 2 workers of ``--scaling-concurrency``
 jobs each: completed runs/s. With a delay, one worker's capacity is its job slots over the
-delay (bounded by waiting, not by CPU); with 0 s it is bounded by CPU.
+delay (bounded by waiting, not by CPU); with 0 s it is bounded by CPU, and that pass runs
+``CPU_BOUND_RUNS_FACTOR`` times N so that it lasts longer than wrk's ramp.
 
 Every figure comes with the load average: the machine is shared.
 """
@@ -53,6 +54,7 @@ FINAL = {"run.completed", "run.failed", "run.cancelled"}
 # pg_stat_database counters of a backend reach the view within 10 s of it going idle
 # (PostgreSQL 15's PGSTAT_IDLE_INTERVAL): read them that long after a load.
 STATS_SETTLE_SECONDS = 11.0
+CPU_BOUND_RUNS_FACTOR = 5  # --scaling: the Delay 0 s pass runs this many times the runs
 
 COPY_JOB_EVENTS = """
 CREATE TABLE bench_job_events (job_id bigint, run_id text, node_id text, type text,
@@ -359,34 +361,45 @@ def _scaling_once(
     return runs / (ended - started), 1000 * cpu / runs, load
 
 
-def scaling(args: argparse.Namespace) -> str:
-    runs, concurrency = args.scaling, args.scaling_concurrency
+def scaling(args: argparse.Namespace, runs: int) -> tuple[str, dict[float, float]]:
+    """The table, and 2 workers' completed runs/s over 1 worker's by the Delay's seconds."""
+    concurrency = args.scaling_concurrency
     rows = []
+    ratios: dict[float, float] = {}
     for seconds in (args.scaling_delay, 0.0):
         rates = []
+        # Without a wait a run takes ~5 ms of a core: at ~10x the rate, 160 runs are over
+        # within a second, mostly the ramp of wrk's first connections (seen: 0.77x with 160
+        # runs, 1.2x with 800, back to back).
+        n = runs if seconds else runs * CPU_BOUND_RUNS_FACTOR
         for workers in (1, 2):
-            peers.log(f"scaling: Delay {seconds:g} s, {workers} worker(s), {runs} runs at c=50")
-            rate, cpu, load = _scaling_once(workers, concurrency, seconds, runs)
+            peers.log(f"scaling: Delay {seconds:g} s, {workers} worker(s), {n} runs at c=50")
+            rate, cpu, load = _scaling_once(workers, concurrency, seconds, n)
             peers.log(f"  {rate:.1f} runs/s, {cpu:.1f} ms CPU/run, load {load}")
             rates.append(rate)
             bound = f"{workers * concurrency / seconds:.0f}" if seconds else "CPU"
-            rows.append((f"{seconds:g} s", str(workers), f"{rate:.1f}", bound, f"{cpu:.1f}", load))
-        rows.append((f"{seconds:g} s", "2 / 1", f"{rates[1] / rates[0]:.2f}x", "", "", ""))
-    return table(
+            rows.append(
+                (f"{seconds:g} s", str(workers), str(n), f"{rate:.1f}", bound, f"{cpu:.1f}", load)
+            )
+        ratios[seconds] = rates[1] / rates[0]
+        rows.append((f"{seconds:g} s", "2 / 1", "", f"{ratios[seconds]:.2f}x", "", "", ""))
+    text = table(
         rows,
         (
             "Delay",
             "workers",
+            "runs",
             "completed runs/s",
             f"slot bound (runs/s, {concurrency} jobs per worker)",
             "machine CPU ms/run",
             "load average after",
         ),
     )
+    return text, ratios
 
 
 def main(args: argparse.Namespace) -> None:
     if args.claim_hops:
         print(claim_hops(args))
     if args.scaling:
-        print(scaling(args))
+        print(scaling(args, args.scaling)[0])

@@ -368,9 +368,8 @@ def scaling(args: argparse.Namespace, runs: int) -> tuple[str, dict[float, float
     ratios: dict[float, float] = {}
     for seconds in (args.scaling_delay, 0.0):
         rates = []
-        # Without a wait a run takes ~5 ms of a core: at ~10x the rate, 160 runs are over
-        # within a second, mostly the ramp of wrk's first connections (seen: 0.77x with 160
-        # runs, 1.2x with 800, back to back).
+        # Without a wait a run takes a few ms of CPU: at ~10x the slot-bound rate, 160 runs
+        # are over within a second, and the ramp of wrk's first connections weighs on them.
         n = runs if seconds else runs * CPU_BOUND_RUNS_FACTOR
         for workers in (1, 2):
             peers.log(f"scaling: Delay {seconds:g} s, {workers} worker(s), {n} runs at c=50")

@@ -368,23 +368,26 @@ def _together(
             return None
         for row in rows:
             values += plan.values(row)[0]
-    if len(values) > MAX_PARAMETERS:
-        return None
-    return _kept(_TOGETHER, tuple(shape), _together_sql), values
+    return _within_cap(_TOGETHER, tuple(shape), _together_sql, values)
 
 
 _Shape = tuple[tuple["_Plan", int], ...]
 
 
-def _kept(texts: dict[_Shape, str], shape: _Shape, build: Callable[[_Shape], str]) -> str:
-    """The statement text ``build`` makes for ``shape``, built once."""
+def _within_cap(
+    texts: dict[_Shape, str], shape: _Shape, build: Callable[[_Shape], str], values: list[Any]
+) -> tuple[str, list[Any]] | None:
+    """The combined statement of ``shape`` (the text ``build`` makes, built once) and its
+    ``values``, or None when they are more than one statement may carry."""
+    if len(values) > MAX_PARAMETERS:
+        return None
     sql = texts.get(shape)
     if sql is None:
         sql = build(shape)
         if len(texts) >= _TOGETHER_KEPT:
             texts.clear()  # a bound on odd shapes; the common ones come straight back
         texts[shape] = sql
-    return sql
+    return sql, values
 
 
 # The text of each statement ``_together`` has built, by the plans and row counts it is made
@@ -454,9 +457,7 @@ def if_created(
             return None
         for row in rows:
             values += plan.values(row)[0]
-    if len(values) > MAX_PARAMETERS:
-        return None
-    return _kept(_IF_CREATED, tuple(shape), _if_created_sql), values
+    return _within_cap(_IF_CREATED, tuple(shape), _if_created_sql, values)
 
 
 _IF_CREATED: dict[_Shape, str] = {}

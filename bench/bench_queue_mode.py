@@ -41,6 +41,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -239,16 +240,7 @@ def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
         xacts1 = _transactions(_pg_admin_dsn(), database) - poller.queries
         poller.close()
         _, failed1 = _completed(f.db_url)
-        claims = [
-            scaleout._ms(q, s)
-            for q, s in scaleout._sql(
-                f.db_url,
-                "select n.queued_at, n.started_at from node_runs n join runs r on r.id = n.run_id"
-                " where r.created_at > %s and n.queued_at is not null"
-                " and n.claimed_by like 'job:%%' and n.started_at is not null",
-                mark,
-            )
-        ]
+        claims = _claims(f, mark)
         per_run = (xacts1 - xacts0) / args.runs
         peers.log(f"  {args.runs} runs in {ended - started:.2f} s, CPU {cpu}")
         queued, from_commit = _queued_load(f, [f"/api/v1/webhooks/{queued_token}"], args)
@@ -266,6 +258,12 @@ def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
         queued=queued,
         claims_from_commit_ms=from_commit,
     )
+
+
+def _claims(f: scaleout.Fleet, since: Any) -> list[float]:
+    """Claim latency (queued -> started, ms) of the nodes a worker's job started in the runs
+    created after ``since``."""
+    return [float(row[0]) for row in scaleout._sql(f.db_url, worker_path.CLAIMS, since)]
 
 
 def _accepted(f: scaleout.Fleet, paths: list[str], connections: int, seconds: int) -> peers.Load:
@@ -312,16 +310,7 @@ def _queued_load(
     time.sleep(worker_path.STATS_SETTLE_SECONDS)
     xacts = (_transactions(_pg_admin_dsn(), database) - poller.queries - xacts0) / runs
     poller.close()
-    claims = [
-        scaleout._ms(q, s)
-        for q, s in scaleout._sql(
-            f.db_url,
-            "select n.queued_at, n.started_at from node_runs n join runs r on r.id = n.run_id"
-            " where r.created_at > %s and n.queued_at is not null and n.started_at is not null"
-            " and n.claimed_by like 'job:%%'",
-            mark,
-        )
-    ]
+    claims = _claims(f, mark)
     jobs, created = scaleout._sql(
         f.db_url,
         "select count(distinct n.claimed_by) filter (where n.claimed_by like 'job:%%'),"

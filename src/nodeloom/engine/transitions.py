@@ -537,14 +537,7 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
     # account's webhook triggers were accepted one after another at the pace of those round
     # trips (docs/benchmarks.md, issue #20). All or nothing either way: refused credits roll
     # the inserts back too.
-    parts: list[tuple[Prepared, Any]] = [
-        *batch.also,
-        (_INSERT_NODES, rows.nodes),
-        (_INSERT_ARTIFACT, rows.artifacts),
-        # Unique (run, node, kind): a second charge for the same node fails loudly.
-        (_INSERT_LEDGER, rows.ledger),
-        (_INSERT_EVENTS, [_event_row(e) for e in events]),
-    ]
+    parts: list[tuple[Prepared, Any]] = [*batch.also, *_inserts(rows, events)]
     release = {"account": batch.account_id, "amount": rows.release}
     if rows.hold is not None and rows.hold[0] > 0:
         amount, give_back = rows.hold
@@ -555,6 +548,18 @@ def apply(conn: Connection, batch: Batch, next_seq: int) -> list[Event]:
     else:
         run_together(conn, [*parts, (credits.RELEASE, release if rows.release > 0 else None)])
     return events
+
+
+def _inserts(rows: _Rows, events: list[Event]) -> list[tuple[Prepared, Any]]:
+    """The rows a batch adds, as the parts of a combined statement (``apply``'s and
+    ``created_alone``'s)."""
+    return [
+        (_INSERT_NODES, rows.nodes),
+        (_INSERT_ARTIFACT, rows.artifacts),
+        # Unique (run, node, kind): a second charge for the same node fails loudly.
+        (_INSERT_LEDGER, rows.ledger),
+        (_INSERT_EVENTS, [_event_row(e) for e in events]),
+    ]
 
 
 @dataclass
@@ -777,10 +782,7 @@ def created_alone(
         dialect,
         (statement, values),
         [
-            (_INSERT_NODES, rows.nodes),
-            (_INSERT_ARTIFACT, rows.artifacts),
-            (_INSERT_LEDGER, rows.ledger),
-            (_INSERT_EVENTS, [_event_row(e) for e in events]),
+            *_inserts(rows, events),
             (_INSERT_CALLBACK, _callback_row(batch, new) if new.callback_url else None),
             (credits.HOLD_IF_CREATED, hold if amount > 0 else None),
         ],

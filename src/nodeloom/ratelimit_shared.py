@@ -56,26 +56,46 @@ class _Busy(Exception):
     """Another process holds the file's write lock."""
 
 
+def windows_file(data_dir: Path) -> Path:
+    """The file of the windows, next to the database."""
+    return data_dir / "limits.sqlite3"
+
+
+def _open(path: Path) -> sqlite3.Connection:
+    """The file, in WAL mode and with the current schema."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # Autocommit mode: the transactions below are ours. No busy timeout once set up: a
+    # locked file is waited for with asyncio.sleep (see the module docstring).
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA busy_timeout=2000")  # set-up only
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA synchronous=OFF")
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        (version,) = db.execute("PRAGMA user_version").fetchone()
+        if version != SCHEMA_VERSION:
+            for statement in _SCHEMA:
+                db.execute(statement)
+        db.execute("COMMIT")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("PRAGMA busy_timeout=0")
+    return db
+
+
+def prepare(path: Path) -> None:
+    """Set the file up before the processes that share it start (``serve --processes N``'s
+    supervisor, as it migrates the database). Two processes switching a new file to WAL at
+    once can deadlock, and SQLite then fails one of them at once, without the busy
+    timeout: one child in two died at start that way when two opened a new file together.
+    On a file already in WAL mode with its schema, each process's set-up only reads."""
+    _open(path).close()
+
+
 class SharedWindows:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # Autocommit mode: the transactions below are ours. No busy timeout: a locked file
-        # is waited for with asyncio.sleep (see the module docstring).
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA busy_timeout=2000")  # set-up only
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=OFF")
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            (version,) = self._db.execute("PRAGMA user_version").fetchone()
-            if version != SCHEMA_VERSION:
-                for statement in _SCHEMA:
-                    self._db.execute(statement)
-            self._db.execute("COMMIT")
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("PRAGMA busy_timeout=0")
+        self._db = _open(path)
         # One connection, used from the event loop; a mutex in case a thread ever does.
         self._mutex = threading.Lock()
         self._ops = 0

@@ -72,9 +72,9 @@ def build_windows(settings: Settings) -> Windows:
 
         return RedisWindows(settings.redis_url)
     if settings.processes > 1:
-        from nodeloom.ratelimit_shared import SharedWindows
+        from nodeloom.ratelimit_shared import SharedWindows, windows_file
 
-        return SharedWindows(settings.data_dir / "limits.sqlite3")
+        return SharedWindows(windows_file(settings.data_dir))
     return LocalWindows()
 
 

@@ -17,10 +17,10 @@ with one shared queue a crash loses only the requests the dead child was serving
 child to wake takes every connection waiting, though, so the children keep their shares of
 the keep-alive connections even by closing their surplus (api/balance.py).
 
-This process is only the supervisor: it migrates the database once, binds the port, starts
-the children, starts a child again if it dies (its runs are adopted by a sibling meanwhile),
-and on SIGTERM or Ctrl-C passes one SIGTERM to each child (each drains as a single server
-does), a second signal stopping them at once.
+This process is only the supervisor: it migrates the database once, sets up the shared
+rate-limit file, binds the port, starts the children, starts a child again if it dies (its
+runs are adopted by a sibling meanwhile), and on SIGTERM or Ctrl-C passes one SIGTERM to
+each child (each drains as a single server does), a second signal stopping them at once.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import cast
 
-from nodeloom import logs
+from nodeloom import logs, ratelimit_shared
 from nodeloom.api.balance import ConnectionShare
 from nodeloom.settings import Settings
 
@@ -132,6 +132,9 @@ class Supervisor:
         os.environ["NODELOOM_PROCESSES"] = str(self.count)
         signal.signal(signal.SIGTERM, self._on_signal)
         signal.signal(signal.SIGINT, self._on_signal)
+        if not self.settings.redis_url:  # else the children count in Redis
+            # Before any child opens it: children setting a new file up at once can fail.
+            ratelimit_shared.prepare(ratelimit_shared.windows_file(self.settings.data_dir))
         self._socket = listening_socket(self.host, self.port)
         for index in range(self.count):
             self._start(index)

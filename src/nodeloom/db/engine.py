@@ -133,9 +133,10 @@ def _sqlite_engine(url: str, synchronous: str, count: Callable[[str], None]) -> 
         # Take transaction control away from the sqlite3 module so BEGIN is ours.
         dbapi_conn.isolation_level = None
         cursor = dbapi_conn.cursor()
-        # Setting the journal mode needs the file's lock, which a sibling process may hold
-        # for a moment (starting up, checkpointing): wait for it here, once per process
-        # before it serves. From then on nothing waits inside SQLite (db.busy).
+        # The migration left the file in WAL mode (db/migrate.py), so this only reads the
+        # mode, and may wait for a lock a sibling process holds for a moment (starting up,
+        # checkpointing): once per process, before it serves. From then on nothing waits
+        # inside SQLite (db.busy).
         cursor.execute(f"PRAGMA busy_timeout={CONNECT_WAIT_MS}")
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute(f"PRAGMA synchronous={synchronous}")

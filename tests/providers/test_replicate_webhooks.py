@@ -238,6 +238,13 @@ class TestReplicateWebhooks:
         # Delivered again (Replicate retries): the node no longer waits; acknowledged.
         r = await client.post(path, content=body, headers=headers)
         assert r.status_code == 200 and r.json() == {"kept": False}
+        # A caller without the signing secret learns nothing of the finished node: its
+        # delivery is refused as before, not acknowledged.
+        assert_problem(
+            await client.post(path, content=body, headers=wrong), 401, "invalid_signature"
+        )
+        r = await client.post(path, content=body, headers={"Content-Type": "application/json"})
+        assert_problem(r, 401, "invalid_signature")
 
     async def test_a_lost_webhook_still_completes_by_polling(
         self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate, app: FastAPI

@@ -37,18 +37,6 @@ def run_cancelled(conn: Connection, run_id: str) -> bool:
     return bool(value)
 
 
-def waiting_job(conn: Connection, run_id: str, node_id: str) -> dict[str, Any] | None:
-    """The provider job of a node run that is still running (a webhook's target), else None."""
-    row = conn.execute(
-        sa.select(_NODES.c.status, _NODES.c.provider_job).where(
-            _NODES.c.run_id == run_id, _NODES.c.node_id == node_id
-        )
-    ).first()
-    if row is None or row.status != "running" or not isinstance(row.provider_job, dict):
-        return None
-    return cast(dict[str, Any], row.provider_job)
-
-
 def deliver(
     conn: Connection,
     run_id: str,

@@ -8,12 +8,15 @@ Checks, cheapest first; nothing is kept until the signature matches:
     401 invalid_signature       a webhook-* header missing or malformed, or a timestamp more
                                 than 5 minutes off (a replayed delivery)
     413 payload_too_large       over MAX_HOOK_BODY bytes, refused while reading
-    200 kept: false             no node waits on a webhook there any more (finished,
-                                cancelled, unknown): acknowledged so Replicate stops retrying
+    200 kept: false             no job with a signing secret is stored on the node run yet
+                                (a delivery that beat the job's commit): nothing to check
+                                it with, and nothing to say about the node
     401 invalid_signature       the signature does not match the body with the signing
-                                secret stored (encrypted) with the node's job
+                                secret stored (encrypted) with the node's job, whether the
+                                node still waits or not: an unsigned caller learns nothing
     400 invalid_request         not a JSON object, or no prediction ``id`` or ``status``
-    200 kept: false             a delivery about another prediction, or after a final one
+    200 kept: false             the node no longer waits (finished, cancelled), a delivery
+                                about another prediction, or one after a final one
     200 kept: true              kept on the node run, committed; the waiting node woken
 
 The token is the route's only credential: it names the node run and carries an HMAC of it
@@ -83,7 +86,9 @@ async def replicate_hook(token: str, request: Request, ctx: CtxDep) -> ProviderH
     except hooks.BadDelivery as exc:
         raise InvalidSignature(str(exc)) from exc
     raw = await read_limited(request, MAX_HOOK_BODY)
-    job = await ctx.db.read(lambda c: provider_jobs.waiting_job(c, run_id, node_id))
+    # The job as stored, whether the node still waits or not: the signature is checked
+    # before anything is said about the node (deliver() decides whether it still waits).
+    job = await ctx.db.read(lambda c: provider_jobs.get(c, run_id, node_id))
     sealed = job.get("hook_secret") if job is not None else None
     if job is None or job.get("provider") != replicate.KIND or not isinstance(sealed, str):
         return ProviderHookAck(kept=False)

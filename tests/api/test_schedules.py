@@ -215,17 +215,30 @@ class TestFiring:
         run = await wait_for_run(client, business, wf, runs[-1]["id"])
         assert run["status"] == "completed"
         assert run["input"] == {"text": "tick"}
-        r = await client.patch(
-            f"/api/v1/workflows/{wf}/schedules/{s['id']}",
-            json={"active": False},
-            headers=business.headers,
-        )
-        shown = r.json()
-        assert shown["last_run_id"] in {x["id"] for x in await runs_of(client, business, wf)}
-        assert shown["last_fired_at"] is not None and shown["last_error"] is None
-        # Paused: no more runs.
+        url = f"/api/v1/workflows/{wf}/schedules/{s['id']}"
+
+        async def recorded() -> dict[str, Any] | None:
+            # A firing is claimed (last_fired_at), its run accepted, then the run recorded
+            # on the schedule (last_run_id): three commits, the last one after the run is
+            # visible. Settled once the newest scheduled run, started after the latest
+            # claim, is the one recorded.
+            body: dict[str, Any] = (await client.get(url, headers=business.headers)).json()
+            newest = (await fired())[0]
+            if body["last_run_id"] == newest["id"] and ts(newest["created_at"]) >= ts(
+                body["last_fired_at"]
+            ):
+                return body
+            return None
+
+        shown = await wait_until(recorded)
+        assert shown["last_error"] is None
+        r = await client.patch(url, json={"active": False}, headers=business.headers)
+        assert r.status_code == 200 and r.json()["next_run_at"] is None
+        # A firing claimed before the pause committed may still be starting its run: wait
+        # for it to be recorded. Then paused: no more runs.
+        await wait_until(recorded)
         count = len(await fired())
-        await asyncio.sleep(1.2)
+        await asyncio.sleep(1.2)  # six ticks of the loop
         assert len(await fired()) == count
 
     async def test_missed_firings_run_once_then_skip_ahead(

@@ -47,11 +47,12 @@ from __future__ import annotations
 import _sqlite3
 import asyncio
 import contextlib
+import contextvars
 import ctypes
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Self, TypeVar, cast
 
@@ -89,6 +90,19 @@ def _sqlite_path(url: str) -> str:
 
 
 _NOT_COUNTED = ("BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE", "PRAGMA")
+
+
+class StatementCount:
+    """Statements sent on behalf of one piece of work (``Database.counting``)."""
+
+    n = 0
+
+
+# The counts open in this task (and the tasks it starts, which copy its context); the
+# process-wide ``Database.statements`` also counts every background loop's statements.
+_COUNTS: contextvars.ContextVar[tuple[StatementCount, ...]] = contextvars.ContextVar(
+    "statement_counts", default=()
+)
 
 
 class _CountingCursor(sqlite3.Cursor):
@@ -267,6 +281,22 @@ class Database:
 
     def _count(self, *_args: Any) -> None:
         self.statements += 1
+        for count in _COUNTS.get():
+            count.n += 1
+
+    @staticmethod
+    @contextlib.contextmanager
+    def counting() -> Iterator[StatementCount]:
+        """Count the statements this task (and the tasks it starts) sends meanwhile, apart
+        from any background loop's. On PostgreSQL each request's statements run in its
+        own task; on SQLite a group commit runs the writes of several tasks from the loop,
+        outside any of them, so only reads are counted there."""
+        count = StatementCount()
+        token = _COUNTS.set((*_COUNTS.get(), count))
+        try:
+            yield count
+        finally:
+            _COUNTS.reset(token)
 
     def _on_pg_connect(self, _dbapi_conn: Any, record: ConnectionPoolEntry) -> None:
         record.info[STATEMENT_COUNTER] = self._count  # statements run prepared count too
@@ -274,7 +304,7 @@ class Database:
 
     def _count_sql(self, sql: str) -> None:
         if not sql.lstrip().upper().startswith(_NOT_COUNTED):
-            self.statements += 1
+            self._count()
 
     @property
     def sqlite_memory_bytes(self) -> int | None:

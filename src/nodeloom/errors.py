@@ -14,7 +14,7 @@ RFC 9457 problem+json responses.
         │   ├── JwtRequired         403 jwt_required
         │   ├── PlanUpgradeRequired 403 plan_upgrade_required
         │   ├── WebhookInactive     403 webhook_inactive
-        │   └── BadSignature        403 forbidden (signed URLs, webhook signatures)
+        │   └── BadSignature        403 forbidden (signed webhooks' signatures)
         ├── NotFound                404 not_found
         ├── Conflict                409 conflict
         ├── PreconditionFailed      412 precondition_failed (If-Match: a lost update)

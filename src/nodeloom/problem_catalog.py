@@ -63,11 +63,12 @@ CATALOG: tuple[ProblemType, ...] = (
         401,
         "Unauthorized",
         "No credential, or one that is malformed, expired (JWTs last 24 hours) or revoked "
-        "(a revoked key, a password change, a disabled account). The response carries "
-        "`WWW-Authenticate: Bearer`.",
+        "(a revoked key, a password change, a disabled account), or a signed artifact URL "
+        "whose signature is wrong or expired. The response carries `WWW-Authenticate: Bearer`.",
         "Send `Authorization: Bearer <API key or JWT>`; log in again for a fresh JWT, or "
         "create a new API key if this one was revoked. A disabled account is enabled again by "
-        "the administrator.",
+        "the administrator. For a download, request a fresh signed URL from the artifact's "
+        "metadata.",
     ),
     _p(
         "invalid_credentials",
@@ -105,10 +106,9 @@ CATALOG: tuple[ProblemType, ...] = (
         403,
         "Forbidden",
         "The request is understood but not allowed: sign-up is closed on this server, the "
-        "account logging in is disabled, or a signed artifact URL or webhook signature is wrong "
-        "or expired.",
-        "Ask the administrator for an account (or to enable it); request a fresh signed URL "
-        "from the artifact's metadata; sign webhook bodies as docs/webhooks.md describes.",
+        "account logging in is disabled, or a signed webhook's signature is wrong or expired.",
+        "Ask the administrator for an account (or to enable it); sign webhook bodies as "
+        "docs/webhooks.md describes.",
     ),
     _p(
         "jwt_required",

@@ -150,15 +150,15 @@ class TestMetadataAndSignedUrls:
         r = await client.get(f"{url.path}?{url.query}")  # no Authorization header
         assert r.status_code == 200 and r.text == content
 
-    async def test_wrong_or_expired_signature_is_403(
+    async def test_wrong_or_expired_signature_is_401(
         self, client: httpx.AsyncClient, owner: User, artifact_id: str
     ) -> None:
         path = f"/api/v1/artifacts/{artifact_id}"
         good = sign_url(TEST_SECRET.encode(), path, 60)
         tampered = good[:-1] + ("0" if good[-1] != "0" else "1")
-        assert_problem(await client.get(f"{path}?{tampered}"), 403, "forbidden")
+        assert_problem(await client.get(f"{path}?{tampered}"), 401, "unauthorized")
         expired = sign_url(TEST_SECRET.encode(), path, 60, now=time.time() - 3600)
-        assert_problem(await client.get(f"{path}?{expired}"), 403, "forbidden")
+        assert_problem(await client.get(f"{path}?{expired}"), 401, "unauthorized")
         other_path = sign_url(TEST_SECRET.encode(), "/api/v1/artifacts/other", 60)
-        assert_problem(await client.get(f"{path}?{other_path}"), 403, "forbidden")
-        assert_problem(await client.get(f"{path}?sig=abc"), 403, "forbidden")
+        assert_problem(await client.get(f"{path}?{other_path}"), 401, "unauthorized")
+        assert_problem(await client.get(f"{path}?sig=abc"), 401, "unauthorized")

@@ -91,7 +91,39 @@ class TestProblems:
     ) -> None:
         r = await client.put("/api/v1/workflows", headers=owner.headers)
         assert_problem(r, 405, "method_not_allowed")
-        assert "allow" in r.headers
+        assert r.headers["allow"] == "GET, POST"
+
+    async def test_405_names_every_method_of_the_path(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        """Allow lists what each route at the path takes, not only the first route's; a
+        path whose routes take only POST is 405 to a GET, not an unknown path."""
+        wf = (
+            await client.post(
+                "/api/v1/workflows",
+                json={"name": "w", "graph_json": text_graph()},
+                headers=owner.headers,
+            )
+        ).json()["id"]
+        run = f"/api/v1/workflows/{wf}/runs/{'0' * 8}-0000-0000-0000-{'0' * 12}"
+        for method, path, allow in (
+            ("PUT", f"/api/v1/workflows/{wf}", "DELETE, GET, PATCH"),
+            ("PATCH", "/api/v1/api-keys", "GET, POST"),
+            ("GET", "/api/v1/webhooks/sometoken", "POST"),
+            ("HEAD", "/api/v1/webhooks/sometoken", "POST"),
+            ("GET", f"/api/v1/workflows/{wf}/execute", "POST"),
+            ("GET", f"{run}/cancel", "POST"),
+        ):
+            r = await client.request(method, path, headers=owner.headers)
+            assert r.status_code == 405, (method, path, r.status_code)
+            assert r.headers["allow"] == allow, (method, path)
+            if method != "HEAD":
+                assert_problem(r, 405, "method_not_allowed")
+        # No API route at all: unknown, whatever the method.
+        for method in ("GET", "POST", "DELETE"):
+            r = await client.request(method, "/api/v1/webhooks/a/b", headers=owner.headers)
+            assert_problem(r, 404, "not_found")
+            assert "allow" not in r.headers
 
     async def test_hypothesis_no_body_ever_gives_500(
         self, client: httpx.AsyncClient, owner: User

@@ -187,15 +187,15 @@ TRIGGER_CASES = [
          400, "invalid_request"),
     Case("insufficient credits", lambda w: _without_credits(w, _trigger()),
          402, "insufficient_credits"),
-    # GET and HEAD of a path that has only a POST route are answered by the web app's
-    # fallback (api/webapp.py, a 404 for an unknown API path), which matches before the
-    # router would answer 405: not the hot path's to decide, only the same both ways.
+    # GET and HEAD of a path that has only a POST route: 405 with Allow: POST, through
+    # the web app's fallback (api/webapp.py, api/methods.py); not the hot path's to
+    # decide, only the same both ways.
     Case("HEAD", lambda w: w.client.head(w.trigger_url()), None, hot=False),
     Case("GET", lambda w: w.client.get(w.trigger_url()), None, hot=False),
     Case("PUT", lambda w: w.client.put(w.trigger_url(), content=b"{}", headers=JSON),
          405, "method_not_allowed", hot=False),
-    # The fallback's GET/HEAD route matches the path, so the router answers 405 (Allow:
-    # GET, HEAD) rather than redirecting to the route without the slash.
+    # No API route takes the path with a trailing slash: 404 (the fallback's GET/HEAD
+    # route matched it, so the router did not redirect to the route without the slash).
     Case("trailing slash", lambda w: w.client.post(
         w.trigger_url() + "/", content=b"{}", headers=JSON), None, hot=False),
     Case("rate limited", lambda w: _until_refused(_trigger(), w, WEBHOOK_LIMIT + 1),

@@ -76,7 +76,7 @@ class TestArtifactDownloads:
         assert r.status_code == 200 and r.headers["content-type"] == "text/plain; charset=utf-8"
         _download_headers(r, artifact_id)
         bad = await client.get(f"/api/v1/artifacts/{artifact_id}?exp=1&sig=00")
-        assert bad.status_code == 403
+        assert bad.status_code == 401
         _nosniff(bad)
 
     @pytest.mark.parametrize(

@@ -12,6 +12,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.responses import Response
 
+from nodeloom.api import methods
 from nodeloom.api.responses import dumps
 from nodeloom.api.urls import public_base
 from nodeloom.errors import FieldError, ProblemError
@@ -239,21 +240,32 @@ def exception_handlers(configured_base: str | None) -> dict[type[Exception], Han
 
     async def on_http(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, StarletteHTTPException)
-        fallback = "internal_error" if exc.status_code >= 500 else "invalid_request"
-        code = _HTTP_CODES.get(exc.status_code, fallback)
+        status, path = exc.status_code, request.url.path
+        headers = dict(exc.headers or {})
+        if status == 405 and path.startswith(methods.API_ROOT):
+            # Allow names every API route's methods at the path; a path no API route
+            # takes (one the web app's GET fallback matched) is unknown, not 405.
+            every = methods.allowed(request.app.routes, path)
+            if every:
+                headers["Allow"] = ", ".join(every)
+            else:
+                status = 404
+                headers.pop("Allow", None)
+        fallback = "internal_error" if status >= 500 else "invalid_request"
+        code = _HTTP_CODES.get(status, fallback)
         title = PROBLEMS[code].title
         detail = exc.detail if isinstance(exc.detail, str) else title
-        if exc.status_code == 404 and detail == "Not Found":
-            detail = f"No resource at {request.url.path}."
-        if exc.status_code == 405:
-            detail = f"{request.method} is not allowed on {request.url.path}."
+        if status == 404 and (exc.status_code == 405 or detail == "Not Found"):
+            detail = f"No resource at {path}."
+        if status == 405:
+            detail = f"{request.method} is not allowed on {path}."
         return problem_response(
-            exc.status_code,
+            status,
             code,
             title,
             detail,
             base_url=base(request),
-            headers=dict(exc.headers or {}),
+            headers=headers,
         )
 
     async def on_integrity(request: Request, exc: Exception) -> Response:

@@ -25,8 +25,10 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 from fastapi.responses import FileResponse, HTMLResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from swagger_ui_bundle import swagger_ui_path
 
+from nodeloom.api import methods
 from nodeloom.errors import NotFound
 
 DEFAULT_DIST = Path(__file__).resolve().parent.parent / "web_dist"
@@ -149,6 +151,9 @@ def install(app: FastAPI, dist: Path | None = None) -> None:
     @app.api_route("/{path:path}", methods=READ, include_in_schema=False)
     async def web_app(path: str, request: Request) -> Response:
         if path == "api" or path.startswith("api/"):
+            if methods.allowed(app.routes, request.url.path):
+                # An API path that other methods take (a webhook's POST): 405 with Allow.
+                raise StarletteHTTPException(405)
             raise NotFound(f"No route {request.url.path}.")
         index = root / "index.html"
         if not index.is_file():

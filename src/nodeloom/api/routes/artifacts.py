@@ -13,7 +13,7 @@ from nodeloom.api.deps import CtxDep, PrincipalDep, bearer, get_principal
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.urls import public_base
 from nodeloom.auth.tokens import check_signed_url, sign_url
-from nodeloom.errors import BadSignature, NotFound, RangeNotSatisfiable
+from nodeloom.errors import NotFound, RangeNotSatisfiable, Unauthorized
 from nodeloom.schemas.runs import ArtifactMetadata
 from nodeloom.store import Record
 from nodeloom.store import artifacts as artifact_store
@@ -97,7 +97,8 @@ async def _owned_or_signed(
         if not check_signed_url(
             ctx.settings.secret, _download_path(artifact_id), exp or "", sig or ""
         ):
-            raise BadSignature("The signature is invalid or has expired.")
+            # A signed URL is a credential: a wrong or expired one is 401, as a bad key is.
+            raise Unauthorized("The signature is invalid or has expired.")
         row = await ctx.db.read(lambda c: artifact_store.any_account(c, artifact_id))
     else:
         principal = await get_principal(request, ctx, credentials)
@@ -123,7 +124,7 @@ async def _owned_or_signed(
         },
         206: {"description": "Partial content (Range)"},
         304: {"description": "Not modified (If-None-Match)"},
-        403: {"description": "Bad or expired signature"},
+        401: {"description": "No credential, or a bad or expired signature"},
         416: {"description": "Range not satisfiable"},
     },
 )

@@ -26,8 +26,12 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
 	touch $(STAMP)
 
+# make run PORT=8080 (or HOST=0.0.0.0 to listen beyond this machine)
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
 run: install
-	$(BIN)/nodeloom serve --host 127.0.0.1 --port 8000
+	$(BIN)/nodeloom serve --host $(HOST) --port $(PORT)
 
 check: install
 	$(BIN)/ruff check src tests bench

@@ -54,7 +54,8 @@ class ServerProcess(ChildProcess):
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir / f"server-{self.port}.log"
 
-    def start(self, timeout: float = 30.0) -> None:
+    # A loaded 2-core machine (a suite beside other work) took over 30 s to import and start.
+    def start(self, timeout: float = 90.0) -> None:
         env = {
             **os.environ,
             "NODELOOM_DATA_DIR": str(self.data_dir),
@@ -104,7 +105,7 @@ class WorkerProcess(ChildProcess):
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = data_dir / f"worker-{id(self)}.log"
 
-    def start(self, timeout: float = 30.0) -> None:
+    def start(self, timeout: float = 90.0) -> None:  # as ServerProcess.start
         env = {**os.environ, "NODELOOM_DATA_DIR": str(self.data_dir), **self.env}
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:

@@ -240,6 +240,22 @@ class TestWorkflowsAndRuns:
         ]
         assert "Podcast, edited" not in names
 
+    def test_pushing_a_file_again_updates_the_workflow_of_its_name(
+        self, logged_in: Env, tmp_path: Path
+    ) -> None:
+        greeting = str(EXAMPLES / "greeting.json")
+        first = cli("workflows", "push", greeting, "--name", "Pushed twice", env=logged_in)
+        again = cli("workflows", "push", greeting, "--name", "Pushed twice", env=logged_in)
+        assert first.returncode == 0 and again.returncode == 0, again.stderr
+        assert again.stdout.strip() == first.stdout.strip() and "updated" in again.stderr
+        assert cli("run", "Pushed twice", "--wait", env=logged_in).returncode == 0
+        # --new makes a second one of that name: pushing by name is then ambiguous.
+        copy = cli("workflows", "push", greeting, "--name", "Pushed twice", "--new", env=logged_in)
+        assert copy.returncode == 0 and copy.stdout.strip() != first.stdout.strip()
+        refused = cli("workflows", "push", greeting, "--name", "Pushed twice", env=logged_in)
+        assert refused.returncode == 1
+        assert "2 workflows are named 'Pushed twice'" in refused.stderr
+
     def test_errors_are_one_clear_message(self, logged_in: Env, tmp_path: Path) -> None:
         done = cli("run", "No such workflow", env=logged_in)
         assert done.returncode == 1

@@ -101,14 +101,19 @@ def push(
         str | None, typer.Option(help="Name (default: the file's, or its stem).")
     ] = None,
     new: Annotated[
-        bool, typer.Option("--new", help="Always create, even if the file names an existing id.")
+        bool,
+        typer.Option(
+            "--new", help="Always create, even if the file's id or name is an existing workflow."
+        ),
     ] = False,
     message: MessageOption = None,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Create a workflow from a JSON file, or update the one whose "id" the file carries.
+    """Create a workflow from a JSON file, or update the one it names: the "id" the file
+    carries, else the one workflow with its name (pushing a file twice updates it, so
+    `nodeloom run NAME` stays unambiguous; several of that name is an error naming them).
 
     The file is {"name", "graph_json"} (what `pull` writes; examples/ holds some) or a bare
     graph {"nodes", "edges", "viewport"}.
@@ -122,14 +127,18 @@ def push(
         wf_name, graph = load_workflow(data, name)
         existing = data.get("id")
         saved = None
-        if isinstance(existing, str) and looks_like_id(existing) and not new:
-            try:
-                saved = c.workflows.update(
-                    existing, name=wf_name, graph_json=graph, message=message
-                )
-                verb = "updated"
-            except NotFound:
-                saved = None
+        if not new:
+            targets = [existing] if isinstance(existing, str) and looks_like_id(existing) else []
+            for target in (*targets, wf_name):
+                try:
+                    found = c.workflows.find(target)
+                    saved = c.workflows.update(
+                        found.id, name=wf_name, graph_json=graph, message=message
+                    )
+                    verb = "updated"
+                    break
+                except NotFound:
+                    continue
         if saved is None:
             saved = c.workflows.create({"name": wf_name, "graph_json": graph}, message=message)
             verb = "created"

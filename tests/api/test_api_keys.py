@@ -74,7 +74,7 @@ class TestApiKeys:
         assert (await client.get("/api/v1/me", headers=owner.headers)).status_code == 200
 
     async def test_bad_names_are_400(self, client: httpx.AsyncClient, owner: User) -> None:
-        for body in ({}, {"name": ""}, {"name": "x" * 201}, {"name": 5}):
+        for body in ({}, {"name": ""}, {"name": "   "}, {"name": "x" * 201}, {"name": 5}):
             r = await client.post("/api/v1/api-keys", json=body, headers=owner.jwt_headers)
             assert_problem(r, 400, "invalid_request")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StringConstraints
 
 from nodeloom.schemas.common import Timestamp
 
@@ -54,7 +54,9 @@ class TokenOut(BaseModel):
 
 
 class ApiKeyCreate(BaseModel):
-    name: str = Field(min_length=1, max_length=200)
+    # A name says where the key is used when it has to be revoked: blank is refused, not
+    # replaced by a made-up one.
+    name: Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 
 
 class ApiKeyOut(BaseModel):

@@ -76,9 +76,7 @@ function ApiKeysSection() {
 
   const generate = () =>
     act(async () => {
-      setCreated(
-        unwrap(await api.POST("/api/v1/api-keys", { body: { name: name.trim() || "key" } })),
-      );
+      setCreated(unwrap(await api.POST("/api/v1/api-keys", { body: { name: name.trim() } })));
       setName("");
       await refresh();
     });
@@ -111,6 +109,7 @@ function ApiKeysSection() {
         onChange={setName}
         onSubmit={() => void generate()}
         submitLabel="Generate key"
+        disabled={!name.trim()}
       />
       {created && (
         <div className="card" role="region" aria-label="New API key">

@@ -7,6 +7,7 @@ import { ConfirmDialog } from "../components/ConfirmDialog";
 import { CopyButton, ErrorBanner, NameForm, TableHead, useAction } from "../components/forms";
 import { formatTime } from "../components/Status";
 import { CredentialsSection } from "./CredentialsSection";
+import { shortRunId } from "../format/runName";
 
 export function ProfilePage() {
   const me = useMe();
@@ -49,7 +50,7 @@ export function ProfilePage() {
                       : entry.balance_change}
                 </td>
                 <td className="mono">
-                  {entry.run_id ? entry.run_id.slice(0, 8) : ""}
+                  {entry.run_id ? shortRunId(entry.run_id) : ""}
                   {entry.node_id ? ` · ${entry.node_id}` : ""}
                 </td>
                 <td>{entry.note ?? ""}</td>

@@ -5,6 +5,7 @@ import { api, unwrap } from "../api/client";
 import { keys } from "../api/queries";
 import type { Run } from "../api/types";
 import { watchRun } from "../events/runSocket";
+import { shortRunId } from "../format/runName";
 import {
   EMPTY_RUN,
   isTerminal,
@@ -101,7 +102,7 @@ function RunDetails() {
   const retryable = status === "failed" || status === "cancelled";
   return (
     <main className="page narrow">
-      <h1>Run {r.id.slice(0, 8)}</h1>
+      <h1>Run {shortRunId(r.id)}</h1>
       <p className="row">
         <Status status={status} /> <span>{TRIGGER_LABEL[r.trigger] ?? r.trigger}</span>
         <span>started {formatTime(r.created_at)}</span>

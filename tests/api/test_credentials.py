@@ -517,6 +517,9 @@ class TestWithoutAllowList:
         assert node["status"] == "failed" and node["error"]["code"] == "address_refused", node
         r = await client.post(f"/api/v1/credentials/{cred['id']}/test", headers=owner.headers)
         assert r.json()["ok"] is False and "refusing to connect" in r.json()["message"]
+        # ... and says the setting that allows it, as the operator would write it.
+        assert "NODELOOM_HTTP_ALLOWLIST='[\"127.0.0.1\"]'" in r.json()["message"]
+        assert "NODELOOM_HTTP_ALLOWLIST" in node["error"]["message"]
         assert openai.requests == []
 
 

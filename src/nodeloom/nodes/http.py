@@ -143,10 +143,13 @@ async def checked_addresses(url: httpx.URL, allow: Allowlist) -> list[IPAddress]
         return addresses
     for ip in addresses:
         if not is_public(ip) and not allow.contains(ip):
+            # Said so that an operator with a ComfyUI on this machine or the office network
+            # knows the one setting to change, without reading the docs first.
             raise BlockedAddress(
                 f"refusing to connect to {host} ({ip}): private, loopback, link-local or "
                 "otherwise non-public addresses are blocked unless NODELOOM_HTTP_ALLOWLIST "
-                "names them"
+                f"names them (the server's administrator can start it with "
+                f"NODELOOM_HTTP_ALLOWLIST='[\"{host}\"]')"
             )
     return addresses
 

@@ -166,6 +166,57 @@ class TestRetry:
         assert nodes["a"]["cached"] is False and nodes["side"]["cached"] is True
         assert await _text(client, owner, nodes["after"]["artifact_id"]) == "A2 x+!"
 
+    async def test_retry_with_the_current_version_runs_the_fix_saved_since(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        """The user fixes the failed node in the editor and saves, then retries: "graph":
+        "current" runs the saved workflow, reusing what it did not change."""
+        wf, first = await _failed_run(client, owner)
+        fixed = FAILING | {"nodes": [dict(node) for node in FAILING["nodes"]]}
+        by_id = {node["id"]: node for node in fixed["nodes"]}
+        by_id["bad"]["data"] = {"template": "fixed {{ text }}"}
+        by_id["side"]["data"] = {**by_id["side"]["data"], "label": "a note of the editor's"}
+        by_id["after"]["position"] = {"x": 400, "y": 90}  # moved on the canvas
+        r = await client.patch(
+            f"/api/v1/workflows/{wf}", json={"graph_json": fixed}, headers=owner.headers
+        )
+        assert r.status_code == 200, r.text
+        # Without it, the run's own graph: the same failure.
+        again = await _retry(client, owner, wf, first["id"])
+        assert (await wait_for_run(client, owner, wf, again.json()["run_id"]))["status"] == "failed"
+        r = await _retry(client, owner, wf, first["id"], {"graph": "current"})
+        assert r.status_code == 202, r.text
+        assert r.json()["estimated_credits"] == 2  # "bad" and "after" only
+        retry = await wait_for_run(client, owner, wf, r.json()["run_id"])
+        assert retry["status"] == "completed", retry
+        old, new = _nodes(first), _nodes(retry)
+        for reused in ("in", "a", "side"):  # unchanged, or changed outside their params
+            assert new[reused]["cached"] is True
+            assert new[reused]["artifact_id"] == old[reused]["artifact_id"]
+        assert new["bad"]["cached"] is False
+        assert await _text(client, owner, new["after"]["artifact_id"]) == "fixed A x!"
+        assert retry["credits_used"] == 2
+        # An edge rewired since the run makes its target run again; so do params given.
+        rewired = fixed | {"edges": [*fixed["edges"][:-1], e("a", "side")]}
+        await client.patch(
+            f"/api/v1/workflows/{wf}", json={"graph_json": rewired}, headers=owner.headers
+        )
+        r = await _retry(
+            client, owner, wf, first["id"],
+            {"graph": "current", "params": {"after": {"template": "{{ text }}?"}}},
+        )  # fmt: skip
+        retry = await wait_for_run(client, owner, wf, r.json()["run_id"])
+        nodes = _nodes(retry)
+        # ("bad" ran as fixed in the retry before: the output cache answers it now.)
+        assert {k for k, v in nodes.items() if not v["cached"]} == {"after", "side"}
+        assert nodes["bad"]["artifact_id"] == new["bad"]["artifact_id"]
+        assert await _text(client, owner, nodes["side"]["artifact_id"]) == "side A x"
+        assert await _text(client, owner, nodes["after"]["artifact_id"]) == "fixed A x?"
+        # A graph value other than "run" or "current" is a 400 pointing at it.
+        bad = await _retry(client, owner, wf, first["id"], {"graph": "newest"})
+        problem = assert_problem(bad, 400, "invalid_request")
+        assert problem["errors"][0]["pointer"] == "/graph"
+
     async def test_cancelled_run_is_retried_from_where_it_stopped(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:

@@ -19,8 +19,17 @@ EMAIL = "retry@example.com"
 PASSWORD = "a long password"
 
 
-def test_retry_a_cancelled_run_from_where_it_stopped(page: Page, server: ServerProcess) -> None:
+@pytest.fixture(scope="module")
+def signed_up(page: Page) -> Page:
+    """The server's first account, signed up once for the module's tests."""
     enter(page, EMAIL, PASSWORD, "Sign up")
+    return page
+
+
+def test_retry_a_cancelled_run_from_where_it_stopped(
+    signed_up: Page, server: ServerProcess
+) -> None:
+    page = signed_up
     graph = {
         "nodes": [
             {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {"text": "x"}},
@@ -72,3 +81,45 @@ def test_retry_a_cancelled_run_from_where_it_stopped(page: Page, server: ServerP
     shot(page, "retry-2-completed-retry")
     page.get_by_role("link", name=f"run {run_id}").click()
     expect(page.get_by_label("Retries")).to_contain_text(f"Retried as run {new_id}")
+
+
+def test_retry_with_the_saved_workflow_runs_the_fix(signed_up: Page, server: ServerProcess) -> None:
+    """The user fixes the failed node and saves; "Retry with the saved workflow" runs the fix
+    and reuses the node that did not change."""
+    page = signed_up
+
+    def graph(template: str) -> dict[str, object]:
+        return {
+            "nodes": [
+                {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0},
+                 "data": {"text": "x"}},
+                {"id": "a", "type": "TextTemplate", "position": {"x": 300, "y": 0},
+                 "data": {"template": "A {{ text }}"}},
+                {"id": "bad", "type": "TextTemplate", "position": {"x": 600, "y": 0},
+                 "data": {"template": template}},
+            ],
+            "edges": [
+                {"id": "e1", "source": "in", "target": "a"},
+                {"id": "e2", "source": "a", "target": "bad"},
+            ],
+            "viewport": {"x": 0, "y": 0, "zoom": 1},
+        }  # fmt: skip
+
+    with api(server, token(page)) as client:
+        made = client.post("/workflows", json={"name": "Fixed", "graph_json": graph("{{ 1/0 }}")})
+        wf = made.json()["id"]
+        run_id = client.post(f"/workflows/{wf}/execute", json={}).json()["run_id"]
+        assert wait_for_run(client, wf, run_id)["status"] == "failed"
+        fixed = client.patch(f"/workflows/{wf}", json={"graph_json": graph("fixed {{ text }}")})
+        assert fixed.status_code == 200, fixed.text
+
+    page.goto(f"/workflows/{wf}/runs/{run_id}")
+    page.get_by_role("button", name="Retry with the saved workflow").click()
+    expect(page).not_to_have_url(re.compile(rf"/runs/{run_id}$"))
+    expect(page.get_by_label("Retries")).to_contain_text(f"Retry of run {run_id}")
+    node_a = page.locator('[data-node-id="a"]')
+    expect(node_a.locator(".status")).to_have_attribute("data-status", "cached")
+    bad = page.locator('[data-node-id="bad"]')
+    expect(bad.locator(".status")).to_have_attribute("data-status", "completed", timeout=20_000)
+    expect(bad).to_contain_text("fixed A x")
+    shot(page, "retry-3-with-the-saved-workflow")

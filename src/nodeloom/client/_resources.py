@@ -265,15 +265,19 @@ class AsyncRuns(_Resource):
         params: Mapping[str, Mapping[str, Any]] | None = None,
         cache: bool = True,
         idempotency_key: str | None = None,
+        current: bool = False,
     ) -> AsyncRun:
         """Retry a failed or cancelled run from where it stopped: a new run (its
         ``retried_from`` is ``run_id``) that reuses every completed node's output, uncharged,
         and runs the rest. ``params`` gives nodes new params (node id -> params merged into
-        theirs); such a node runs again, with every node after it. As with ``execute``, an
-        ``idempotency_key`` is made up when none is given. Raises ``Conflict`` while the run
-        is running or when it completed."""
+        theirs); such a node runs again, with every node after it. ``current`` runs the
+        workflow as saved now instead of the run's own graph (a fix saved since); nodes
+        edited since run again. As with ``execute``, an ``idempotency_key`` is made up when
+        none is given. Raises ``Conflict`` while the run is running or when it completed."""
         key = idempotency_key or f"client-{uuid.uuid4()}"
         body: dict[str, Any] = {"cache": cache}
+        if current:
+            body["graph"] = "current"
         if params is not None:
             body["params"] = {node: dict(values) for node, values in params.items()}
         response = await self._client.request(

@@ -242,11 +242,17 @@ class AsyncRun(RunOut):
         return await client.runs.cancel(self.workflow_id, self.id)
 
     async def retry(
-        self, *, params: dict[str, dict[str, Any]] | None = None, cache: bool = True
+        self,
+        *,
+        params: dict[str, dict[str, Any]] | None = None,
+        cache: bool = True,
+        current: bool = False,
     ) -> AsyncRun:
         """Retry this failed or cancelled run from where it stopped (``runs.retry``)."""
         client: AsyncClient = self._client
-        return await client.runs.retry(self.workflow_id, self.id, params=params, cache=cache)
+        return await client.runs.retry(
+            self.workflow_id, self.id, params=params, cache=cache, current=current
+        )
 
     async def wait(
         self,

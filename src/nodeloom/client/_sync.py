@@ -165,11 +165,16 @@ class Run(RunOut):
     def cancel(self) -> RunSummary:
         return self._runner.run(self._async.cancel())
 
-    def retry(self, *, params: dict[str, dict[str, Any]] | None = None, cache: bool = True) -> Run:
+    def retry(
+        self,
+        *,
+        params: dict[str, dict[str, Any]] | None = None,
+        cache: bool = True,
+        current: bool = False,
+    ) -> Run:
         """Retry this failed or cancelled run from where it stopped (``runs.retry``)."""
-        return Run._wrap(
-            self._runner.run(self._async.retry(params=params, cache=cache)), self._runner
-        )
+        retried = self._async.retry(params=params, cache=cache, current=current)
+        return Run._wrap(self._runner.run(retried), self._runner)
 
     def follow(
         self,

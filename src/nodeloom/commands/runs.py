@@ -298,6 +298,13 @@ def retry(
     no_cache: Annotated[
         bool, typer.Option("--no-cache", help="Nodes that run again ignore earlier outputs.")
     ] = False,
+    current: Annotated[
+        bool,
+        typer.Option(
+            "--current",
+            help="Run the workflow as saved now (a fix saved since the run), not the run's graph.",
+        ),
+    ] = False,
     url: UrlOption = None,
     api_key: ApiKeyOption = None,
     as_json: JsonOption = False,
@@ -305,13 +312,14 @@ def retry(
     """Retry a failed or cancelled run from the node that stopped it.
 
     Every node that completed is reused (its output kept, no credits); the failed node and
-    everything after it run again, with the new params given by --set. Prints the new
-    run's id; with --wait follows it like `nodeloom run --wait`. Exit status 1 when the
-    new run fails or is cancelled.
+    everything after it run again, with the new params given by --set. With --current the
+    workflow as saved now runs, and nodes edited since the run run again too. Prints the
+    new run's id; with --wait follows it like `nodeloom run --wait`. Exit status 1 when
+    the new run fails or is cancelled.
     """
     with client(url, api_key) as c:
         params = parse_params(sets or [])
         found = c.workflows.find(workflow)
-        run = c.runs.retry(found.id, run_id, params=params, cache=not no_cache)
+        run = c.runs.retry(found.id, run_id, params=params, cache=not no_cache, current=current)
         note = f"retrying run {run_id} as a new run; follow it with --wait"
         _started(c, run, note, wait, download, all_nodes, timeout, as_json)

@@ -149,33 +149,84 @@ class RetryPlan:
     source: RetrySource
 
 
+def _edges_into(graph_json: dict[str, Any]) -> dict[str, set[tuple[Any, ...]]]:
+    edges: dict[str, set[tuple[Any, ...]]] = {}
+    raw_edges = graph_json.get("edges")
+    for edge in raw_edges if isinstance(raw_edges, list) else []:
+        if isinstance(edge, dict):
+            wiring = (edge.get("source"), edge.get("sourceHandle"), edge.get("targetHandle"))
+            edges.setdefault(str(edge.get("target")), set()).add(wiring)
+    return edges
+
+
+def edited_since(graph: Graph, graph_json: dict[str, Any], ran: dict[str, Any]) -> set[str]:
+    """The nodes of ``graph`` (the workflow as saved now, ``graph_json`` its JSON) that the
+    retried run's graph ``ran`` does not have as they are: missing there, of another type,
+    with other params, or wired from other outputs. Fields the editor keeps beside the
+    params (a label, a colour) change nothing."""
+    before, now = _nodes(ran), _nodes(graph_json)
+    now_edges, ran_edges = _edges_into(graph_json), _edges_into(ran)
+    edited: set[str] = set()
+    for node_id, planned in graph.nodes.items():
+        old = before.get(node_id)
+        spec = planned.node.spec
+        if old is None or old.get("type") != spec.type:
+            edited.add(node_id)
+            continue
+        now_data, old_data = _data(now[node_id]), _data(old)
+        params = spec.params.model_fields
+        if {k: v for k, v in now_data.items() if k in params} != {
+            k: v for k, v in old_data.items() if k in params
+        } or now_edges.get(node_id, set()) != ran_edges.get(node_id, set()):
+            edited.add(node_id)
+    return edited
+
+
+def _nodes(graph_json: dict[str, Any]) -> dict[Any, dict[str, Any]]:
+    raw_nodes = graph_json.get("nodes")
+    listed = raw_nodes if isinstance(raw_nodes, list) else []
+    return {raw.get("id"): raw for raw in listed if isinstance(raw, dict)}
+
+
+def _data(raw: dict[str, Any]) -> dict[str, Any]:
+    data = raw.get("data")
+    return data if isinstance(data, dict) else {}
+
+
 def plan(
     conn: Connection,
     account_id: str,
     workflow_id: str,
     run_id: str,
     params: dict[str, dict[str, Any]] | None,
+    current: bool,
     check: Callable[[Any], Graph],
 ) -> RetryPlan:
     """Read the retried run and plan its retry: 404 when it is not the account's run of
     that workflow (or the workflow is deleted), 409 while it has not failed or been
     cancelled, 400 when a node named in ``params`` does not exist or the graph with the new
-    params does not validate (``check``: the server's graph check, raising InvalidGraph)."""
+    params does not validate (``check``: the server's graph check, raising InvalidGraph).
+    ``current``: the retry runs the workflow as saved now, not the run's own graph; a node
+    edited since the run (``edited_since``) runs again like a node given new params."""
     row = run_store.retry_source(conn, account_id, workflow_id, run_id)
     if row is None:
         raise NotFound("No such run of this workflow.")
     if row.status not in RETRYABLE:
         raise Conflict(f"Only a failed or cancelled run can be retried; this run is {row.status}.")
-    graph_json, positions = with_params(row.graph_json, params or {})
+    base = row.current_graph if current else row.graph_json
+    graph_json, positions = with_params(base, params or {})
     try:
         graph = check(graph_json)
     except InvalidGraph as problem:
         raise blame_params(problem, positions) from None
     unknown_params(graph, params or {})
+    changed = set(positions)
+    if current:
+        changed |= edited_since(graph, graph_json, row.graph_json)
     nodes = run_store.node_states(conn, run_id)
     done = NodeStatus.COMPLETED
     completed = {n.node_id: n.artifact_id for n in nodes if n.status == done and n.artifact_id}
     rows = artifact_store.by_ids(conn, list(set(completed.values())))
-    reuse = reusable(graph, completed, rows, set(positions))
+    reuse = reusable(graph, completed, rows, changed)
     source = RetrySource(row.id, graph_json, row.input, reuse)
     return RetryPlan(row.workflow_id, row.workflow_version, graph, source)

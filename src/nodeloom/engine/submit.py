@@ -196,6 +196,8 @@ class RunRequest:
     # changes (node id -> params). The input is the retried run's.
     retry_of: str | None = None
     retry_params: dict[str, dict[str, Any]] | None = None
+    # The retry runs the workflow as saved now rather than the retried run's graph.
+    retry_current: bool = False
     # Where the run's record is POSTed, signed, when it ends (engine/callbacks.py).
     callback_url: str | None = None
     # A sub-workflow's run (engine/subworkflows.py): the run and Workflow node starting it.
@@ -236,6 +238,8 @@ def request_hash(request: RunRequest) -> str:
     if request.retry_of is not None:
         material["retry_of"] = request.retry_of
         material["params"] = request.retry_params or {}
+        if request.retry_current:  # absent otherwise: earlier keys keep their hash
+            material["graph"] = "current"
     if request.callback_url is not None:  # absent otherwise: earlier keys keep their hash
         material["callback_url"] = request.callback_url
     return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()
@@ -301,6 +305,7 @@ def read_retry(request: RunRequest, graphs: GraphCache, conn: Connection) -> Wor
         request.workflow_id,
         request.retry_of,
         request.retry_params,
+        request.retry_current,
         lambda graph_json: graphs.check(
             graph_json,
             graphs.children(conn, request.account_id, graph_json, request.workflow_id),

@@ -56,6 +56,12 @@ class RetryRequest(BaseModel):
     cache: bool = Field(
         default=True, description="Reuse earlier identical outputs for the nodes that run again."
     )
+    graph: Literal["run", "current"] = Field(
+        default="run",
+        description='"run": the retried run\'s own graph, as it was when it ran. "current": the '
+        "workflow as saved now (a fix saved since the run); completed nodes whose type, params "
+        "and inputs are unchanged are still reused, the others run.",
+    )
     trigger: Literal["api", "editor"] = Field(
         default="api", description='What started the retry; the web app sends "editor".'
     )

@@ -110,6 +110,7 @@ _RETRY_SOURCE = Prepared(
         _RUNS.c.input,
         _RUNS.c.graph_json,
         _WORKFLOWS.c.updated_at.label("workflow_version"),
+        _WORKFLOWS.c.graph_json.label("current_graph"),
     )
     .join(_WORKFLOWS, _WORKFLOWS.c.id == _RUNS.c.workflow_id)
     .where(
@@ -127,8 +128,9 @@ def retries(conn: Connection, run_id: str) -> list[str]:
 
 
 def retry_source(conn: Connection, account_id: str, workflow_id: str, run_id: str) -> Record | None:
-    """What a retry of the run starts from (its status, input and graph), when the run is
-    the account's, of that workflow, and the workflow is not deleted."""
+    """What a retry of the run starts from (its status, input, graph, and the workflow's
+    graph as saved now), when the run is the account's, of that workflow, and the workflow
+    is not deleted."""
     params = {"run": run_id, "account": account_id, "workflow": workflow_id}
     return _RETRY_SOURCE.run(conn, params).first()
 

@@ -74,12 +74,13 @@ function RunDetails() {
 
   // A failed or cancelled run goes on from where it stopped: completed nodes are reused
   // (no credits), the failed node and everything after it run again.
-  const retry = () =>
+  // graph "current": the workflow as saved now (a fix saved since the run failed).
+  const retry = (graph: "run" | "current") =>
     act(async () => {
       const accepted = unwrap(
         await api.POST("/api/v1/workflows/{workflow_id}/runs/{run_id}/retry", {
           params: { path: { workflow_id: workflowId, run_id: runId } },
-          body: { trigger: "editor" } as never,
+          body: { trigger: "editor", graph } as never,
         }),
       );
       void client.invalidateQueries({ queryKey: keys.runs(workflowId) });
@@ -150,10 +151,19 @@ function RunDetails() {
           <button
             type="button"
             className="primary"
-            onClick={() => void retry()}
+            onClick={() => void retry("run")}
             title="Reuse every completed node (no credits) and run the failed node and everything after it"
           >
             Retry from failed node
+          </button>
+        )}
+        {retryable && (
+          <button
+            type="button"
+            onClick={() => void retry("current")}
+            title="Run the workflow as saved now: nodes changed since this run run again, the others are reused"
+          >
+            Retry with the saved workflow
           </button>
         )}
         <button

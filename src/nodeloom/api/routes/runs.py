@@ -141,8 +141,9 @@ async def retry_run(
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> dict[str, Any]:
     """Retry a failed or cancelled run from where it stopped: a new run of the same graph
-    and input that reuses every completed node's artifact (uncharged, ``cached``) and runs
-    the rest. The body is optional: ``{"params": {"<node id>": {...}}, "cache": true}``."""
+    (or, with ``"graph": "current"``, of the workflow as saved now) and input that reuses
+    every unchanged completed node's artifact (uncharged, ``cached``) and runs the rest.
+    The body is optional: ``{"params": {"<node id>": {...}}, "cache": true}``."""
     body = await _body(request, RetryRequest)
     accepted = await ctx.acceptor.accept(
         RunRequest(
@@ -155,6 +156,7 @@ async def retry_run(
             trigger=body.trigger,
             retry_of=run_id,
             retry_params=body.params,
+            retry_current=body.graph == "current",
         ),
     )
     answer = accepted.answer

@@ -4,7 +4,8 @@ import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
 import { catalogMap, keys, useNodeTypes } from "../api/queries";
 import type { GraphJson, SavedWorkflow, WorkflowSummary } from "../api/types";
-import { TEMPLATES, unavailableTypes } from "../graph/templates";
+import { TEMPLATES } from "../graph/templates";
+import { TemplateCard } from "./TemplateCard";
 import type { OpenState } from "./EditorPage";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ErrorBanner, NameForm, TableHead, useAction } from "../components/forms";
@@ -59,13 +60,14 @@ export function WorkflowsPage() {
 
   /** Creates and opens a workflow. A graph made elsewhere (imported, a template) is fitted
    * into view on opening, and the warnings the create answered with are shown there. */
+  const createAndOpen = async (workflowName: string, graph: unknown, fit = false) => {
+    const made = await createWorkflow(workflowName, graph);
+    await refresh();
+    const state: OpenState = { fit, warnings: made.warnings ?? [] };
+    navigate(`/workflows/${made.id}`, { state });
+  };
   const create = (workflowName: string, graph: unknown, fit = false) =>
-    act(async () => {
-      const made = await createWorkflow(workflowName, graph);
-      await refresh();
-      const state: OpenState = { fit, warnings: made.warnings ?? [] };
-      navigate(`/workflows/${made.id}`, { state });
-    });
+    act(() => createAndOpen(workflowName, graph, fit));
 
   const rename = (id: string, newName: string) =>
     act(async () => {
@@ -226,31 +228,15 @@ export function WorkflowsPage() {
       <section aria-labelledby="templates-title">
         <h2 id="templates-title">Start from a template</h2>
         <ul className="template-grid">
-          {TEMPLATES.map((t) => {
-            const missing = types.data ? unavailableTypes(t, catalog) : [];
-            return (
-              <li key={t.id} className="card template">
-                <h3>{t.name}</h3>
-                <p className="small muted">{t.description}</p>
-                <p className="small muted">
-                  {t.graph.nodes.length} nodes
-                  {missing.length > 0 && (
-                    <span className="warn-text">
-                      {" "}
-                      · needs {missing.join(", ")}, unavailable here
-                    </span>
-                  )}
-                </p>
-                <button
-                  type="button"
-                  aria-label={`Use template ${t.name}`}
-                  onClick={() => void create(t.name, t.graph, true)}
-                >
-                  Use template
-                </button>
-              </li>
-            );
-          })}
+          {TEMPLATES.map((t) => (
+            <TemplateCard
+              key={t.id}
+              template={t}
+              catalog={catalog}
+              catalogLoaded={!!types.data}
+              onCreate={(name, graph) => createAndOpen(name, graph, true)}
+            />
+          ))}
         </ul>
       </section>
       <ConfirmDialog

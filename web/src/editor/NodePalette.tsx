@@ -7,13 +7,15 @@ import {
   packageChoices,
   paletteNote,
 } from "./packages";
+import { paletteGroups } from "./paletteGroups";
 import { searchNodeTypes } from "./search";
 
 export const DRAG_TYPE = "application/x-nodeloom-node-type";
 
 /** The node catalog, grouped by category, searchable (aliases included: "tts", "img") and
  * filtered by package; drag an item onto the canvas, or press it (Enter) to add it in the
- * middle of the view. A packaged type carries its package's badge; an unavailable one stays
+ * middle of the view; Enter in the search adds the first match. What works here is listed
+ * first (paletteGroups). A packaged type carries its package's badge; an unavailable one stays
  * focusable, greyed, with its reason, and cannot be added. On a narrow screen it is a drawer,
  * opened from the toolbar. */
 export function NodePalette({
@@ -28,14 +30,12 @@ export function NodePalette({
   const [query, setQuery] = useState("");
   const [pkg, setPkg] = useState(ALL_PACKAGES);
   const choices = useMemo(() => packageChoices(types), [types]);
-  const groups = useMemo(() => {
-    const shown = searchNodeTypes(filterByPackage(types, pkg), query);
-    const byCategory = new Map<string, NodeType[]>();
-    for (const t of shown) byCategory.set(t.category, [...(byCategory.get(t.category) ?? []), t]);
-    // Searching: the category of the best match first; browsing: alphabetical.
-    const entries = [...byCategory.entries()];
-    return query.trim() ? entries : entries.sort(([a], [b]) => a.localeCompare(b));
-  }, [types, query, pkg]);
+  const groups = useMemo(
+    () => paletteGroups(searchNodeTypes(filterByPackage(types, pkg), query), !!query.trim()),
+    [types, query, pkg],
+  );
+  // Enter in the search adds the first match that can be added.
+  const first = groups.flatMap(([, items]) => items).find((t) => !paletteNote(t)?.blocked);
   return (
     <aside className="palette" id="editor-palette" aria-label="Node palette">
       <div className="drawer-head">
@@ -50,7 +50,17 @@ export function NodePalette({
         placeholder="Search nodes"
         value={query}
         onChange={(e) => setQuery(e.target.value)}
+        onKeyDown={(e) => {
+          if (e.key === "Enter" && query.trim() && first) {
+            e.preventDefault();
+            onAdd(first.type);
+          }
+        }}
+        aria-describedby="palette-search-hint"
       />
+      <div className="hint small muted" id="palette-search-hint">
+        Enter adds the first match{query.trim() && first ? `: ${first.title}` : ""}.
+      </div>
       <div className="palette-filter">
         <label htmlFor="palette-package">Package</label>
         <select id="palette-package" value={pkg} onChange={(e) => setPkg(e.target.value)}>

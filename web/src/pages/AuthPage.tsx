@@ -7,14 +7,20 @@ import { setToken } from "../api/session";
 
 type Mode = "setup" | "login" | "signup";
 
-const TEXT: Record<Mode, { title: string; lead: string; button: string }> = {
+const TEXT: Record<Mode, { title: string; lead: string; button: string; busy: string }> = {
   setup: {
     title: "Welcome to Nodeloom",
     lead: "No account exists yet. Create the owner account of this server.",
     button: "Sign up",
+    busy: "Creating your account…",
   },
-  login: { title: "Log in", lead: "", button: "Log in" },
-  signup: { title: "Create an account", lead: "", button: "Sign up" },
+  login: { title: "Log in", lead: "", button: "Log in", busy: "Logging in…" },
+  signup: {
+    title: "Create an account",
+    lead: "",
+    button: "Sign up",
+    busy: "Creating your account…",
+  },
 };
 
 export function AuthPage({ mode, canSignUp = false }: { mode: Mode; canSignUp?: boolean }) {
@@ -78,9 +84,16 @@ export function AuthPage({ mode, canSignUp = false }: { mode: Mode; canSignUp?: 
           />
           {mode !== "login" && <div className="hint">At least 8 characters.</div>}
         </div>
-        <button type="submit" className="primary" disabled={busy}>
-          {text.button}
+        <button type="submit" className="primary" disabled={busy} aria-busy={busy || undefined}>
+          {busy ? text.busy : text.button}
         </button>
+        {busy && (
+          // Hashing the password takes a moment on purpose (it is what makes a stolen hash
+          // slow to crack): say that something is happening.
+          <p className="small muted" role="status">
+            {text.busy}
+          </p>
+        )}
       </form>
       {mode === "login" && canSignUp && (
         <p className="small" style={{ marginTop: 16 }}>

@@ -816,7 +816,9 @@ function Editor({
               </button>
             </div>
           )}
-          {banner && (
+          {/* "Saved." is about the graph as it was saved: gone at the next change, so it
+              never stands beside "Unsaved changes". */}
+          {banner && !(banner.kind === "ok" && dirty) && (
             <div
               className={`banner ${banner.kind}`}
               role={banner.kind === "error" ? "alert" : "status"}

@@ -154,6 +154,50 @@ class TestFanOut:
         assert sorted(done) == [0, 1, 2]
 
 
+class TestEstimate:
+    """``/estimate`` answers what execute would hold, item count included."""
+
+    async def test_estimate_counts_the_items_execute_holds(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = batch_graph()
+        graph["nodes"][0]["data"]["text"] = "a\nb\nc\nd\ne"  # 5 lines of its own
+        wf = await create_workflow(client, owner, graph)
+        url = f"/api/v1/workflows/{wf}/estimate"
+        # No input: the TextInput's own 5 lines, as execute without an input holds.
+        r = await client.get(url, headers=owner.headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["estimated_credits"] == 5
+        r = await client.post(url, headers=owner.headers)
+        assert r.json()["estimated_credits"] == 5
+        accepted = await execute(client, owner, wf)
+        assert accepted.json()["estimated_credits"] == 5
+        # With an input: its count, the same as execute's with that input.
+        body = {"input": {"text": "x\ny\nz"}}
+        r = await client.post(url, json=body, headers=owner.headers)
+        assert r.status_code == 200, r.text
+        estimate = r.json()
+        assert estimate["estimated_credits"] == 3
+        # Each node's part adds up to the total: the region's node holds 3 items.
+        parts = {p["node_id"]: p["credits"] for p in estimate["nodes"]}
+        assert parts["tpl"] == 3 and sum(parts.values()) == 3
+        accepted = await execute(client, owner, wf, body)
+        assert accepted.json()["estimated_credits"] == 3
+        run = await wait_for_run(client, owner, wf, accepted.json()["run_id"])
+        assert run["credits_used"] == 3
+
+    async def test_estimate_refuses_an_input_execute_refuses(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, batch_graph())
+        body = {"input": {"text": "\n".join(str(i) for i in range(51))}}  # the cap is 50
+        r = await execute(client, owner, wf, body)
+        assert_problem(r, 400, "invalid_request")
+        r = await client.post(f"/api/v1/workflows/{wf}/estimate", json=body, headers=owner.headers)
+        assert_problem(r, 400, "invalid_request")
+        assert r.json()["errors"][0]["pointer"] == "/input"
+
+
 class TestConcurrency:
     async def test_at_most_concurrency_items_run_at_once(
         self, client: httpx.AsyncClient, owner: User

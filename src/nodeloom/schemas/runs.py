@@ -140,7 +140,8 @@ class NodeEstimate(BaseModel):
     type: str
     credits: int = Field(
         description="What the node is charged at most: its flat price plus its price per "
-        "second times the longest it may produce. A cached node is charged nothing."
+        "second times the longest it may produce; for a node run once per item of a "
+        "ForEach, that times the items held. A cached node is charged nothing."
     )
 
 

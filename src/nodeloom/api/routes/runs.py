@@ -19,9 +19,10 @@ from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.db.models import utcnow
 from nodeloom.engine import callbacks
+from nodeloom.engine.batches import node_estimates
 from nodeloom.engine.graph import Children
 from nodeloom.engine.states import RunStatus
-from nodeloom.engine.submit import RunRequest, check_credentials
+from nodeloom.engine.submit import RunRequest, batch_items, check_credentials
 from nodeloom.errors import Conflict, NotFound
 from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.runs import (
@@ -329,10 +330,13 @@ def _runs_response(
     return OrjsonResponse(body, headers=headers)
 
 
-async def _estimate(ctx: CtxDep, account_id: str, workflow_id: str) -> RunEstimate:
-    """What execute would hold for a run of the workflow as saved now, node by node,
-    checked as execute checks it (the graph against this server's catalog, the
-    credentials it names), without holding, charging or creating anything."""
+async def _estimate(
+    ctx: CtxDep, account_id: str, workflow_id: str, run_input: dict[str, Any] | None = None
+) -> RunEstimate:
+    """What execute would hold for a run of the workflow as saved now with ``run_input``,
+    node by node, checked as execute checks it (the graph against this server's catalog,
+    the credentials it names, a batch the input makes too large), without holding,
+    charging or creating anything."""
 
     def read(conn: Connection) -> tuple[Record, Record, Children]:
         row = workflow_store.get(conn, account_id, workflow_id)
@@ -344,11 +348,13 @@ async def _estimate(ctx: CtxDep, account_id: str, workflow_id: str) -> RunEstima
     row, account, children = await ctx.db.read(read)
     graph = ctx.graphs.get(row.id, row.updated_at, row.graph_json, children)
     await check_credentials(ctx.db, account_id, graph)
+    items = batch_items(graph, run_input) if graph.batches else {}
+    parts = node_estimates(graph, items)
     nodes = [
-        NodeEstimate(node_id=n.id, type=n.type, credits=n.node.estimate_credits(n.params))
+        NodeEstimate(node_id=n.id, type=n.type, credits=parts[n.id])
         for n in sorted(graph.nodes.values(), key=lambda n: n.index)
     ]
-    total = graph.estimate_credits()
+    total = graph.estimate_credits(items)
     balance = account.credits_balance if account else 0
     return RunEstimate(
         estimated_credits=total,
@@ -384,8 +390,8 @@ async def estimate_run(
     checks it; nothing is held, charged or created. A balance below the estimate is no
     error here (``sufficient`` is false): execute would answer 402."""
     raw = await read_json(request, MAX_EXECUTE_BODY, allow_empty=True)
-    validated(ExecuteRequest, raw)
-    return await _estimate(ctx, principal.account_id, workflow_id)
+    body = validated(ExecuteRequest, raw)
+    return await _estimate(ctx, principal.account_id, workflow_id, body.input)
 
 
 @router.post(

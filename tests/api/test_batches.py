@@ -450,6 +450,66 @@ class TestCache:
             "C",
         ]
 
+    async def test_a_template_item_is_cached_when_the_list_comes_in_the_input(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # The template reads only its item (not `input`): changing one of five lines runs
+        # and charges that item alone.
+        wf = await create_workflow(client, owner, batch_graph())
+        lines = ["a", "b", "c", "d", "e"]
+        _, first = await run_batch(client, owner, wf, "\n".join(lines))
+        assert first["credits_used"] == 5
+        lines[2] = "changed"
+        before = await balance(client, owner)
+        _, again = await run_batch(client, owner, wf, "\n".join(lines))
+        assert again["status"] == "completed", again
+        assert [nr["cached"] for nr in of(again, "tpl")] == [True, True, False, True, True]
+        assert again["credits_used"] == 1
+        assert await balance(client, owner) == before - 1
+        [collect] = of(again, "all")
+        assert json.loads(await text_of(client, owner, collect["artifact_id"])) == [
+            "<a>",
+            "<b>",
+            "<changed>",
+            "<d>",
+            "<e>",
+        ]
+
+    async def test_a_template_reading_the_input_is_not_reused_when_it_changes(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = batch_graph()
+        graph["nodes"][2] = n("tpl", "TextTemplate", template="{{ input.tag }}:{{ text }}")
+        wf = await create_workflow(client, owner, graph)
+        for tag, cached in (("x", False), ("x", True), ("y", False)):
+            r = await execute(client, owner, wf, {"input": {"text": "a\nb", "tag": tag}})
+            run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+            assert [nr["cached"] for nr in of(run, "tpl")] == [cached, cached], (tag, run)
+            [collect] = of(run, "all")
+            assert json.loads(await text_of(client, owner, collect["artifact_id"])) == [
+                f"{tag}:a",
+                f"{tag}:b",
+            ]
+
+    async def test_a_text_input_is_keyed_by_what_it_reads(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = g(
+            [n("a", "TextInput", key="a"), n("tpl", "TextTemplate", template="[{{ text }}]")],
+            [e("a", "tpl")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        runs = []
+        for b in ("1", "2"):
+            r = await execute(client, owner, wf, {"input": {"a": "same", "b": b}})
+            runs.append(await wait_for_run(client, owner, wf, r.json()["run_id"]))
+        # Only key b changed: neither node reads it, both are answered from the cache.
+        assert [(nr["node_id"], nr["cached"]) for nr in runs[1]["node_runs"]] == [
+            ("a", True),
+            ("tpl", True),
+        ]
+        assert runs[1]["credits_used"] == 0
+
 
 class TestValidation:
     async def test_collect_without_for_each(self, client: httpx.AsyncClient, owner: User) -> None:

@@ -130,6 +130,19 @@ class TestFanOut:
         assert run["credits_used"] == 1 + 3
         assert await balance(client, owner) == before - 4
 
+    async def test_item_entries_carry_the_item_count(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # A poller shows "3/5" from the run record alone, as a watcher does from events.
+        wf = await create_workflow(client, owner, batch_graph())
+        _, run = await run_batch(client, owner, wf, "a\nb\nc\nd\ne")
+        assert run["status"] == "completed", run
+        for nr in run["node_runs"]:
+            expected = 5 if nr["item_index"] is not None else None
+            assert nr["item_count"] == expected, nr
+        done = sum(1 for nr in of(run, "tpl") if nr["status"] == "completed")
+        assert (done, of(run, "tpl")[0]["item_count"]) == (5, 5)
+
     async def test_item_events_carry_the_item_index(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:

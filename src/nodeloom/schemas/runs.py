@@ -78,6 +78,11 @@ class NodeRunOut(BaseModel):
         description="For a node run once per item of a ForEach: which item (0-based). "
         "Each item has its own entry; null for nodes that run once.",
     )
+    item_count: int | None = Field(
+        default=None,
+        description="For a node run once per item: how many items its ForEach has (so "
+        '"3/5" can be shown from the run alone); null for nodes that run once.',
+    )
     type: str
     status: NodeStatusName
     artifact_id: str | None

@@ -165,16 +165,17 @@ async def retry_run(
     return answer
 
 
-def node_run_out(node: Any) -> dict[str, Any]:
+def node_run_out(node: Any, item_count: int | None = None) -> dict[str, Any]:
     """A node run row as the API shows it (``NodeRunOut``). An item's node run is stored
     under its instance id ``<node id>#<item>`` (engine/batches.py): shown as the drawn
-    node's id with the item index."""
+    node's id with the item index, and ``item_count``, its ForEach's items."""
     node_id = node.node_id
     if node.item_index is not None:
         node_id = node_id.rpartition("#")[0]
     return {
         "node_id": node_id,
         "item_index": node.item_index,
+        "item_count": item_count if node.item_index is not None else None,
         "type": node.type,
         "status": node.status,
         "artifact_id": node.artifact_id,

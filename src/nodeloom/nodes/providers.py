@@ -278,8 +278,14 @@ async def check_endpoint(
         return False, None, f"the provider did not answer within {TEST_TIMEOUT:g} s"
     except httpx.HTTPError as exc:
         return False, None, f"cannot reach the provider ({type(exc).__name__})"
-    if response.status_code < 400:
+    if response.is_success:
         return True, response.status_code, "the provider accepted the credential"
+    if response.is_redirect:
+        return (
+            False,
+            response.status_code,
+            policy.redirected("the provider", response).replace(key, "***"),
+        )
     message = _error_message(response).replace(key, "***")
     return (
         False,

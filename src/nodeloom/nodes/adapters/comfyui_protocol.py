@@ -200,7 +200,7 @@ async def check(settings: Settings, credential: policy.Credential) -> tuple[bool
         return False, None, _masked(exc.message, secrets)
     except httpx.HTTPError as exc:
         return False, None, f"cannot reach ComfyUI ({type(exc).__name__})"
-    if response.status_code >= 400:
+    if not response.is_success:  # a redirect is not followed, so it is no answer either
         refused = api.refused(response)
         return False, response.status_code, refused.message
     try:

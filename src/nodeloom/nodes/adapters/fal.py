@@ -150,7 +150,7 @@ async def check(settings: Settings, key: str) -> tuple[bool, int | None, str]:
     api = _platform(settings, key)
     try:
         async with asyncio.timeout(TEST_TIMEOUT), api:
-            await api.json("GET", f"/models/pricing?endpoint_id={PRICED_MODEL}")
+            await api.json("GET", f"/models/pricing?endpoint_id={PRICED_MODEL}", ok=policy.accepted)
     except policy.ProviderError as exc:
         return False, exc.status, exc.message
     except NodeFailure as exc:

@@ -251,6 +251,19 @@ def _tls() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
+def accepted(status: int) -> bool:
+    """A connection test's success: a 2xx answer (a redirect, not followed, is none)."""
+    return 200 <= status < 300
+
+
+def redirected(name: str, response: httpx.Response) -> str:
+    """A redirect, which no provider call follows (the credential would go with it): where
+    it led, so a wrong base URL or a login page in front of the API shows."""
+    location = response.headers.get("location")
+    to = f" to {location[:200]}" if location else ""
+    return f"{name} answered with a redirect (HTTP {response.status_code}){to}, not followed"
+
+
 def _not_accepted(status: int) -> bool:
     """Answers that say a submission was not taken (safe to send again)."""
     return status in (429, 503)
@@ -412,6 +425,8 @@ class Provider:
         )
 
     def refused(self, response: httpx.Response) -> ProviderError:
+        if response.is_redirect:
+            return ProviderError(self.mask(redirected(self.name, response)), response.status_code)
         message = self.mask(_response_message(response))
         return ProviderError(
             f"{self.name} refused the request (HTTP {response.status_code}): {message}",

@@ -71,7 +71,7 @@ async def check(settings: Settings, token: str) -> tuple[bool, int | None, str]:
     )
     try:
         async with asyncio.timeout(TEST_TIMEOUT), api:
-            body = await api.json("GET", "/account")
+            body = await api.json("GET", "/account", ok=policy.accepted)
     except policy.ProviderError as exc:
         return False, exc.status, exc.message
     except NodeFailure as exc:

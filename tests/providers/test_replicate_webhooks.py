@@ -239,6 +239,31 @@ class TestReplicateWebhooks:
         r = await client.post(path, content=body, headers=headers)
         assert r.status_code == 200 and r.json() == {"kept": False}
 
+    async def test_an_aborted_prediction_is_kept_and_fails_the_node(
+        self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
+    ) -> None:
+        # Replicate ends a prediction it never started (a deadline passed) as "aborted": a
+        # final state, to acknowledge (else Replicate retries the delivery) and fail on.
+        replicate_fake.script.seconds = 60
+        replicate_fake.script.webhooks_lost = True  # the test delivers by hand
+        wf, run_id = await start(client, owner)
+        await until(lambda: bool(replicate_fake.jobs) and predictions_polled(replicate_fake) > 0)
+        (job,) = replicate_fake.jobs.values()
+        assert job.webhook is not None
+        aborted = {**replicate_fake.prediction(job), "status": "aborted"}
+        body = json.dumps(aborted).encode()
+        path = httpx.URL(job.webhook).path
+        r = await client.post(
+            path, content=body, headers=signed(replicate_fake.signing_secret, body)
+        )
+        assert r.status_code == 200 and r.json() == {"kept": True}, r.text
+        run = await wait_for_run(client, owner, wf, run_id, timeout=20)
+        assert run["status"] == "failed", run
+        node = node_of(run, "gen")
+        assert node["status"] == "failed" and node["credits_used"] == 0
+        assert node["error"]["code"] == "provider_error"
+        assert f"aborted the prediction {job.id}" in node["error"]["message"]
+
     async def test_a_lost_webhook_still_completes_by_polling(
         self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate, app: FastAPI
     ) -> None:

@@ -224,6 +224,49 @@ class TestOpenAIMedia:
         assert band_changed(0.4)  # "General Kenobi."
         assert at(captioned, 0.08)[bottom].mean() < at(source, 0.08)[bottom].mean() - 20
 
+    @pytest.mark.parametrize("model", ["gpt-4o-transcribe", "gpt-4o-mini-transcribe"])
+    async def test_the_gpt_4o_transcribers_are_asked_for_json(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer, model: str
+    ) -> None:
+        # They answer json or text only, without segments: one cue spans the audio.
+        cred = await openai_credential(client, owner, openai)
+        graph = g(
+            [
+                n("script", "TextInput", text="Hello there. General Kenobi."),
+                n("voice", "TextToSpeech", credential=cred),
+                n("stt", "SpeechToText", model=model, credential=cred),
+            ],
+            [e("script", "voice"), e("voice", "stt")],
+        )
+        done = await run(client, owner, await create_workflow(client, owner, graph))
+        assert done["status"] == "completed", done
+        (form,) = openai.forms
+        assert form["model"][1] == model.encode()
+        assert form["response_format"][1] == b"json"
+        assert "timestamp_granularities[]" not in form
+        vtt = (await content(client, owner, done, "stt")).decode()
+        assert vtt.startswith("WEBVTT\n\n1\n00:00:00.000 --> ")
+        assert vtt.endswith("\nHello there. General Kenobi.\n") and vtt.count(" --> ") == 1
+
+    async def test_speech_longer_than_openai_takes_is_not_sent(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer
+    ) -> None:
+        cred = await openai_credential(client, owner, openai)
+        graph = g(
+            [
+                n("script", "TextInput", text="a" * 4097),
+                n("voice", "TextToSpeech", credential=cred),
+            ],
+            [e("script", "voice")],
+        )
+        done = await run(client, owner, await create_workflow(client, owner, graph))
+        voice = node(done, "voice")
+        assert voice["status"] == "failed" and voice["credits_used"] == 0
+        assert voice["error"]["message"] == (
+            "the text to speak is 4,097 characters; OpenAI's speech takes at most 4,096"
+        )
+        assert openai.requests == []  # nothing paid was sent
+
     async def test_rate_limited_with_retry_after_then_answered(
         self, client: httpx.AsyncClient, owner: User, openai: FakeServer
     ) -> None:

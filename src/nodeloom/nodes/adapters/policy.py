@@ -374,10 +374,13 @@ class Provider:
         headers: Mapping[str, str] | None = None,
         idempotent: bool = True,
         ok: Callable[[int], bool] = lambda status: status < 400,
+        retry: Callable[[int], bool] | None = None,
     ) -> httpx.Response:
         """The provider's answer (read in full) once ``ok`` accepts its status, after
         retries; ``ProviderError`` quoting the provider otherwise. The body is ``json_body``
-        (sent as JSON) or ``content`` (with its Content-Type in ``headers``)."""
+        (sent as JSON) or ``content`` (with its Content-Type in ``headers``). ``retry``:
+        which refused statuses are asked again (by default the transient ones, or for a
+        request that is not ``idempotent`` those that say it was not taken)."""
         url = httpx.URL(self.url(path_or_url))
         sent = self._headers_for(url, headers)
         if json_body is not None:
@@ -404,12 +407,8 @@ class Provider:
                 continue
             if ok(response.status_code):
                 return response
-            retry = (
-                transient(response.status_code)
-                if idempotent
-                else _not_accepted(response.status_code)
-            )
-            if retry and not last:
+            again = retry or (transient if idempotent else _not_accepted)
+            if again(response.status_code) and not last:
                 wait = retry_after(response)
                 await asyncio.sleep(
                     min(RETRY_AFTER_MAX, wait) if wait is not None else backoff(attempt)

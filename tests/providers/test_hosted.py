@@ -147,6 +147,22 @@ class TestReplicate:
         assert replicate_fake.submissions == 1  # the 429 was not a submission
         assert replicate_fake.script.before == []
 
+    async def test_a_create_answered_503_is_not_sent_again(
+        self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
+    ) -> None:
+        # Only a 429 says the prediction was not made; after a 503 it may have been (and
+        # be billed): the node fails rather than create a second one.
+        replicate_fake.script.before = [
+            ("POST", r"/v1/models/.*", 503, {"Retry-After": "0"}, {"detail": "unavailable"})
+        ]
+        cred = await credential(client, owner, "replicate")
+        run = await run_graph(client, owner, image_graph(cred))
+        assert run["status"] == "failed", run
+        gen = node_of(run, "gen")
+        assert gen["error"]["message"] == "Replicate refused the request (HTTP 503): unavailable"
+        assert gen["credits_used"] == 0
+        assert [r[0] for r in replicate_fake.requests if r[1].startswith("/v1/models/")] == ["POST"]
+
     async def test_a_failed_prediction_is_quoted_and_charges_nothing(
         self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
     ) -> None:

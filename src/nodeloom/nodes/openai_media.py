@@ -142,7 +142,9 @@ class ImageToImage(NodeType):
         content, content_type = await asyncio.to_thread(providers.encode_body, None, files, form)
         async with providers.endpoint(ctx) as api:
             await ctx.progress(0.05)
-            body = await api.json("POST", "/images/edits", content=content, headers=content_type)
+            body = await api.json(
+                "POST", "/images/edits", content=content, headers=content_type, idempotent=False
+            )
             return await providers.answered_image(api, ctx, body)
 
 

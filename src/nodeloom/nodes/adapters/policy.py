@@ -11,7 +11,8 @@ goes to a sandbox process through ``ctx.convert``, which ``Provider.download`` c
   what remains, for a provider's own wait parameter.
 - **Retries**: ``Provider.request`` retries 408/429/5xx and dropped connections with
   exponential back-off, honouring ``Retry-After`` (capped); a submission (``idempotent``
-  false) is retried only when the provider cannot have accepted it (429, 503, no connection).
+  false: every paid call) is sent again only when the provider cannot have accepted it (429,
+  or no connection made).
   Any other answer fails the node with the provider's own message quoted (secrets masked).
 - **Idempotent resume**: ``submit_once`` stores the provider's job (prediction, prompt or
   request id) on the node run, committed, before the node waits on it; the same node run
@@ -265,8 +266,10 @@ def redirected(name: str, response: httpx.Response) -> str:
 
 
 def _not_accepted(status: int) -> bool:
-    """Answers that say a submission was not taken (safe to send again)."""
-    return status in (429, 503)
+    """Answers that say a submission was not taken (safe to send again): only a 429. A
+    503 may come from a provider that took the job and then failed to answer (a paid job
+    made twice), so a submission is not sent again after it."""
+    return status == 429
 
 
 class Provider:

@@ -110,8 +110,10 @@ async def run(
                 if state == "COMPLETED":
                     if status.get("error"):  # fal gave the request up (a runner lost...)
                         await policy.forget_job(ctx)
-                        kind = status.get("error_type")
-                        raise api.failed(f"{status['error']}" + (f" ({kind})" if kind else ""))
+                        error_type = status.get("error_type")
+                        raise api.failed(
+                            f"{status['error']}" + (f" ({error_type})" if error_type else "")
+                        )
                     break
                 if state not in ("IN_QUEUE", "IN_PROGRESS"):
                     await policy.forget_job(ctx)

@@ -345,40 +345,38 @@ class TestFal:
         assert gen["error"]["message"] == "fal failed (HTTP 422): prompt must not be empty"
         assert gen["credits_used"] == 0
 
-    async def test_a_request_completed_with_an_error_fails_at_once(
-        self, client: httpx.AsyncClient, owner: User, fal_fake: FakeFal
+    @pytest.mark.parametrize(
+        ("status_says", "message", "result_reads"),
+        [
+            # The COMPLETED status carries the error: no result to read.
+            (True, "fal failed: Runner disconnected (runner_disconnected)", 0),
+            # Only the result tells (a 500): read once, not asked again.
+            (False, "fal failed (HTTP 500): Runner disconnected", 1),
+        ],
+    )
+    async def test_a_request_fal_gave_up_on_fails_at_once(
+        self,
+        client: httpx.AsyncClient,
+        owner: User,
+        fal_fake: FakeFal,
+        status_says: bool,
+        message: str,
+        result_reads: int,
     ) -> None:
-        # fal gave up on the request itself (its runner lost): the COMPLETED status says so.
+        # fal ends a request it gave up on (its runner lost) as COMPLETED with an error.
         fal_fake.script.fail = "Runner disconnected"
         fal_fake.script.fal_error_type = "runner_disconnected"
+        fal_fake.script.fal_status_quiet = not status_says
         cred = await credential(client, owner, "fal")
         run = await run_graph(
             client, owner, image_graph(cred, type="FalModel", model="fal-ai/flux/dev")
         )
         gen = node_of(run, "gen")
         assert gen["status"] == "failed" and gen["credits_used"] == 0
-        assert gen["error"]["message"] == "fal failed: Runner disconnected (runner_disconnected)"
+        assert gen["error"]["message"] == message
         (job_id,) = fal_fake.jobs
         results = [r for r in fal_fake.requests if r[0] == "GET" and r[1].endswith(job_id)]
-        assert results == []  # the status said it all: no result to read
-
-    async def test_a_result_that_answers_500_is_read_once(
-        self, client: httpx.AsyncClient, owner: User, fal_fake: FakeFal
-    ) -> None:
-        # The status says COMPLETED and nothing more; the result is the request's error.
-        fal_fake.script.fail = "Runner disconnected"
-        fal_fake.script.fal_error_type = "runner_disconnected"
-        fal_fake.script.fal_status_quiet = True
-        cred = await credential(client, owner, "fal")
-        run = await run_graph(
-            client, owner, image_graph(cred, type="FalModel", model="fal-ai/flux/dev")
-        )
-        gen = node_of(run, "gen")
-        assert gen["status"] == "failed" and gen["credits_used"] == 0
-        assert gen["error"]["message"] == "fal failed (HTTP 500): Runner disconnected"
-        (job_id,) = fal_fake.jobs
-        results = [r for r in fal_fake.requests if r[0] == "GET" and r[1].endswith(job_id)]
-        assert len(results) == 1  # not asked again: fal answered for good
+        assert len(results) == result_reads
 
     async def test_cancelling_the_run_cancels_the_request(
         self, client: httpx.AsyncClient, owner: User, fal_fake: FakeFal

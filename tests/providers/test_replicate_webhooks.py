@@ -23,7 +23,7 @@ from nodeloom.nodes.adapters import hooks
 from nodeloom.settings import Settings
 from tests.api.test_auth import assert_problem
 from tests.conftest import User
-from tests.providers.fakes import FakeReplicate, sign_delivery
+from tests.providers.fakes import FakeReplicate, Job, sign_delivery
 from tests.providers.test_hosted import credential, image_graph, node_of
 from tests.runs_helpers import create_workflow, execute, wait_for_run
 from tests.server import free_port
@@ -94,6 +94,20 @@ async def until(condition: Any, timeout: float = 15.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.05)
+
+
+async def waiting_prediction(
+    client: httpx.AsyncClient, owner: User, fake: FakeReplicate
+) -> tuple[str, str, Job, str]:
+    """A run whose node waits on a long prediction that sends no webhook of its own (the
+    test delivers by hand): its workflow, run, the fake's job and the webhook URL's path."""
+    fake.script.seconds = 60
+    fake.script.webhooks_lost = True
+    wf, run_id = await start(client, owner)
+    await until(lambda: bool(fake.jobs) and predictions_polled(fake) > 0)
+    (job,) = fake.jobs.values()
+    assert job.webhook is not None
+    return wf, run_id, job, httpx.URL(job.webhook).path
 
 
 def signed(secret: str, body: bytes, *, age: int = 0) -> dict[str, str]:
@@ -175,13 +189,7 @@ class TestReplicateWebhooks:
     async def test_old_replayed_and_malformed_deliveries(
         self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
     ) -> None:
-        replicate_fake.script.seconds = 60
-        replicate_fake.script.webhooks_lost = True  # the test delivers by hand
-        wf, run_id = await start(client, owner)
-        await until(lambda: bool(replicate_fake.jobs) and predictions_polled(replicate_fake) > 0)
-        (job,) = replicate_fake.jobs.values()
-        assert job.webhook is not None
-        path = httpx.URL(job.webhook).path
+        wf, run_id, job, path = await waiting_prediction(client, owner, replicate_fake)
         secret = replicate_fake.signing_secret
         done = {**replicate_fake.prediction(job), "status": "succeeded"}
         done["output"] = [replicate_fake.output_url(job)]
@@ -244,15 +252,9 @@ class TestReplicateWebhooks:
     ) -> None:
         # Replicate ends a prediction it never started (a deadline passed) as "aborted": a
         # final state, to acknowledge (else Replicate retries the delivery) and fail on.
-        replicate_fake.script.seconds = 60
-        replicate_fake.script.webhooks_lost = True  # the test delivers by hand
-        wf, run_id = await start(client, owner)
-        await until(lambda: bool(replicate_fake.jobs) and predictions_polled(replicate_fake) > 0)
-        (job,) = replicate_fake.jobs.values()
-        assert job.webhook is not None
+        wf, run_id, job, path = await waiting_prediction(client, owner, replicate_fake)
         aborted = {**replicate_fake.prediction(job), "status": "aborted"}
         body = json.dumps(aborted).encode()
-        path = httpx.URL(job.webhook).path
         r = await client.post(
             path, content=body, headers=signed(replicate_fake.signing_secret, body)
         )

@@ -109,17 +109,17 @@ VIDEO_FPS, VIDEO_FRAMES, VIDEO_SIZE = 8, 16, (64, 48)  # a 2-second clip
 AUDIO_SECONDS = 1.0
 
 
-def validate_prompt(prompt: dict[str, Any]) -> dict[str, Any] | None:
-    """ComfyUI's 400 answer to a prompt it refuses, field by field as its server sends
-    it (``execution.validate_prompt``), or None when it takes the prompt: an unknown class
-    stops at once (``invalid_prompt``, no node errors); otherwise each output node's inputs
-    are checked back through its links, and when no output is left valid every node with
-    errors is listed under ``node_errors`` (the top ``details`` joins the output nodes' own
-    errors only)."""
+def validate_prompt(prompt: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether ComfyUI takes a prompt, and what its server answers about it, field by field
+    (``execution.validate_prompt``): an unknown class stops at once (``invalid_prompt``, no
+    node errors); otherwise each output node's inputs are checked back through its links,
+    every node with errors listed under ``node_errors``. With no output left valid that is
+    the 400 answer (the top ``details`` joining the output nodes' own errors only); else
+    the prompt is taken and its 200 answer carries ``node_errors`` (the outputs left out)."""
     for node_id, node in prompt.items():
         class_type = node.get("class_type") if isinstance(node, dict) else None
         if class_type not in KNOWN:
-            return {
+            return False, {
                 "error": {
                     "type": "invalid_prompt",
                     "message": f"Cannot execute because node {class_type} does not exist.",
@@ -162,7 +162,7 @@ def validate_prompt(prompt: dict[str, Any]) -> dict[str, Any] | None:
             stack.extend(str(v[0]) for v in inputs.values() if isinstance(v, list) and len(v) == 2)
         good += not failed
     if good or not node_errors:
-        return None
+        return True, {"node_errors": node_errors}
     # Only an output node's own errors reach the top details (a node before it that fails
     # leaves the output invalid with no reason of its own).
     lines = [
@@ -170,7 +170,7 @@ def validate_prompt(prompt: dict[str, Any]) -> dict[str, Any] | None:
         for output in outputs
         for e in node_errors.get(output, {}).get("errors", [])
     ]
-    return {
+    return False, {
         "error": {
             "type": "prompt_outputs_failed_validation",
             "message": "Prompt outputs failed validation",
@@ -235,9 +235,9 @@ class FakeComfyUI:
         prompt = body.get("prompt")
         if not isinstance(prompt, dict):
             return JSONResponse({"error": {"type": "no_prompt", "message": "No prompt"}}, 400)
-        refused = validate_prompt(prompt)
-        if refused is not None:
-            return JSONResponse(refused, 400)
+        taken, validation = validate_prompt(prompt)
+        if not taken:
+            return JSONResponse(validation, 400)
         self.received.set()
         if self.hold is not None:
             await asyncio.to_thread(self.hold.wait, 30)
@@ -246,7 +246,8 @@ class FakeComfyUI:
         self._queue.append((prompt_id, prompt, str(body.get("client_id", ""))))
         assert self._wake is not None
         self._wake.set()
-        return JSONResponse({"prompt_id": prompt_id, "number": len(self.submissions)})
+        number = len(self.submissions)
+        return JSONResponse({"prompt_id": prompt_id, "number": number, **validation})
 
     async def get_history(self, request: Request) -> Response:
         self._authorized(request)

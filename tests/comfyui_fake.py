@@ -52,6 +52,7 @@ from tests.server import free_port
 
 KNOWN = {
     "CheckpointLoaderSimple",
+    "EmptyImage",
     "CLIPTextEncode",
     "EmptyLatentImage",
     "KSampler",
@@ -76,8 +77,108 @@ KNOWN = {
     "SaveAudioMP3",
 }
 OUTPUTS = {"SaveImage", "PreviewImage"}
+# Nodes ComfyUI runs a prompt for (OUTPUT_NODE = True): what its validation starts from.
+OUTPUT_NODES = OUTPUTS | {
+    "SaveVideo",
+    "SaveAnimatedWEBP",
+    "VHS_VideoCombine",
+    "SaveAudio",
+    "SaveAudioMP3",
+}
+# Some core nodes' required inputs, as their INPUT_TYPES declare them: a prompt leaving
+# one out is refused as ComfyUI refuses it (``required_input_missing``).
+REQUIRED = {
+    "KSampler": (
+        "model",
+        "seed",
+        "steps",
+        "cfg",
+        "sampler_name",
+        "scheduler",
+        "positive",
+        "negative",
+        "latent_image",
+        "denoise",
+    ),
+    "EmptyLatentImage": ("width", "height", "batch_size"),
+    "EmptyImage": ("width", "height", "batch_size", "color"),
+    "CLIPTextEncode": ("text", "clip"),
+    "VAEDecode": ("samples", "vae"),
+}
 VIDEO_FPS, VIDEO_FRAMES, VIDEO_SIZE = 8, 16, (64, 48)  # a 2-second clip
 AUDIO_SECONDS = 1.0
+
+
+def validate_prompt(prompt: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    """Whether ComfyUI takes a prompt, and what its server answers about it, field by field
+    (``execution.validate_prompt``): an unknown class stops at once (``invalid_prompt``, no
+    node errors); otherwise each output node's inputs are checked back through its links,
+    every node with errors listed under ``node_errors``. With no output left valid that is
+    the 400 answer (the top ``details`` joining the output nodes' own errors only); else
+    the prompt is taken and its 200 answer carries ``node_errors`` (the outputs left out)."""
+    for node_id, node in prompt.items():
+        class_type = node.get("class_type") if isinstance(node, dict) else None
+        if class_type not in KNOWN:
+            return False, {
+                "error": {
+                    "type": "invalid_prompt",
+                    "message": f"Cannot execute because node {class_type} does not exist.",
+                    "details": f"Node ID '#{node_id}'",
+                    "extra_info": {},
+                },
+                "node_errors": {},
+            }
+    outputs = sorted(i for i, node in prompt.items() if node["class_type"] in OUTPUT_NODES)
+    node_errors: dict[str, dict[str, Any]] = {}
+    good = 0
+    for output in outputs:
+        seen: set[str] = set()
+        stack = [output]
+        failed = False
+        while stack:
+            node_id = stack.pop()
+            if node_id in seen or node_id not in prompt:
+                continue
+            seen.add(node_id)
+            node = prompt[node_id]
+            inputs = node.get("inputs") or {}
+            errors = [
+                {
+                    "type": "required_input_missing",
+                    "message": "Required input is missing",
+                    "details": name,
+                    "extra_info": {"input_name": name},
+                }
+                for name in REQUIRED.get(node["class_type"], ())
+                if name not in inputs
+            ]
+            if errors:
+                failed = True
+                entry = node_errors.setdefault(
+                    node_id,
+                    {"errors": errors, "dependent_outputs": [], "class_type": node["class_type"]},
+                )
+                entry["dependent_outputs"].append(output)
+            stack.extend(str(v[0]) for v in inputs.values() if isinstance(v, list) and len(v) == 2)
+        good += not failed
+    if good or not node_errors:
+        return True, {"node_errors": node_errors}
+    # Only an output node's own errors reach the top details (a node before it that fails
+    # leaves the output invalid with no reason of its own).
+    lines = [
+        f"{e['message']}: {e['details']}"
+        for output in outputs
+        for e in node_errors.get(output, {}).get("errors", [])
+    ]
+    return False, {
+        "error": {
+            "type": "prompt_outputs_failed_validation",
+            "message": "Prompt outputs failed validation",
+            "details": "\n".join(lines),
+            "extra_info": {},
+        },
+        "node_errors": node_errors,
+    }
 
 
 @dataclass
@@ -134,21 +235,9 @@ class FakeComfyUI:
         prompt = body.get("prompt")
         if not isinstance(prompt, dict):
             return JSONResponse({"error": {"type": "no_prompt", "message": "No prompt"}}, 400)
-        node_errors = {
-            node_id: {
-                "errors": [{"message": "unknown node", "details": f"{node.get('class_type')}"}],
-                "class_type": node.get("class_type"),
-            }
-            for node_id, node in prompt.items()
-            if node.get("class_type") not in KNOWN
-        }
-        if node_errors:
-            error = {
-                "type": "prompt_outputs_failed_validation",
-                "message": "Prompt outputs failed validation",
-                "details": "",
-            }
-            return JSONResponse({"error": error, "node_errors": node_errors}, 400)
+        taken, validation = validate_prompt(prompt)
+        if not taken:
+            return JSONResponse(validation, 400)
         self.received.set()
         if self.hold is not None:
             await asyncio.to_thread(self.hold.wait, 30)
@@ -157,7 +246,8 @@ class FakeComfyUI:
         self._queue.append((prompt_id, prompt, str(body.get("client_id", ""))))
         assert self._wake is not None
         self._wake.set()
-        return JSONResponse({"prompt_id": prompt_id, "number": len(self.submissions)})
+        number = len(self.submissions)
+        return JSONResponse({"prompt_id": prompt_id, "number": number, **validation})
 
     async def get_history(self, request: Request) -> Response:
         self._authorized(request)

@@ -127,13 +127,22 @@ def serve(handler: type[BaseHTTPRequestHandler]) -> FakeServer:
     return FakeServer(httpd, thread)
 
 
+# OpenAI's transcription models that answer json or text only (no verbose_json, so no
+# segments), and the longest speech input /audio/speech takes.
+JSON_ONLY_TRANSCRIBERS = ("gpt-4o-transcribe", "gpt-4o-mini-transcribe")
+SPEECH_MAX_CHARS = 4096
+
+
 @contextlib.contextmanager
 def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
     """A fake OpenAI-compatible API: /v1/chat/completions (answers "echo: <prompt>"),
     /v1/images/generations, /v1/audio/speech, /v1/images/edits (multipart: answers an image
     of the uploaded one's size in ``EDITED_COLOR``; refuses a mask of another size with 400
     as OpenAI does) and /v1/audio/transcriptions (multipart: answers
-    ``TRANSCRIPT_SEGMENTS`` as verbose_json, or their text for any other format)."""
+    ``TRANSCRIPT_SEGMENTS`` as verbose_json, or their text for any other format; as OpenAI,
+    it refuses verbose_json from the ``gpt-4o-*-transcribe`` models, and
+    ``timestamp_granularities`` with any other format, with 400 ``unsupported_value``);
+    speech input over ``SPEECH_MAX_CHARS`` is refused with 400 as OpenAI refuses it."""
     mp3 = _speech_mp3(tmp_path)
     png = _png(40, 30)
     server: FakeServer
@@ -166,6 +175,13 @@ def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
                 answer = {"data": [{"b64_json": base64.b64encode(png).decode()}]}
                 self._send(200, json.dumps(answer).encode(), "application/json")
             elif self.path == "/v1/audio/speech":
+                if len(payload.get("input", "")) > SPEECH_MAX_CHARS:
+                    self._error(
+                        400,
+                        f"[{{'type': 'string_too_long', 'loc': ('body', 'input'), "
+                        f"'msg': 'String should have at most {SPEECH_MAX_CHARS} characters'}}]",
+                    )
+                    return
                 self._send(200, mp3, "audio/mpeg")
             else:
                 self._send(404, b'{"error": {"message": "no such endpoint"}}', "application/json")
@@ -173,6 +189,15 @@ def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
         def _error(self, status: int, message: str) -> None:
             body = json.dumps({"error": {"message": message, "type": "invalid_request_error"}})
             self._send(status, body.encode(), "application/json")
+
+        def _unsupported(self, param: str, message: str) -> None:
+            error = {
+                "message": message,
+                "type": "invalid_request_error",
+                "param": param,
+                "code": "unsupported_value",
+            }
+            self._send(400, json.dumps({"error": error}).encode(), "application/json")
 
         def _multipart(self, form: dict[str, tuple[str | None, bytes]]) -> None:
             if self.path == "/v1/images/edits":
@@ -200,6 +225,21 @@ def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
                     return
                 text = "".join(str(s["text"]) for s in TRANSCRIPT_SEGMENTS).strip()
                 fmt = form.get("response_format", (None, b"json"))[1].decode()
+                model = form.get("model", (None, b""))[1].decode()
+                if model in JSON_ONLY_TRANSCRIBERS and fmt not in ("json", "text"):
+                    self._unsupported(
+                        "response_format",
+                        f"response_format '{fmt}' is not compatible with model '{model}'. "
+                        "Use 'json' or 'text' instead.",
+                    )
+                    return
+                if "timestamp_granularities[]" in form and fmt != "verbose_json":
+                    self._unsupported(
+                        "timestamp_granularities",
+                        "timestamp_granularities is only supported with "
+                        "response_format=verbose_json",
+                    )
+                    return
                 if fmt == "verbose_json":
                     answer = {
                         "task": "transcribe",

@@ -130,6 +130,19 @@ class TestFanOut:
         assert run["credits_used"] == 1 + 3
         assert await balance(client, owner) == before - 4
 
+    async def test_item_entries_carry_the_item_count(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # A poller shows "3/5" from the run record alone, as a watcher does from events.
+        wf = await create_workflow(client, owner, batch_graph())
+        _, run = await run_batch(client, owner, wf, "a\nb\nc\nd\ne")
+        assert run["status"] == "completed", run
+        for nr in run["node_runs"]:
+            expected = 5 if nr["item_index"] is not None else None
+            assert nr["item_count"] == expected, nr
+        done = sum(1 for nr in of(run, "tpl") if nr["status"] == "completed")
+        assert (done, of(run, "tpl")[0]["item_count"]) == (5, 5)
+
     async def test_item_events_carry_the_item_index(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:
@@ -152,6 +165,50 @@ class TestFanOut:
             if ev["type"] == "node.completed" and ev.get("node_id") == "tpl"
         ]
         assert sorted(done) == [0, 1, 2]
+
+
+class TestEstimate:
+    """``/estimate`` answers what execute would hold, item count included."""
+
+    async def test_estimate_counts_the_items_execute_holds(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = batch_graph()
+        graph["nodes"][0]["data"]["text"] = "a\nb\nc\nd\ne"  # 5 lines of its own
+        wf = await create_workflow(client, owner, graph)
+        url = f"/api/v1/workflows/{wf}/estimate"
+        # No input: the TextInput's own 5 lines, as execute without an input holds.
+        r = await client.get(url, headers=owner.headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["estimated_credits"] == 5
+        r = await client.post(url, headers=owner.headers)
+        assert r.json()["estimated_credits"] == 5
+        accepted = await execute(client, owner, wf)
+        assert accepted.json()["estimated_credits"] == 5
+        # With an input: its count, the same as execute's with that input.
+        body = {"input": {"text": "x\ny\nz"}}
+        r = await client.post(url, json=body, headers=owner.headers)
+        assert r.status_code == 200, r.text
+        estimate = r.json()
+        assert estimate["estimated_credits"] == 3
+        # Each node's part adds up to the total: the region's node holds 3 items.
+        parts = {p["node_id"]: p["credits"] for p in estimate["nodes"]}
+        assert parts["tpl"] == 3 and sum(parts.values()) == 3
+        accepted = await execute(client, owner, wf, body)
+        assert accepted.json()["estimated_credits"] == 3
+        run = await wait_for_run(client, owner, wf, accepted.json()["run_id"])
+        assert run["credits_used"] == 3
+
+    async def test_estimate_refuses_an_input_execute_refuses(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, batch_graph())
+        body = {"input": {"text": "\n".join(str(i) for i in range(51))}}  # the cap is 50
+        r = await execute(client, owner, wf, body)
+        assert_problem(r, 400, "invalid_request")
+        r = await client.post(f"/api/v1/workflows/{wf}/estimate", json=body, headers=owner.headers)
+        assert_problem(r, 400, "invalid_request")
+        assert r.json()["errors"][0]["pointer"] == "/input"
 
 
 class TestConcurrency:
@@ -405,6 +462,66 @@ class TestCache:
             "BB",
             "C",
         ]
+
+    async def test_a_template_item_is_cached_when_the_list_comes_in_the_input(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # The template reads only its item (not `input`): changing one of five lines runs
+        # and charges that item alone.
+        wf = await create_workflow(client, owner, batch_graph())
+        lines = ["a", "b", "c", "d", "e"]
+        _, first = await run_batch(client, owner, wf, "\n".join(lines))
+        assert first["credits_used"] == 5
+        lines[2] = "changed"
+        before = await balance(client, owner)
+        _, again = await run_batch(client, owner, wf, "\n".join(lines))
+        assert again["status"] == "completed", again
+        assert [nr["cached"] for nr in of(again, "tpl")] == [True, True, False, True, True]
+        assert again["credits_used"] == 1
+        assert await balance(client, owner) == before - 1
+        [collect] = of(again, "all")
+        assert json.loads(await text_of(client, owner, collect["artifact_id"])) == [
+            "<a>",
+            "<b>",
+            "<changed>",
+            "<d>",
+            "<e>",
+        ]
+
+    async def test_a_template_reading_the_input_is_not_reused_when_it_changes(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = batch_graph()
+        graph["nodes"][2] = n("tpl", "TextTemplate", template="{{ input.tag }}:{{ text }}")
+        wf = await create_workflow(client, owner, graph)
+        for tag, cached in (("x", False), ("x", True), ("y", False)):
+            r = await execute(client, owner, wf, {"input": {"text": "a\nb", "tag": tag}})
+            run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+            assert [nr["cached"] for nr in of(run, "tpl")] == [cached, cached], (tag, run)
+            [collect] = of(run, "all")
+            assert json.loads(await text_of(client, owner, collect["artifact_id"])) == [
+                f"{tag}:a",
+                f"{tag}:b",
+            ]
+
+    async def test_a_text_input_is_keyed_by_what_it_reads(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = g(
+            [n("a", "TextInput", key="a"), n("tpl", "TextTemplate", template="[{{ text }}]")],
+            [e("a", "tpl")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        runs = []
+        for b in ("1", "2"):
+            r = await execute(client, owner, wf, {"input": {"a": "same", "b": b}})
+            runs.append(await wait_for_run(client, owner, wf, r.json()["run_id"]))
+        # Only key b changed: neither node reads it, both are answered from the cache.
+        assert [(nr["node_id"], nr["cached"]) for nr in runs[1]["node_runs"]] == [
+            ("a", True),
+            ("tpl", True),
+        ]
+        assert runs[1]["credits_used"] == 0
 
 
 class TestValidation:

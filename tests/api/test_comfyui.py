@@ -193,8 +193,29 @@ class TestRuns:
         )
         message = comfy_run(run)["error"]["message"]
         assert "HTTP 400" in message
-        assert "Prompt outputs failed validation" in message
-        assert "node 8 (NoSuchNode)" in message
+        # ComfyUI stops at an unknown class, naming it and the node.
+        assert "Cannot execute because node NoSuchNode does not exist" in message
+        assert "Node ID '#8'" in message
+        assert fake.submissions == []
+
+    async def test_a_missing_input_is_quoted_with_its_meaning(
+        self, client: httpx.AsyncClient, owner: User, fake: FakeComfyUI
+    ) -> None:
+        credential = await comfy_credential(client, owner, fake)
+        workflow = {
+            "1": {"class_type": "EmptyImage", "inputs": {"height": 64, "batch_size": 1}},
+            "2": {"class_type": "SaveImage", "inputs": {"images": ["1", 0]}},
+        }
+        node = comfy_node(credential, workflow=workflow, bindings=[], output={"node": "2"})
+        run = await run_workflow(client, owner, g([node], []))
+        failed = comfy_run(run)
+        assert failed["status"] == "failed" and failed["credits_used"] == 0
+        message = failed["error"]["message"]
+        assert message == (
+            "ComfyUI refused the workflow (HTTP 400): Prompt outputs failed validation; "
+            "node 1 (EmptyImage): Required input is missing: width; "
+            "Required input is missing: color"
+        )
         assert fake.submissions == []
 
     async def test_an_oversized_output_is_refused(

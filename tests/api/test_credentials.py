@@ -503,6 +503,78 @@ class TestCredentialRuns:
         assert REFUSED not in r.text
 
 
+@pytest.fixture
+def redirecting() -> Iterator[FakeServer]:
+    """A server that answers every GET with a redirect (the status is the first path
+    segment, ``/302/...``) to a login page, as a proxy or a wrong base URL does: with a JSON
+    body, so only the status tells it from an answer."""
+    server: FakeServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def do_GET(self) -> None:
+            server.requests.append(Recorded("GET", self.path, dict(self.headers), b""))
+            data = json.dumps({"detail": "see the login page"}).encode()
+            self.send_response(int(self.path.split("/")[1]))
+            self.send_header("Location", "https://login.example.com/")
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+    server = serve(Handler)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class TestConnectionTestAnswers:
+    @pytest.fixture
+    def settings_overrides(self) -> dict[str, object]:
+        return {"http_allowlist": ["127.0.0.1"], "rate_limit_api_key": 10_000}
+
+    @pytest.mark.parametrize("code", [302, 307])
+    async def test_a_redirect_is_no_success(
+        self, client: httpx.AsyncClient, owner: User, redirecting: FakeServer, app: Any, code: int
+    ) -> None:
+        base = f"{redirecting.url}/{code}"
+        settings = app.state.ctx.settings
+        settings.replicate_api_url = base
+        settings.fal_api_url = base
+        kinds = {
+            "openai": {"base_url": base, "api_key": SECRET},
+            "elevenlabs": {"base_url": base, "api_key": SECRET},
+            "comfyui": {"base_url": base},
+            "replicate": {"api_token": SECRET},
+            "fal": {"api_key": SECRET},
+        }
+        for kind, fields in kinds.items():
+            made = await create(client, owner, fields, kind)
+            r = await client.post(f"/api/v1/credentials/{made['id']}/test", headers=owner.headers)
+            assert r.status_code == 200, r.text
+            body = r.json()
+            assert body["ok"] is False and body["status"] == code, (kind, body)
+            assert f"HTTP {code}" in body["message"] and SECRET not in r.text, (kind, body)
+        assert len(redirecting.requests) == len(kinds)  # nothing followed
+
+    async def test_the_kind_cannot_be_changed(self, client: httpx.AsyncClient, owner: User) -> None:
+        made = await create(
+            client, owner, {"base_url": "https://api.example.com", "api_key": SECRET}
+        )
+        url = f"/api/v1/credentials/{made['id']}"
+        for body in ({"kind": "replicate"}, {"kind": "replicate", "name": "x"}):
+            r = await client.patch(url, json=body, headers=owner.headers)
+            problem = assert_problem(r, 400, "invalid_request")
+            assert problem["errors"][0]["pointer"] == "/kind"
+        # Nothing changed; sending the kind it already has is no change at all.
+        r = await client.patch(url, json={"kind": "openai", "name": "y"}, headers=owner.headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["kind"] == "openai" and r.json()["name"] == "y"
+
+
 class TestWithoutAllowList:
     """The credential's address is the tenant's choice: a private one is refused."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -224,6 +225,49 @@ class TestOpenAIMedia:
         assert band_changed(0.4)  # "General Kenobi."
         assert at(captioned, 0.08)[bottom].mean() < at(source, 0.08)[bottom].mean() - 20
 
+    @pytest.mark.parametrize("model", ["gpt-4o-transcribe", "gpt-4o-mini-transcribe"])
+    async def test_the_gpt_4o_transcribers_are_asked_for_json(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer, model: str
+    ) -> None:
+        # They answer json or text only, without segments: one cue spans the audio.
+        cred = await openai_credential(client, owner, openai)
+        graph = g(
+            [
+                n("script", "TextInput", text="Hello there. General Kenobi."),
+                n("voice", "TextToSpeech", credential=cred),
+                n("stt", "SpeechToText", model=model, credential=cred),
+            ],
+            [e("script", "voice"), e("voice", "stt")],
+        )
+        done = await run(client, owner, await create_workflow(client, owner, graph))
+        assert done["status"] == "completed", done
+        (form,) = openai.forms
+        assert form["model"][1] == model.encode()
+        assert form["response_format"][1] == b"json"
+        assert "timestamp_granularities[]" not in form
+        vtt = (await content(client, owner, done, "stt")).decode()
+        assert vtt.startswith("WEBVTT\n\n1\n00:00:00.000 --> ")
+        assert vtt.endswith("\nHello there. General Kenobi.\n") and vtt.count(" --> ") == 1
+
+    async def test_speech_longer_than_openai_takes_is_not_sent(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer
+    ) -> None:
+        cred = await openai_credential(client, owner, openai)
+        graph = g(
+            [
+                n("script", "TextInput", text="a" * 4097),
+                n("voice", "TextToSpeech", credential=cred),
+            ],
+            [e("script", "voice")],
+        )
+        done = await run(client, owner, await create_workflow(client, owner, graph))
+        voice = node(done, "voice")
+        assert voice["status"] == "failed" and voice["credits_used"] == 0
+        assert voice["error"]["message"] == (
+            "the text to speak is 4,097 characters; OpenAI's speech takes at most 4,096"
+        )
+        assert openai.requests == []  # nothing paid was sent
+
     async def test_rate_limited_with_retry_after_then_answered(
         self, client: httpx.AsyncClient, owner: User, openai: FakeServer
     ) -> None:
@@ -261,15 +305,63 @@ class TestOpenAIMedia:
             ],
             [e("photo", "edit", "image"), e("prompt", "edit", "text")],
         )
-        openai.failures.extend([(503, {}), (502, {})])  # one try and one retry, both fail
+        # A paid call the provider may have done before failing: not sent again.
+        openai.failures.extend([(503, {}), (502, {})])
         done = await run(client, owner, await create_workflow(client, owner, graph))
         assert done["status"] == "failed"
         failed = node(done, "edit")
         assert failed["error"]["code"] == "provider_error"
-        assert "HTTP 502" in failed["error"]["message"]
-        assert "scripted 502" in failed["error"]["message"]  # the provider's own words
+        assert "HTTP 503" in failed["error"]["message"]
+        assert "scripted 503" in failed["error"]["message"]  # the provider's own words
         assert failed["credits_used"] == 0
         assert KEY not in json.dumps(done)
+        assert [q.path for q in openai.requests] == ["/v1/images/edits"]
+
+    @pytest.mark.parametrize(
+        ("type_", "path"),
+        [("TextToSpeech", "/v1/audio/speech"), ("TextToImage", "/v1/images/generations")],
+    )
+    async def test_a_paid_call_is_not_sent_twice_after_a_server_error(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer, type_: str, path: str
+    ) -> None:
+        cred = await openai_credential(client, owner, openai)
+        graph = g(
+            [n("t", "TextInput", text="a lighthouse"), n("paid", type_, credential=cred)],
+            [e("t", "paid")],
+        )
+        wf = await create_workflow(client, owner, graph)
+        openai.failures.append((500, {}))
+        done = await run(client, owner, wf, cache=False)
+        assert done["status"] == "failed"
+        assert node(done, "paid")["error"]["message"] == (
+            "the AI provider refused the request (HTTP 500): scripted 500"
+        )
+        assert [q.path for q in openai.requests] == [path]
+        # A 429 says the call was not taken: sent again after Retry-After.
+        openai.failures.append((429, {"Retry-After": "0"}))
+        again = await run(client, owner, wf, cache=False)
+        assert again["status"] == "completed", again
+        assert [q.path for q in openai.requests] == [path] * 3
+
+    async def test_a_paid_call_that_times_out_is_not_sent_again(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer, app: Any
+    ) -> None:
+        app.state.ctx.settings.provider_timeout_seconds = 1.0
+        cred = await openai_credential(client, owner, openai)
+        graph = g(
+            [n("t", "TextInput", text="hi"), n("voice", "TextToSpeech", credential=cred)],
+            [e("t", "voice")],
+        )
+        openai.gate = threading.Event()  # the speech call is taken and never answered
+        try:
+            done = await run(client, owner, await create_workflow(client, owner, graph))
+        finally:
+            openai.gate.set()
+        assert done["status"] == "failed"
+        voice = node(done, "voice")
+        assert voice["error"]["code"] == "provider_error" and voice["credits_used"] == 0
+        assert "did not answer after 1 attempt (ReadTimeout)" in voice["error"]["message"]
+        assert [q.path for q in openai.requests] == ["/v1/audio/speech"]
 
     async def test_a_transcription_is_not_sent_twice_after_a_server_error(
         self, client: httpx.AsyncClient, owner: User, openai: FakeServer
@@ -409,6 +501,20 @@ class TestElevenLabs:
         )
         assert len(eleven.requests) == 2  # the 429, then the answer
         assert node(done, "voice")["credits_used"] == 0
+
+    async def test_speech_is_not_sent_twice_after_a_server_error(
+        self, client: httpx.AsyncClient, owner: User, eleven: FakeServer
+    ) -> None:
+        cred = await self.credential(client, owner, eleven)
+        graph = g(
+            [n("t", "TextInput", text="hi"), n("voice", "TextToSpeech", credential=cred)],
+            [e("t", "voice")],
+        )
+        eleven.failures.append((503, {}))
+        done = await run(client, owner, await create_workflow(client, owner, graph))
+        assert done["status"] == "failed"
+        assert "HTTP 503" in node(done, "voice")["error"]["message"]
+        assert len(eleven.requests) == 1
 
     async def test_connection_test(
         self, client: httpx.AsyncClient, owner: User, eleven: FakeServer

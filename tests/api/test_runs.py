@@ -81,6 +81,7 @@ class TestExecute:
         assert set(run["node_runs"][0]) == {
             "node_id",
             "item_index",  # null but for a batch's items (docs/batches.md)
+            "item_count",  # the same
             "type",
             "status",
             "artifact_id",

@@ -289,6 +289,28 @@ class TestValidation:
         problem = assert_problem(r, 400, "invalid_graph")
         assert problem["errors"][0]["pointer"] == "/graph_json/nodes/1/data/workflow_id"
 
+    async def test_the_parent_warns_once_its_child_is_deleted(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        child = await create_workflow(client, owner, CHILD, "child")
+        parent = await create_workflow(client, owner, parent_of(child), "parent")
+        url = f"/api/v1/workflows/{parent}"
+        r = await client.get(url, headers=owner.headers)
+        assert r.status_code == 200 and r.json()["warnings"] == []
+        assert (
+            await client.delete(f"/api/v1/workflows/{child}", headers=owner.headers)
+        ).status_code == 204
+        # What execute refuses, the workflow shows: the same pointer and message.
+        r = await client.get(url, headers=owner.headers)
+        assert r.status_code == 200, r.text
+        refused = assert_problem(await execute(client, owner, parent), 400, "invalid_graph")
+        expected = {(p["pointer"], p["message"]) for p in refused["errors"]}
+        assert {(w["pointer"], w["message"]) for w in r.json()["warnings"]} == expected
+        assert (
+            "/graph_json/nodes/1/data/workflow_id",
+            f"no workflow {child!r} in this account",
+        ) in expected
+
 
 class TestNestingAndResume:
     async def test_nested_sub_workflows_run_and_price_through(

@@ -100,6 +100,11 @@ class Script:
     output_url: str | None = None  # the URL handed back instead of our own file's
     by_model: dict[str, str] = field(default_factory=dict)  # model substring -> output
     fail: str | None = None  # the job fails with this error
+    # fal: the request fails on fal's side (a runner lost, a timeout) with this
+    # ``error_type``: its COMPLETED status carries ``error`` (``fail``) and ``error_type``
+    # (unless ``fal_status_quiet``), and its result answers 500 with them.
+    fal_error_type: str | None = None
+    fal_status_quiet: bool = False
     model_delay: float = 0.0  # seconds GET /v1/models/... takes to answer
     # Answers served before the real ones, for matching requests: (method, path regex,
     # status, headers, body).
@@ -626,7 +631,11 @@ class FakeFal(_Fake):
                 return 202, {"status": "CANCELLATION_REQUESTED"}
             if found.group(3) == "/status":
                 if job.cancelled or self.done(job):
-                    return 200, {"status": "COMPLETED", "request_id": job.id, "response_url": base}
+                    completed = {"status": "COMPLETED", "request_id": job.id, "response_url": base}
+                    if self.script.fal_error_type and not self.script.fal_status_quiet:
+                        completed["error"] = self.script.fail or "Internal Server Error"
+                        completed["error_type"] = self.script.fal_error_type
+                    return 200, completed
                 percent = round(self.fraction(job) * 100)
                 return 202, {
                     "status": "IN_PROGRESS",
@@ -638,6 +647,9 @@ class FakeFal(_Fake):
                 return 400, {"detail": "Request was cancelled"}
             if not self.done(job):
                 return 400, {"detail": "Request is still in progress"}
+            if self.script.fal_error_type:
+                detail = self.script.fail or "Internal Server Error"
+                return 500, {"detail": detail, "error_type": self.script.fal_error_type}
             if self.script.fail:
                 return 422, {"detail": [{"msg": self.script.fail, "type": "value_error"}]}
             return 200, self.result(job)

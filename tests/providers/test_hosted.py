@@ -147,6 +147,22 @@ class TestReplicate:
         assert replicate_fake.submissions == 1  # the 429 was not a submission
         assert replicate_fake.script.before == []
 
+    async def test_a_create_answered_503_is_not_sent_again(
+        self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
+    ) -> None:
+        # Only a 429 says the prediction was not made; after a 503 it may have been (and
+        # be billed): the node fails rather than create a second one.
+        replicate_fake.script.before = [
+            ("POST", r"/v1/models/.*", 503, {"Retry-After": "0"}, {"detail": "unavailable"})
+        ]
+        cred = await credential(client, owner, "replicate")
+        run = await run_graph(client, owner, image_graph(cred))
+        assert run["status"] == "failed", run
+        gen = node_of(run, "gen")
+        assert gen["error"]["message"] == "Replicate refused the request (HTTP 503): unavailable"
+        assert gen["credits_used"] == 0
+        assert [r[0] for r in replicate_fake.requests if r[1].startswith("/v1/models/")] == ["POST"]
+
     async def test_a_failed_prediction_is_quoted_and_charges_nothing(
         self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
     ) -> None:
@@ -328,6 +344,39 @@ class TestFal:
         gen = node_of(run, "gen")
         assert gen["error"]["message"] == "fal failed (HTTP 422): prompt must not be empty"
         assert gen["credits_used"] == 0
+
+    @pytest.mark.parametrize(
+        ("status_says", "message", "result_reads"),
+        [
+            # The COMPLETED status carries the error: no result to read.
+            (True, "fal failed: Runner disconnected (runner_disconnected)", 0),
+            # Only the result tells (a 500): read once, not asked again.
+            (False, "fal failed (HTTP 500): Runner disconnected", 1),
+        ],
+    )
+    async def test_a_request_fal_gave_up_on_fails_at_once(
+        self,
+        client: httpx.AsyncClient,
+        owner: User,
+        fal_fake: FakeFal,
+        status_says: bool,
+        message: str,
+        result_reads: int,
+    ) -> None:
+        # fal ends a request it gave up on (its runner lost) as COMPLETED with an error.
+        fal_fake.script.fail = "Runner disconnected"
+        fal_fake.script.fal_error_type = "runner_disconnected"
+        fal_fake.script.fal_status_quiet = not status_says
+        cred = await credential(client, owner, "fal")
+        run = await run_graph(
+            client, owner, image_graph(cred, type="FalModel", model="fal-ai/flux/dev")
+        )
+        gen = node_of(run, "gen")
+        assert gen["status"] == "failed" and gen["credits_used"] == 0
+        assert gen["error"]["message"] == message
+        (job_id,) = fal_fake.jobs
+        results = [r for r in fal_fake.requests if r[0] == "GET" and r[1].endswith(job_id)]
+        assert len(results) == result_reads
 
     async def test_cancelling_the_run_cancels_the_request(
         self, client: httpx.AsyncClient, owner: User, fal_fake: FakeFal

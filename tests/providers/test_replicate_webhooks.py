@@ -23,7 +23,7 @@ from nodeloom.nodes.adapters import hooks
 from nodeloom.settings import Settings
 from tests.api.test_auth import assert_problem
 from tests.conftest import User
-from tests.providers.fakes import FakeReplicate, sign_delivery
+from tests.providers.fakes import FakeReplicate, Job, sign_delivery
 from tests.providers.test_hosted import credential, image_graph, node_of
 from tests.runs_helpers import create_workflow, execute, wait_for_run
 from tests.server import free_port
@@ -94,6 +94,20 @@ async def until(condition: Any, timeout: float = 15.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "timed out"
         await asyncio.sleep(0.05)
+
+
+async def waiting_prediction(
+    client: httpx.AsyncClient, owner: User, fake: FakeReplicate
+) -> tuple[str, str, Job, str]:
+    """A run whose node waits on a long prediction that sends no webhook of its own (the
+    test delivers by hand): its workflow, run, the fake's job and the webhook URL's path."""
+    fake.script.seconds = 60
+    fake.script.webhooks_lost = True
+    wf, run_id = await start(client, owner)
+    await until(lambda: bool(fake.jobs) and predictions_polled(fake) > 0)
+    (job,) = fake.jobs.values()
+    assert job.webhook is not None
+    return wf, run_id, job, httpx.URL(job.webhook).path
 
 
 def signed(secret: str, body: bytes, *, age: int = 0) -> dict[str, str]:
@@ -175,13 +189,7 @@ class TestReplicateWebhooks:
     async def test_old_replayed_and_malformed_deliveries(
         self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
     ) -> None:
-        replicate_fake.script.seconds = 60
-        replicate_fake.script.webhooks_lost = True  # the test delivers by hand
-        wf, run_id = await start(client, owner)
-        await until(lambda: bool(replicate_fake.jobs) and predictions_polled(replicate_fake) > 0)
-        (job,) = replicate_fake.jobs.values()
-        assert job.webhook is not None
-        path = httpx.URL(job.webhook).path
+        wf, run_id, job, path = await waiting_prediction(client, owner, replicate_fake)
         secret = replicate_fake.signing_secret
         done = {**replicate_fake.prediction(job), "status": "succeeded"}
         done["output"] = [replicate_fake.output_url(job)]
@@ -245,6 +253,25 @@ class TestReplicateWebhooks:
         )
         r = await client.post(path, content=body, headers={"Content-Type": "application/json"})
         assert_problem(r, 401, "invalid_signature")
+
+    async def test_an_aborted_prediction_is_kept_and_fails_the_node(
+        self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
+    ) -> None:
+        # Replicate ends a prediction it never started (a deadline passed) as "aborted": a
+        # final state, to acknowledge (else Replicate retries the delivery) and fail on.
+        wf, run_id, job, path = await waiting_prediction(client, owner, replicate_fake)
+        aborted = {**replicate_fake.prediction(job), "status": "aborted"}
+        body = json.dumps(aborted).encode()
+        r = await client.post(
+            path, content=body, headers=signed(replicate_fake.signing_secret, body)
+        )
+        assert r.status_code == 200 and r.json() == {"kept": True}, r.text
+        run = await wait_for_run(client, owner, wf, run_id, timeout=20)
+        assert run["status"] == "failed", run
+        node = node_of(run, "gen")
+        assert node["status"] == "failed" and node["credits_used"] == 0
+        assert node["error"]["code"] == "provider_error"
+        assert f"aborted the prediction {job.id}" in node["error"]["message"]
 
     async def test_a_lost_webhook_still_completes_by_polling(
         self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate, app: FastAPI

@@ -162,17 +162,21 @@ def estimate(graph: Graph, known: Mapping[str, int]) -> int:
     """Credits held for a run: every node outside a region once, a region's nodes once per
     item — ``known`` items when the count is known before the run, else the region's
     bound (its ``max_items``)."""
-    regions = graph.batches.regions
+    return sum(node_estimates(graph, known).values())
+
+
+def node_estimates(graph: Graph, known: Mapping[str, int]) -> dict[str, int]:
+    """Each drawn node's part of ``estimate``: its price, times the items it runs for when
+    it is in a region."""
     inside = graph.batches.region_of
-    total = sum(
-        n.node.estimate_credits(n.params) for n in graph.nodes.values() if n.id not in inside
-    )
-    for for_each, region in regions.items():
-        per_item = sum(
-            graph.nodes[n].node.estimate_credits(graph.nodes[n].params) for n in region.nodes
-        )
-        total += per_item * known.get(for_each, region.max_items)
-    return total
+    parts: dict[str, int] = {}
+    for node in graph.nodes.values():
+        price = node.node.estimate_credits(node.params)
+        for_each = inside.get(node.id)
+        if for_each is not None:
+            price *= known.get(for_each, graph.batches.regions[for_each].max_items)
+        parts[node.id] = price
+    return parts
 
 
 def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:

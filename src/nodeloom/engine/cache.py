@@ -1,6 +1,7 @@
 """Output-cache keys: a node's type, type version, fingerprint (its params as resolved with
-the settings they read) and its inputs' content hashes (plus the run's input data for nodes
-that read it). Equal keys mean equal outputs."""
+the settings they read) and its inputs' content hashes (plus, for nodes that read the run's
+input data, the part of it they read: ``NodeType.run_input_read``). Equal keys mean equal
+outputs."""
 
 from __future__ import annotations
 
@@ -17,9 +18,10 @@ def cache_key(
     spec: NodeSpec,
     fingerprint: Mapping[str, Any],
     input_hashes: Mapping[str, Sequence[str]],
-    run_input: Mapping[str, Any] | None,
+    input_read: Any,
 ) -> str | None:
-    """The key, or None when this node's output must never be reused."""
+    """The key, or None when this node's output must never be reused. ``input_read``: what
+    the node reads of the run's input data (only nodes with ``uses_run_input`` read any)."""
     if not spec.cacheable:
         return None
     material: dict[str, Any] = {
@@ -29,6 +31,6 @@ def cache_key(
         "inputs": {name: list(hashes) for name, hashes in sorted(input_hashes.items())},
     }
     if spec.uses_run_input:
-        material["run_input"] = run_input or None
+        material["run_input"] = input_read
     encoded = orjson.dumps(material, option=orjson.OPT_SORT_KEYS)
     return hashlib.sha256(encoded).hexdigest()

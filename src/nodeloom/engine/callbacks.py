@@ -35,6 +35,7 @@ import hmac
 import logging
 import secrets
 import time
+from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -136,7 +137,13 @@ def run_record(run: Any, nodes: list[Any], retries: list[str]) -> dict[str, Any]
     that retry it, oldest first)."""
     from nodeloom.api.routes.runs import node_run_out, run_summary  # the API's one shape
 
-    node_runs = [node_run_out(n) for n in nodes]
+    # A ForEach's items are added to the run all at once: each drawn node of its region
+    # has one entry per item, so its entries count its items.
+    items = Counter(n.node_id.rpartition("#")[0] for n in nodes if n.item_index is not None)
+    node_runs = [
+        node_run_out(n, items[n.node_id.rpartition("#")[0]] if n.item_index is not None else None)
+        for n in nodes
+    ]
     body = run_summary(run, sum(n["credits_used"] for n in node_runs))
     body["input"] = run.input
     body["node_runs"] = node_runs

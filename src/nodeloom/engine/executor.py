@@ -188,7 +188,12 @@ class NodeExecutor:
             endpoint = credential.fields.get("base_url") or credential.kind
             settings = settings.model_copy(update={"provider_base_url": endpoint})
         fingerprint = node.node.fingerprint(node.params, settings)
-        return cache_key(node.node.spec, fingerprint, hashes, task.run_input)
+        read = (
+            node.node.run_input_read(node.params, task.run_input)
+            if node.node.spec.uses_run_input
+            else None
+        )
+        return cache_key(node.node.spec, fingerprint, hashes, read)
 
     async def credential_of(self, task: NodeTask) -> Record | None:
         """The credential the node names (a row of ``credentials``), or None when it names

@@ -19,7 +19,7 @@ import dataclasses
 import functools
 import hashlib
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar, cast
@@ -281,6 +281,15 @@ def read_workflow(
     return WorkflowVersion(row.id, row.updated_at, graph)
 
 
+def batch_items(graph: Graph, run_input: Mapping[str, Any] | None) -> dict[str, int]:
+    """The item count of each ForEach that the run's input data tells before the run (a
+    TextInput straight into it), checked against its bound: what execute holds, and what
+    an estimate with that input answers."""
+    items = batches.count_at_submit(graph, run_input)
+    _check_batch_sizes(graph, items)
+    return items
+
+
 def _check_batch_sizes(graph: Graph, items: dict[str, int]) -> None:
     """A batch known before the run to exceed its bound is refused (400), not started."""
     problems = [
@@ -335,8 +344,7 @@ def new_run(
     if drawn.batches:
         # A ForEach's items are added to the run when it completes (engine/batches.py);
         # their count, when the input data tells it now, is checked and priced now.
-        items = batches.count_at_submit(drawn, run_input)
-        _check_batch_sizes(drawn, items)
+        items = batch_items(drawn, run_input)
         graph = batches.expand(drawn, dict.fromkeys(drawn.batches.regions))
     roots: frozenset[str] = frozenset()
     if request.driver is None:

@@ -104,7 +104,8 @@ class NodeSpec:
     # The output cache may reuse an earlier result (false for nodes whose point is a side
     # effect or whose answer changes with time, like Delay or an HTTP request).
     cacheable: bool = True
-    # The output depends on the run's input data, so the cache key must include it.
+    # The output depends on the run's input data, so the cache key must include what the
+    # node reads of it (``NodeType.run_input_read``).
     uses_run_input: bool = False
     # Runs in a sandbox process under a time and memory budget (see nodeloom.sandbox). Only
     # nodes that compute nothing may run on the server's event loop.
@@ -298,6 +299,13 @@ class NodeType(ABC):
         so changing the setting must not return the old model's answers)."""
         dumped: dict[str, Any] = params.model_dump(mode="json")
         return dumped
+
+    def run_input_read(self, params: Any, run_input: Mapping[str, Any] | None) -> Any:
+        """What of the run's input data decides the output, for the output cache key of a
+        node that ``uses_run_input``: all of it unless the node says less. A node that reads
+        one value answers that value, so a change elsewhere in the input (another key, a
+        list's other items) keeps its cached output."""
+        return run_input or None
 
     def param_problems(self, params: Any) -> Sequence[str | ParamProblem]:
         """Cheap problems the params schema cannot express; checked on the event loop."""

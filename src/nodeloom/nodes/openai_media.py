@@ -51,6 +51,14 @@ from nodeloom.nodes.base import (
 from nodeloom.settings import Settings
 
 MAX_UPLOAD_BYTES = 25 * 1024 * 1024  # OpenAI's limit for an audio file to transcribe
+
+
+def json_only(model: str) -> bool:
+    """OpenAI's GPT transcribers (gpt-4o-transcribe, gpt-4o-mini-transcribe and their dated
+    versions) answer json or text only: no verbose_json, hence no segments."""
+    return model.startswith("gpt-") and "transcribe" in model
+
+
 DEFAULT_STT_MODEL = "whisper-1"
 
 
@@ -134,7 +142,9 @@ class ImageToImage(NodeType):
         content, content_type = await asyncio.to_thread(providers.encode_body, None, files, form)
         async with providers.endpoint(ctx) as api:
             await ctx.progress(0.05)
-            body = await api.json("POST", "/images/edits", content=content, headers=content_type)
+            body = await api.json(
+                "POST", "/images/edits", content=content, headers=content_type, idempotent=False
+            )
             return await providers.answered_image(api, ctx, body)
 
 
@@ -146,8 +156,9 @@ class SpeechToTextParams(Params):
         default=DEFAULT_STT_MODEL,
         min_length=1,
         max_length=200,
-        description="Transcription model. whisper-1 gives timed segments; models that answer "
-        "without them (gpt-4o-transcribe) give one cue spanning the audio.",
+        description="Transcription model. whisper-1 gives timed segments; gpt-4o-transcribe "
+        "and gpt-4o-mini-transcribe are asked for json (all they answer), which has none: "
+        "one cue spans the audio.",
     )
     format: Literal["vtt", "json", "text"] = Field(
         default="vtt",
@@ -230,11 +241,11 @@ class SpeechToText(NodeType):
                 f"the audio is {audio.size_bytes:,} bytes; transcription takes at most "
                 f"{MAX_UPLOAD_BYTES:,}"
             )
-        form = {
-            "model": params.model,
-            "response_format": "verbose_json",
-            "timestamp_granularities[]": "segment",
-        }
+        form = {"model": params.model, "response_format": "json"}
+        if not json_only(params.model):
+            # Segments come only with verbose_json, which whisper-1 (and compatible
+            # servers' whisper models) answer; the gpt-4o transcribers refuse it.
+            form |= {"response_format": "verbose_json", "timestamp_granularities[]": "segment"}
         if params.language:
             form["language"] = params.language
         if params.prompt:

@@ -233,7 +233,11 @@ async def speech(
     async with api:
         await ctx.progress(0.05)
         response = await api.request(
-            "POST", path, json_body=dict(payload), headers={"Accept": "audio/mpeg"}
+            "POST",
+            path,
+            json_body=dict(payload),
+            headers={"Accept": "audio/mpeg"},
+            idempotent=False,  # paid: sent again only when the provider did not take it
         )
         limit = min(ctx.settings.provider_download_max_bytes, ctx.settings.max_artifact_bytes)
         if len(response.content) > limit:
@@ -278,8 +282,14 @@ async def check_endpoint(
         return False, None, f"the provider did not answer within {TEST_TIMEOUT:g} s"
     except httpx.HTTPError as exc:
         return False, None, f"cannot reach the provider ({type(exc).__name__})"
-    if response.status_code < 400:
+    if response.is_success:
         return True, response.status_code, "the provider accepted the credential"
+    if response.is_redirect:
+        return (
+            False,
+            response.status_code,
+            policy.redirected("the provider", response).replace(key, "***"),
+        )
     message = _error_message(response).replace(key, "***")
     return (
         False,
@@ -401,7 +411,9 @@ class TextToImage(NodeType):
         if params.quality:
             payload["quality"] = params.quality
         async with endpoint(ctx) as api:
-            body = await api.json("POST", "/images/generations", json_body=payload)
+            body = await api.json(
+                "POST", "/images/generations", json_body=payload, idempotent=False
+            )
             return await answered_image(api, ctx, body)
 
 

@@ -54,6 +54,9 @@ _EE_OK = 0
 DEFAULT_RATE = 175  # words per minute at speed 1.0
 MIN_RATE, MAX_RATE = 80, 450  # eSpeak's own bounds
 MAX_TEXT_CHARS = 100_000
+# The longest input OpenAI's /audio/speech takes (it refuses more with 400, and a longer
+# text is better split upstream than cut here).
+OPENAI_SPEECH_MAX_CHARS = 4096
 VOICE_PATTERN = r"^[a-z]{2,3}(-[a-z0-9]{1,8})*(\+[a-z0-9]{1,12})?$"  # "en", "en-us", "de+f3"
 # Encoding speech to MP3 costs about 20 times what synthesising it does, and LAME is
 # sequential: long speech is cut in pauses and the pieces are encoded on separate cores
@@ -319,6 +322,11 @@ class TextToSpeech(NodeType):
             if kind == elevenlabs.KIND:
                 return await elevenlabs.speech(
                     ctx, text, params.voice, params.model, params.speed, max_seconds
+                )
+            if len(text) > OPENAI_SPEECH_MAX_CHARS:
+                raise NodeFailure(
+                    f"the text to speak is {len(text):,} characters; OpenAI's speech takes "
+                    f"at most {OPENAI_SPEECH_MAX_CHARS:,}"
                 )
             payload = {
                 "model": params.model or ctx.settings.provider_tts_model,

@@ -6,6 +6,7 @@ import asyncio
 import functools
 import json
 import math
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -35,6 +36,8 @@ MAX_TEMPLATE_SECONDS = 10.0  # checked between output chunks; the sandbox budget
 MAX_TEMPLATE_VALUE = 1_000_000  # items or characters of any string or list a template builds
 MAX_TEMPLATE_LOOP_ITEMS = 1_000_000  # items produced by range() over one rendering
 MAX_POWER_BITS = 4096
+# A template that may read the run's input data names the variable `input`.
+_NAMES_INPUT = re.compile(r"\binput\b")
 
 
 def _as_text(value: Any) -> str:
@@ -83,6 +86,9 @@ class TextInput(NodeType):
 
     def instant(self, params: Any) -> bool:
         return True
+
+    def run_input_read(self, params: TextInputParams, run_input: Mapping[str, Any] | None) -> Any:
+        return text_input_value(params, run_input)
 
     async def run(
         self, ctx: NodeContext, params: TextInputParams, inputs: Mapping[str, InputValue]
@@ -222,6 +228,13 @@ class TextTemplate(NodeType):
         cost=Cost(credits=1),
         uses_run_input=True,
     )
+
+    def run_input_read(
+        self, params: TextTemplateParams, run_input: Mapping[str, Any] | None
+    ) -> Any:
+        # A template that never names `input` cannot read it (the sandbox gives no other
+        # way to a variable), so its items stay cached when the rest of the input changes.
+        return (run_input or None) if _NAMES_INPUT.search(params.template) else None
 
     def deep_problems(self, params: TextTemplateParams) -> list[str]:
         problem = check_template(params.template)

@@ -257,6 +257,12 @@ class CredentialUpdate(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
     name: str | None = Field(default=None, min_length=1, max_length=200)
+    kind: str | None = Field(
+        default=None,
+        max_length=32,
+        description="A credential's kind never changes: another kind than its own is refused "
+        "(400); create a credential of that kind instead.",
+    )
     fields: dict[str, Any] | None = Field(default=None, repr=False)
 
 

@@ -84,6 +84,11 @@ class NodeRunOut(BaseModel):
         description="For a node run once per item of a ForEach: which item (0-based). "
         "Each item has its own entry; null for nodes that run once.",
     )
+    item_count: int | None = Field(
+        default=None,
+        description="For a node run once per item: how many items its ForEach has (so "
+        '"3/5" can be shown from the run alone); null for nodes that run once.',
+    )
     type: str
     status: NodeStatusName
     artifact_id: str | None
@@ -146,7 +151,8 @@ class NodeEstimate(BaseModel):
     type: str
     credits: int = Field(
         description="What the node is charged at most: its flat price plus its price per "
-        "second times the longest it may produce. A cached node is charged nothing."
+        "second times the longest it may produce; for a node run once per item of a "
+        "ForEach, that times the items held. A cached node is charged nothing."
     )
 
 

@@ -153,8 +153,14 @@ async def update_credential(
     fields: dict[str, Any] | None = None
     sealed: str | None = None
     masked: str | None = None
-    if body.fields is not None:
+    if body.kind is not None or body.fields is not None:
         row = await _get_or_404(ctx, account_id, credential_id)
+        if body.kind is not None and body.kind != row.kind:
+            raise InvalidRequest(
+                "A credential's kind cannot change; create a credential of the other kind.",
+                errors=[FieldError("/kind", f"this credential is of kind {row.kind}")],
+            )
+    if body.fields is not None:
         fields, secret = changed_fields(row.kind, dict(row.fields), body.fields)
         if secret is not None:
             sealed, masked = _sealed(ctx, secret), hint(secret)

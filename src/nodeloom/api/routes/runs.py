@@ -19,9 +19,10 @@ from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.db.models import utcnow
 from nodeloom.engine import callbacks
+from nodeloom.engine.batches import node_estimates
 from nodeloom.engine.graph import Children
 from nodeloom.engine.states import RunStatus
-from nodeloom.engine.submit import RunRequest, check_credentials
+from nodeloom.engine.submit import RunRequest, batch_items, check_credentials
 from nodeloom.errors import Conflict, NotFound
 from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.runs import (
@@ -166,16 +167,17 @@ async def retry_run(
     return answer
 
 
-def node_run_out(node: Any) -> dict[str, Any]:
+def node_run_out(node: Any, item_count: int | None = None) -> dict[str, Any]:
     """A node run row as the API shows it (``NodeRunOut``). An item's node run is stored
     under its instance id ``<node id>#<item>`` (engine/batches.py): shown as the drawn
-    node's id with the item index."""
+    node's id with the item index, and ``item_count``, its ForEach's items."""
     node_id = node.node_id
     if node.item_index is not None:
         node_id = node_id.rpartition("#")[0]
     return {
         "node_id": node_id,
         "item_index": node.item_index,
+        "item_count": item_count if node.item_index is not None else None,
         "type": node.type,
         "status": node.status,
         "artifact_id": node.artifact_id,
@@ -331,10 +333,13 @@ def _runs_response(
     return OrjsonResponse(body, headers=headers)
 
 
-async def _estimate(ctx: CtxDep, account_id: str, workflow_id: str) -> RunEstimate:
-    """What execute would hold for a run of the workflow as saved now, node by node,
-    checked as execute checks it (the graph against this server's catalog, the
-    credentials it names), without holding, charging or creating anything."""
+async def _estimate(
+    ctx: CtxDep, account_id: str, workflow_id: str, run_input: dict[str, Any] | None = None
+) -> RunEstimate:
+    """What execute would hold for a run of the workflow as saved now with ``run_input``,
+    node by node, checked as execute checks it (the graph against this server's catalog,
+    the credentials it names, a batch the input makes too large), without holding,
+    charging or creating anything."""
 
     def read(conn: Connection) -> tuple[Record, Record, Children]:
         row = workflow_store.get(conn, account_id, workflow_id)
@@ -346,11 +351,13 @@ async def _estimate(ctx: CtxDep, account_id: str, workflow_id: str) -> RunEstima
     row, account, children = await ctx.db.read(read)
     graph = ctx.graphs.get(row.id, row.updated_at, row.graph_json, children)
     await check_credentials(ctx.db, account_id, graph)
+    items = batch_items(graph, run_input) if graph.batches else {}
+    parts = node_estimates(graph, items)
     nodes = [
-        NodeEstimate(node_id=n.id, type=n.type, credits=n.node.estimate_credits(n.params))
+        NodeEstimate(node_id=n.id, type=n.type, credits=parts[n.id])
         for n in sorted(graph.nodes.values(), key=lambda n: n.index)
     ]
-    total = graph.estimate_credits()
+    total = graph.estimate_credits(items)
     balance = account.credits_balance if account else 0
     return RunEstimate(
         estimated_credits=total,
@@ -386,8 +393,8 @@ async def estimate_run(
     checks it; nothing is held, charged or created. A balance below the estimate is no
     error here (``sufficient`` is false): execute would answer 402."""
     raw = await read_json(request, MAX_EXECUTE_BODY, allow_empty=True)
-    validated(ExecuteRequest, raw)
-    return await _estimate(ctx, principal.account_id, workflow_id)
+    body = validated(ExecuteRequest, raw)
+    return await _estimate(ctx, principal.account_id, workflow_id, body.input)
 
 
 @router.post(

@@ -16,6 +16,7 @@ from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth.principal import Principal
 from nodeloom.engine.graph import deep_checks, unavailable_nodes, validate_graph
+from nodeloom.engine.subworkflows import workflow_ids_in
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
 from nodeloom.nodes.base import NodeFailure
 from nodeloom.sandbox.budget import Budget
@@ -235,9 +236,26 @@ async def out(ctx: AppContext, row: Record, response: Response | None = None) ->
     result = WorkflowOut.model_validate(row)
     problems = unavailable_nodes(row.graph_json, ctx.registry, ctx.settings)
     problems += await _credential_problems(ctx, row.graph_json, row.account_id)
+    problems += await _child_problems(ctx, row)
+    seen: set[tuple[str, str]] = set()
     for problem in problems:
-        result.warnings.append(GraphWarning(pointer=problem.pointer, message=problem.message))
+        if (problem.pointer, problem.message) not in seen:
+            seen.add((problem.pointer, problem.message))
+            result.warnings.append(GraphWarning(pointer=problem.pointer, message=problem.message))
     return result
+
+
+async def _child_problems(ctx: AppContext, row: Record) -> list[FieldError]:
+    """What execute would refuse in a graph that runs other workflows, as they are now (a
+    child deleted, its inputs renamed since this one was saved). A graph naming none was
+    checked when it was saved, against a catalog that has not changed since."""
+    if not workflow_ids_in(row.graph_json):
+        return []
+    children = await ctx.db.read(
+        lambda c: ctx.graphs.children(c, row.account_id, row.graph_json, row.id)
+    )
+    checked = validate_graph(row.graph_json, ctx.registry, ctx.settings, children)
+    return checked if isinstance(checked, list) else []
 
 
 async def save_version(

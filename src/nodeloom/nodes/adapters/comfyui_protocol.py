@@ -200,7 +200,7 @@ async def check(settings: Settings, credential: policy.Credential) -> tuple[bool
         return False, None, _masked(exc.message, secrets)
     except httpx.HTTPError as exc:
         return False, None, f"cannot reach ComfyUI ({type(exc).__name__})"
-    if response.status_code >= 400:
+    if not response.is_success:  # a redirect is not followed, so it is no answer either
         refused = api.refused(response)
         return False, response.status_code, refused.message
     try:
@@ -220,26 +220,37 @@ def _masked(text: str, secrets: tuple[str, ...]) -> str:
 
 
 def describe_refusal(body: Mapping[str, Any]) -> str:
-    """ComfyUI's 400 answer to a prompt, in one line: its error and each node's errors."""
+    """ComfyUI's 400 answer to a prompt, in one line: its error, then each node's errors
+    as ComfyUI words them (``Required input is missing: width``). When nodes are listed,
+    the error's own ``details`` only repeats their lines, so it is left out."""
     parts: list[str] = []
-    error = body.get("error")
-    if isinstance(error, dict):
-        message = error.get("message")
-        details = error.get("details")
-        if isinstance(message, str):
-            parts.append(message + (f": {details}" if isinstance(details, str) and details else ""))
-    elif isinstance(error, str):
-        parts.append(error)
+    node_parts: list[str] = []
     node_errors = body.get("node_errors")
     if isinstance(node_errors, dict):
         for node_id, info in node_errors.items():
             if not isinstance(info, dict):
                 continue
             messages = [
-                str(e.get("details") or e.get("message"))
+                _said(e.get("message"), e.get("details"))
                 for e in info.get("errors") or []
                 if isinstance(e, dict)
             ]
             kind = info.get("class_type", "")
-            parts.append(f"node {node_id} ({kind}): {'; '.join(messages)}")
-    return "; ".join(parts)
+            node_parts.append(f"node {node_id} ({kind}): {'; '.join(m for m in messages if m)}")
+    error = body.get("error")
+    if isinstance(error, dict):
+        details = None if node_parts else error.get("details")
+        said = _said(error.get("message"), details)
+        if said:
+            parts.append(said)
+    elif isinstance(error, str):
+        parts.append(error)
+    return "; ".join(parts + node_parts)
+
+
+def _said(message: Any, details: Any) -> str:
+    """``message: details`` as ComfyUI prints them (either may be missing)."""
+    said = [str(x).strip() for x in (message, details) if isinstance(x, str) and x.strip()]
+    if len(said) == 2:
+        return f"{said[0].rstrip('.')}: {'; '.join(said[1].splitlines())}"
+    return said[0] if said else ""

@@ -33,6 +33,8 @@ MODEL = re.compile(r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*){1,4}$")
 MODEL_PATTERN = r"^[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*){1,4}$"
 PROGRESS = re.compile(r"(\d{1,3})%")
 STEPS = re.compile(r"(\d+)\s*/\s*(\d+)")
+# A completed request's result read again only after these answers (busy, or a gateway's).
+GATEWAY_RETRIED = frozenset({408, 429, 502, 503, 504})
 
 
 def progress_of(status: dict[str, Any]) -> float | None:
@@ -106,6 +108,12 @@ async def run(
                 status = await api.json("GET", str(job.data["status_url"]) + "?logs=1")
                 state = status.get("status")
                 if state == "COMPLETED":
+                    if status.get("error"):  # fal gave the request up (a runner lost...)
+                        await policy.forget_job(ctx)
+                        error_type = status.get("error_type")
+                        raise api.failed(
+                            f"{status['error']}" + (f" ({error_type})" if error_type else "")
+                        )
                     break
                 if state not in ("IN_QUEUE", "IN_PROGRESS"):
                     await policy.forget_job(ctx)
@@ -115,7 +123,12 @@ async def run(
                     await policy.report(ctx, fraction)
                 await asyncio.sleep(next(delays))
             try:
-                result = await api.json("GET", str(job.data["response_url"]))
+                # A completed request's result is kept by fal: a 500 there is the request's
+                # own error (fal retries what its runners fail on before it completes),
+                # not read again; 502-504 are a gateway's, retried.
+                result = await api.json(
+                    "GET", str(job.data["response_url"]), retry=lambda s: s in GATEWAY_RETRIED
+                )
             except policy.ProviderError as exc:
                 await policy.forget_job(ctx)
                 raise policy.ProviderError(
@@ -150,7 +163,7 @@ async def check(settings: Settings, key: str) -> tuple[bool, int | None, str]:
     api = _platform(settings, key)
     try:
         async with asyncio.timeout(TEST_TIMEOUT), api:
-            await api.json("GET", f"/models/pricing?endpoint_id={PRICED_MODEL}")
+            await api.json("GET", f"/models/pricing?endpoint_id={PRICED_MODEL}", ok=policy.accepted)
     except policy.ProviderError as exc:
         return False, exc.status, exc.message
     except NodeFailure as exc:

@@ -11,7 +11,8 @@ goes to a sandbox process through ``ctx.convert``, which ``Provider.download`` c
   what remains, for a provider's own wait parameter.
 - **Retries**: ``Provider.request`` retries 408/429/5xx and dropped connections with
   exponential back-off, honouring ``Retry-After`` (capped); a submission (``idempotent``
-  false) is retried only when the provider cannot have accepted it (429, 503, no connection).
+  false: every paid call) is sent again only when the provider cannot have accepted it (429,
+  or no connection made).
   Any other answer fails the node with the provider's own message quoted (secrets masked).
 - **Idempotent resume**: ``submit_once`` stores the provider's job (prediction, prompt or
   request id) on the node run, committed, before the node waits on it; the same node run
@@ -251,9 +252,24 @@ def _tls() -> ssl.SSLContext:
     return ssl.create_default_context(cafile=certifi.where())
 
 
+def accepted(status: int) -> bool:
+    """A connection test's success: a 2xx answer (a redirect, not followed, is none)."""
+    return 200 <= status < 300
+
+
+def redirected(name: str, response: httpx.Response) -> str:
+    """A redirect, which no provider call follows (the credential would go with it): where
+    it led, so a wrong base URL or a login page in front of the API shows."""
+    location = response.headers.get("location")
+    to = f" to {location[:200]}" if location else ""
+    return f"{name} answered with a redirect (HTTP {response.status_code}){to}, not followed"
+
+
 def _not_accepted(status: int) -> bool:
-    """Answers that say a submission was not taken (safe to send again)."""
-    return status in (429, 503)
+    """Answers that say a submission was not taken (safe to send again): only a 429. A
+    503 may come from a provider that took the job and then failed to answer (a paid job
+    made twice), so a submission is not sent again after it."""
+    return status == 429
 
 
 class Provider:
@@ -361,10 +377,13 @@ class Provider:
         headers: Mapping[str, str] | None = None,
         idempotent: bool = True,
         ok: Callable[[int], bool] = lambda status: status < 400,
+        retry: Callable[[int], bool] | None = None,
     ) -> httpx.Response:
         """The provider's answer (read in full) once ``ok`` accepts its status, after
         retries; ``ProviderError`` quoting the provider otherwise. The body is ``json_body``
-        (sent as JSON) or ``content`` (with its Content-Type in ``headers``)."""
+        (sent as JSON) or ``content`` (with its Content-Type in ``headers``). ``retry``:
+        which refused statuses are asked again (by default the transient ones, or for a
+        request that is not ``idempotent`` those that say it was not taken)."""
         url = httpx.URL(self.url(path_or_url))
         sent = self._headers_for(url, headers)
         if json_body is not None:
@@ -391,12 +410,8 @@ class Provider:
                 continue
             if ok(response.status_code):
                 return response
-            retry = (
-                transient(response.status_code)
-                if idempotent
-                else _not_accepted(response.status_code)
-            )
-            if retry and not last:
+            again = retry or (transient if idempotent else _not_accepted)
+            if again(response.status_code) and not last:
                 wait = retry_after(response)
                 await asyncio.sleep(
                     min(RETRY_AFTER_MAX, wait) if wait is not None else backoff(attempt)
@@ -412,6 +427,8 @@ class Provider:
         )
 
     def refused(self, response: httpx.Response) -> ProviderError:
+        if response.is_redirect:
+            return ProviderError(self.mask(redirected(self.name, response)), response.status_code)
         message = self.mask(_response_message(response))
         return ProviderError(
             f"{self.name} refused the request (HTTP {response.status_code}): {message}",

@@ -3,7 +3,8 @@
 A prediction is created with ``POST /v1/predictions`` (``{"version": <id>, "input": ...}``)
 or, for a model named ``owner/name`` without a version, ``POST
 /v1/models/{owner}/{name}/predictions``; ``Authorization: Bearer <token>``. The answer is
-the prediction: ``id``, ``status`` (starting, processing, succeeded, failed, canceled),
+the prediction: ``id``, ``status`` (starting, processing, succeeded, failed, canceled, or
+aborted: ended before it started, a deadline passed),
 ``logs``, ``output`` (URLs of the files made, or values), ``error``. It is followed with
 ``GET /v1/predictions/{id}`` (back-off 0.5 s growing to 5 s) and cancelled with ``POST
 /v1/predictions/{id}/cancel`` when our run is cancelled.
@@ -46,7 +47,8 @@ MODEL = re.compile(r"^[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(:[0-9a-f]{64})?$")
 MODEL_PATTERN = r"^([0-9a-f]{64}|[A-Za-z0-9][\w.-]*/[A-Za-z0-9][\w.-]*(:[0-9a-f]{64})?)$"
 PROGRESS = re.compile(r"(\d{1,3})%\|")  # a tqdm bar in the logs: " 45%|████▌     | 9/20"
 RUNNING = frozenset({"starting", "processing"})
-FINAL = frozenset({"succeeded", "failed", "canceled"})
+# "aborted": Replicate ended the prediction before it started (a deadline passed).
+FINAL = frozenset({"succeeded", "failed", "canceled", "aborted"})
 # Every delivery we can use: start, new output, new logs (progress), the end.
 WEBHOOK_EVENTS = ("start", "output", "logs", "completed")
 SIGNING_CACHE_MAX = 256  # tokens whose signing secret this process keeps
@@ -71,7 +73,7 @@ async def check(settings: Settings, token: str) -> tuple[bool, int | None, str]:
     )
     try:
         async with asyncio.timeout(TEST_TIMEOUT), api:
-            body = await api.json("GET", "/account")
+            body = await api.json("GET", "/account", ok=policy.accepted)
     except policy.ProviderError as exc:
         return False, exc.status, exc.message
     except NodeFailure as exc:
@@ -192,6 +194,11 @@ async def _settled(
         await policy.forget_job(ctx)
         if status == "canceled":
             raise policy.ProviderError(f"{NAME} cancelled the prediction {job.id}")
+        if status == "aborted":
+            why = prediction.get("error")
+            raise policy.ProviderError(
+                api.mask(f"{NAME} aborted the prediction {job.id}" + (f": {why}" if why else ""))
+            )
         raise api.failed(prediction.get("error") or f"prediction {status}")
     fraction = progress_of(prediction)
     if fraction is not None:

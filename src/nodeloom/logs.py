@@ -15,10 +15,16 @@ What is replaced by ``[redacted]``:
 
 - the value of a credential-bearing query parameter (``token``, ``sig``, ``access_token``,
   ``api_key``, ``key``, ``secret``, ``password``), wherever a URL appears in a line;
-- the path segment after ``/api/v1/webhooks/`` (a webhook token, even a truncated one), and
-  after ``/api/v1/provider-hooks/<provider>/`` (the token of a provider's webhook URL);
-- anything shaped like an API key (``nlk_...``) or a JWT (``eyJ...``.``...``.``...``), and
-  the credential after ``Bearer``, so a credential logged outside a URL is caught too.
+- the path segment after ``/webhooks/`` (a webhook token, even a truncated one; not a
+  webhook's UUID), and after ``/provider-hooks/<provider>/`` (the token of a provider's
+  webhook URL), in any case and with any number of slashes;
+- anything shaped like an API key (``nlk_...``) or a JWT (``eyJ...``.``...``.``...``), in
+  any case, and the credential after ``Bearer``, so a credential logged outside a URL is
+  caught too.
+
+Text holding percent-escapes is looked at as the server reads it: decoded (repeatedly, so
+double encoding too). Where the decoded text holds a credential, it is logged decoded and
+scrubbed; otherwise as it was.
 
 The message, its arguments, the text of an exception's traceback and the stack are
 scrubbed; the record's other fields are left alone. A record is rewritten only when it
@@ -31,26 +37,37 @@ import copy
 import logging
 import re
 from typing import Any
+from urllib.parse import unquote
 
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 REDACTED = "[redacted]"
 
 # Query parameters whose value is a credential somewhere in our API or commonly elsewhere.
 SECRET_PARAMETERS = ("token", "sig", "access_token", "api_key", "key", "secret", "password")
+# A webhook's id in /workflows/<id>/webhooks/<id> is a UUID, never a token: it is kept.
+_UUID = r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}"
+_SEGMENT_END = r"(?:[/?#\s\"'<>]|$)"
 _SECRET = re.compile(
     "|".join(
         [
             # ?token=... / &sig=... : the name is kept, the value (to the next & or the end
             # of the URL) goes. Case-insensitive: a client may send ?Token=.
             r"(?P<param>[?&;](?i:" + "|".join(SECRET_PARAMETERS) + r")=)[^&;#\s\"'<>]*",
-            # The webhook trigger path: its one segment is the token.
-            r"(?P<hook>/api/v1/webhooks/|/api/v1/provider-hooks/[a-z]+/)[^/?#\s\"'<>]+",
+            # The webhook trigger path: its one segment is the token. Any case, any number
+            # of slashes: the router answers //webhooks/<token> too (404, 405), and the
+            # access log prints the path as sent.
+            r"(?P<hook>(?i:/+webhooks/+|/+provider-hooks/+[a-z]+/+))"
+            r"(?!" + _UUID + _SEGMENT_END + r")[^/?#\s\"'<>]+",
             r"(?P<bearer>(?i:bearer)\s+)[^\s,;\"'<>]+",
-            r"(?P<key>nlk_)[A-Za-z0-9_-]+",
-            r"eyJ[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*",
+            r"(?P<key>(?i:nlk_))[A-Za-z0-9_-]+",
+            r"(?i:eyJ)[A-Za-z0-9_-]*\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*",
         ]
     )
 )
+# A run of text that holds a percent-escape: a URL, or a credential a client encoded.
+_ESCAPED = re.compile(r"[^\s\"'<>]*%[0-9A-Fa-f]{2}[^\s\"'<>]*")
+# Decoding stops here: more rounds than any client sends, few enough to stay cheap.
+_DECODE_ROUNDS = 4
 
 
 def _replace(match: re.Match[str]) -> str:
@@ -60,8 +77,32 @@ def _replace(match: re.Match[str]) -> str:
     return kept + REDACTED
 
 
+def _decoded(text: str) -> str:
+    """``text`` percent-decoded until nothing changes (double encoding included)."""
+    for _ in range(_DECODE_ROUNDS):
+        plain = unquote(text)
+        if plain == text:
+            break
+        text = plain
+    return text
+
+
+def _redact_escaped(match: re.Match[str]) -> str:
+    """An encoded run is scrubbed as the server reads it: decoded. The server decodes a
+    query's names and values, so ``?%74oken=%6Elk_...`` authenticates as ``?token=nlk_...``
+    would; matched still encoded, it was logged in clear. A run that decodes to nothing
+    secret is kept as it was sent."""
+    raw = match.group(0)
+    plain = _decoded(raw)
+    if _SECRET.search(plain) is None:
+        return raw
+    return _SECRET.sub(_replace, plain)
+
+
 def redact(text: str) -> str:
     """``text`` with every credential the module docstring lists replaced."""
+    if "%" in text:
+        text = _ESCAPED.sub(_redact_escaped, text)
     if _SECRET.search(text) is None:
         return text
     return _SECRET.sub(_replace, text)

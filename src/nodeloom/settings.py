@@ -141,6 +141,14 @@ class Settings(BaseSettings):
         "have queued or running at once, across all its running runs; more wait until some "
         "end. Other accounts are not held by it.",
     )
+    run_max_work: int = Field(
+        default=10_000,
+        ge=1,
+        description="Most node runs and child runs one run may make, the runs of its "
+        "sub-workflows (and theirs) included (docs/batches.md): known to be more at execute, "
+        "400; reached while it runs, the ForEach or Workflow node that would pass it fails "
+        "with run_too_large.",
+    )
     max_graph_nodes: int = Field(
         default=500,
         ge=1,

@@ -31,6 +31,7 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from nodeloom.db.models import NodeRun, Run, Workflow, utcnow
+from nodeloom.engine import work
 from nodeloom.engine.graph import Children, Graph, validate_graph
 from nodeloom.engine.run_state import Outcome, artifact_info, failed
 from nodeloom.engine.states import NodeStatus, RunStatus
@@ -286,6 +287,16 @@ class ChildRuns:
             run_input = await self._input(task)
         except ValueError as exc:
             return failed(node_id, "child_not_started", str(exc), utcnow())
+        why = await self.env.db.read(
+            lambda c: work.over(
+                self.env.settings.run_max_work,
+                work.tree_work(c, task.run_id),
+                work.child_work(c, workflow_id),
+            )
+        )
+        if why is not None:
+            message = f"the sub-workflow {workflow_id} was not started: {why}"
+            return failed(node_id, work.RUN_TOO_LARGE, message, utcnow())
         request = RunRequest(
             account_id=task.account_id,
             workflow_id=workflow_id,

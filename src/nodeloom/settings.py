@@ -229,6 +229,16 @@ class Settings(BaseSettings):
         description="The shortest gap a schedule's cron expression may leave between two "
         "firings (a six-field expression can fire every second).",
     )
+    schedules_per_workflow: dict[str, int] = Field(
+        default={"pro": 10, "business": 25, "enterprise": 100},
+        description="Most schedules one workflow may have, by the owner's plan (JSON, e.g. "
+        '{"business": 25}); a plan not listed is not capped. Creating one more is 409.',
+    )
+    schedules_per_account: dict[str, int] = Field(
+        default={"pro": 25, "business": 100, "enterprise": 500},
+        description="Most schedules one account may have over all its workflows, by plan "
+        "(JSON); a plan not listed is not capped. Creating one more is 409.",
+    )
     callback_poll_seconds: float = Field(
         default=1.0, gt=0, description="How often each process looks for callbacks to send."
     )

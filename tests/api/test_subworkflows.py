@@ -14,8 +14,10 @@ from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from fastapi import FastAPI
 
+from nodeloom.db.models import Workflow
 from nodeloom.engine.credits import ledger_balance
 from nodeloom.engine.executor import NodeTask
 from nodeloom.engine.submit import read_workflow
@@ -424,3 +426,46 @@ class TestWorkBound:
             err["code"] == "run_too_large" or "run_too_large" in err["message"] for err in errors
         ), errors
         assert run["credits_used"] == 0
+
+
+class TestCyclesSavedAtOnce:
+    async def test_two_saves_at_once_cannot_close_a_cycle(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        """X -> Y and Y -> X saved at the same moment: each alone is fine, together they
+        are a cycle. One of them is refused, every time."""
+        for _ in range(8):
+            x = await create_workflow(client, owner, CHILD, "x")
+            y = await create_workflow(client, owner, CHILD, "y")
+            answers = await asyncio.gather(
+                _save(client, owner, parent_of(y), wf=x), _save(client, owner, parent_of(x), wf=y)
+            )
+            statuses = sorted(r.status_code for r in answers)
+            assert statuses == [200, 400], [r.text for r in answers]
+            refused = next(r for r in answers if r.status_code == 400)
+            [error] = assert_problem(refused, 400, "invalid_graph")["errors"]
+            assert error["pointer"] == "/graph_json/nodes/1/data/workflow_id"
+            assert "cycle" in error["message"]
+
+    async def test_a_stored_cycle_says_so_at_execute_and_on_get(
+        self, client: httpx.AsyncClient, owner: User, app: FastAPI
+    ) -> None:
+        """A cycle stored before saves were serialized (the race above) is named as such."""
+        x = await create_workflow(client, owner, CHILD, "x")
+        y = await create_workflow(client, owner, parent_of(x), "y")
+        table = Workflow.__table__
+        await app.state.ctx.db.write(
+            lambda c: c.execute(
+                sa.update(table).where(table.c.id == x).values(graph_json=parent_of(y))
+            )
+        )
+        r = await execute(client, owner, x, {"input": {"text": "x"}})
+        problem = assert_problem(r, 400, "invalid_graph")
+        assert "cycle" in problem["detail"], problem
+        assert f"{x} -> {y} -> {x}" in problem["detail"]
+        assert "node catalog" not in problem["detail"]
+        r = await client.get(f"/api/v1/workflows/{x}", headers=owner.headers)
+        assert r.status_code == 200, r.text
+        [warning] = r.json()["warnings"]
+        assert warning["pointer"] == "/graph_json/nodes/1/data/workflow_id"
+        assert "cycle" in warning["message"]

@@ -120,6 +120,11 @@ class GraphCache:
         (InvalidGraph otherwise), without keeping it (a retry's graph is its own)."""
         checked = validate_graph(graph_json, self._registry, self._settings, children)
         if isinstance(checked, list):
+            cycle = next((p for p in checked if subworkflows.is_cycle(p.message)), None)
+            if cycle is not None:
+                raise InvalidGraph(
+                    f"The stored workflow cannot run: {cycle.message}.", errors=checked
+                )
             raise InvalidGraph(
                 "The stored workflow no longer validates against this server's node catalog.",
                 errors=checked,

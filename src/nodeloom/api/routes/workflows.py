@@ -15,6 +15,7 @@ from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth.principal import Principal
+from nodeloom.engine import subworkflows
 from nodeloom.engine.graph import deep_checks, unavailable_nodes, validate_graph
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
 from nodeloom.nodes.base import NodeFailure
@@ -235,6 +236,13 @@ async def out(ctx: AppContext, row: Record, response: Response | None = None) ->
     result = WorkflowOut.model_validate(row)
     problems = unavailable_nodes(row.graph_json, ctx.registry, ctx.settings)
     problems += await _credential_problems(ctx, row.graph_json, row.account_id)
+    if subworkflows.has_children(row.graph_json):
+        # A cycle stored before saves were checked under a lock still shows.
+        problems += await ctx.db.read(
+            lambda c: subworkflows.cycles(
+                c, row.account_id, row.graph_json, ctx.registry, ctx.settings, row.id
+            )
+        )
     for problem in problems:
         result.warnings.append(GraphWarning(pointer=problem.pointer, message=problem.message))
     return result
@@ -252,9 +260,14 @@ async def save_version(
 ) -> WorkflowOut:
     """Save the workflow's next version (None: the name or graph stays) and answer with it;
     412 when ``expected`` is no longer its version, 404 when it is gone."""
-    row = await ctx.db.write(
-        lambda c: workflows.update(
-            c,
+
+    def write(conn: Connection) -> Record | None:
+        if graph is not None:
+            subworkflows.save_without_cycle(
+                conn, account_id, graph, ctx.registry, ctx.settings, workflow_id
+            )
+        return workflows.update(
+            conn,
             account_id,
             workflow_id,
             name=name,
@@ -262,7 +275,8 @@ async def save_version(
             save=save,
             expected_version=expected,
         )
-    )
+
+    row = await ctx.db.write(write)
     if row is None:
         raise NotFound("No such workflow.")
     return await out(ctx, row, response)

@@ -33,6 +33,7 @@ from typing import Annotated, Any
 import httpx
 from pydantic import Field
 
+from nodeloom import masking
 from nodeloom.auth.tokens import decrypt
 from nodeloom.nodes import media
 from nodeloom.nodes.adapters import policy
@@ -273,14 +274,14 @@ async def check_endpoint(
         ):
             response = await send(client, "GET", url, headers, None, guard)
     except NodeFailure as exc:
-        return False, None, exc.message.replace(key, "***")
+        return False, None, masking.mask(exc.message, (key,))
     except (TimeoutError, httpx.TimeoutException):
         return False, None, f"the provider did not answer within {TEST_TIMEOUT:g} s"
     except httpx.HTTPError as exc:
         return False, None, f"cannot reach the provider ({type(exc).__name__})"
     if response.status_code < 400:
         return True, response.status_code, "the provider accepted the credential"
-    message = _error_message(response).replace(key, "***")
+    message = masking.mask(_error_message(response), (key,))
     return (
         False,
         response.status_code,

@@ -37,6 +37,7 @@ from nodeloom.metrics import Metrics
 from nodeloom.nodes.adapters import hooks
 from nodeloom.nodes.adapters.policy import Credential, Signals
 from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
+from nodeloom.nodes.packages import PackagedNode
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
 from nodeloom.nodes.subworkflow import WORKFLOW_TYPE
@@ -512,6 +513,7 @@ class NodeExecutor:
             if spec.calls_provider and credential is None
             else None,
             credential=await self._hand_over(credential),
+            package=isinstance(node.node, PackagedNode),
         )
         settings = env.settings
         limits = budget.resolve(

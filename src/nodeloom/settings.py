@@ -141,6 +141,14 @@ class Settings(BaseSettings):
         "have queued or running at once, across all its running runs; more wait until some "
         "end. Other accounts are not held by it.",
     )
+    run_max_work: int = Field(
+        default=10_000,
+        ge=1,
+        description="Most node runs and child runs one run may make, the runs of its "
+        "sub-workflows (and theirs) included (docs/batches.md): known to be more at execute, "
+        "400; reached while it runs, the ForEach or Workflow node that would pass it fails "
+        "with run_too_large.",
+    )
     max_graph_nodes: int = Field(
         default=500,
         ge=1,
@@ -220,6 +228,16 @@ class Settings(BaseSettings):
         ge=0,
         description="The shortest gap a schedule's cron expression may leave between two "
         "firings (a six-field expression can fire every second).",
+    )
+    schedules_per_workflow: dict[str, int] = Field(
+        default={"pro": 10, "business": 25, "enterprise": 100},
+        description="Most schedules one workflow may have, by the owner's plan (JSON, e.g. "
+        '{"business": 25}); a plan not listed is not capped. Creating one more is 409.',
+    )
+    schedules_per_account: dict[str, int] = Field(
+        default={"pro": 25, "business": 100, "enterprise": 500},
+        description="Most schedules one account may have over all its workflows, by plan "
+        "(JSON); a plan not listed is not capped. Creating one more is 409.",
     )
     callback_poll_seconds: float = Field(
         default=1.0, gt=0, description="How often each process looks for callbacks to send."

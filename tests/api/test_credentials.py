@@ -30,6 +30,18 @@ ROTATED = "sk-rotatedcred-0a1b2c3d4e5f6789"
 REFUSED = "sk-refusedcred-77665544332211ff"  # the fake provider refuses (and quotes) it
 
 
+def echoed(key: str) -> str:
+    """How the fake quotes a refused key: as it is, or as providers also do — without its
+    last characters, upper-cased, or JSON-escaped inside the message — as the key says."""
+    if "-cut-" in key:
+        return key[:-4] + "****"
+    if "-upper-" in key:
+        return key.upper()
+    if "-json-" in key:
+        return "".join(f"\\u{ord(c):04x}" for c in key)
+    return key
+
+
 @pytest.fixture
 def openai() -> Iterator[FakeServer]:
     """An OpenAI-compatible fake that records every request (with its Authorization), answers
@@ -52,7 +64,7 @@ def openai() -> Iterator[FakeServer]:
         def _refused(self) -> bool:
             key = self.headers.get("Authorization", "").removeprefix("Bearer ")
             if "refused" in key:
-                message = f"Incorrect API key provided: {key}."
+                message = f"Incorrect API key provided: {echoed(key)}."
                 self._send(401, {"error": {"message": message}})
                 return True
             return False
@@ -646,3 +658,39 @@ class TestSecretsStayHidden:
             assert all(secret not in text for text in answers)
             for path in files:
                 assert secret.encode() not in path.read_bytes(), path
+
+    @pytest.mark.parametrize(
+        "refused",
+        [
+            "sk-refused-cut-5a4b3c2d1e0f9a8b7c6d",
+            "sk-refused-upper-5a4b3c2d1e0f9a8b7c6d",
+            "sk-refused-json-5a4b3c2d1e0f9a8b7c6d",
+        ],
+    )
+    async def test_a_key_quoted_in_another_form_is_masked_everywhere(
+        self,
+        client: httpx.AsyncClient,
+        owner: User,
+        openai: FakeServer,
+        tmp_path: Path,
+        refused: str,
+    ) -> None:
+        cred = await create(client, owner, {"base_url": openai.url + "/v1", "api_key": refused})
+        wf = await create_workflow(client, owner, llm_graph(cred["id"]))
+        failed = await run(client, owner, wf, cache=False)
+        assert failed["status"] == "failed"
+        error = llm(failed)["error"]
+        assert error["code"] == "provider_error"
+        assert "Incorrect API key provided: ***" in error["message"], error
+        answers = [json.dumps(failed)]
+        for path in (
+            f"/api/v1/workflows/{wf}/runs",
+            f"/api/v1/workflows/{wf}/runs/{failed['id']}/events",
+        ):
+            answers.append((await client.get(path, headers=owner.headers)).text)
+        stored = b"".join(p.read_bytes() for p in tmp_path.rglob("*") if p.is_file())
+        tail = refused[-16:]  # the random part, in every form the fake may quote it
+        forms = [tail, tail.upper(), "".join(f"\\u{ord(c):04x}" for c in tail)]
+        for form in forms:
+            assert all(form not in text for text in answers), form
+            assert form.encode() not in stored, form

@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Iterator
+from urllib.parse import unquote
 
 import pytest
 from starlette.datastructures import URL
@@ -21,6 +22,11 @@ API_KEY = new_api_key(TEST_SECRET.encode()).key
 SIGNED = sign_url(TEST_SECRET.encode(), "/api/v1/artifacts/a1", 60)
 SIG = SIGNED.split("sig=")[1]
 HOOK = "Zq3x0_-Kd8s7Ew1yPq2rT5uVw9xY0zA1bC2dE3fG4hI"
+
+
+def quote_all(text: str) -> str:
+    """Every character percent-encoded, as a client may send it."""
+    return "".join(f"%{b:02X}" for b in text.encode())
 
 
 class TestRedact:
@@ -57,9 +63,44 @@ class TestRedact:
     @pytest.mark.parametrize(
         "line",
         [
+            # The server decodes a query's names and values before it reads them, so
+            # ?%74oken=%6Elk_... is ?token=nlk_...: it authenticates, and must not be logged.
+            f'127.0.0.1:5 - "WebSocket /api/v1/ws?%74oken={quote_all(API_KEY)}" [accepted]',
+            f"GET /api/v1/ws?%74%6F%6B%65%6E={API_KEY}",
+            f"GET /api/v1/ws?%54oKeN={JWT}&x=1",
+            f"GET /api/v1/ws?x=1%26token%3D{API_KEY}",
+            f"GET /api/v1/ws?tok%2565n={quote_all(quote_all(JWT))}",
+            f"GET /api/v1/artifacts/a1?exp=1&%73ig={SIG}",
+            f"GET /api/v1/artifacts/a1?exp=1&SIG={quote_all(SIG)}",
+            f"GET /api/v1/artifacts/a1%3Fexp=1%26sig={SIG}",
+            # Whatever path reaches the trigger route, or a 404/405 beside it.
+            f"GET //webhooks/{HOOK} HTTP/1.1 405",
+            f"GET /api/v1//webhooks/{HOOK} HTTP/1.1 405",
+            f"POST /API/V1/Webhooks/{HOOK} 404",
+            f"POST /api/v1/webhooks//{HOOK} 404",
+            f"POST /api/v1%2Fwebhooks%2F{HOOK} 404",
+            f"POST /api/v1/provider-hooks//replicate/{HOOK}.mac 404",
+            # A credential outside a URL, encoded or in other case.
+            f"value {quote_all(API_KEY)} refused",
+            f"value {API_KEY.upper()} refused",
+            f"value {quote_all(JWT)} refused",
+        ],
+    )
+    def test_encoded_and_recased_secrets_are_replaced(self, line: str) -> None:
+        scrubbed = logs.redact(line)
+        assert "[redacted]" in scrubbed
+        _assert_clean(scrubbed)
+        _assert_clean(unquote(unquote(unquote(scrubbed))))
+        assert API_KEY[4:].upper() not in scrubbed.upper()
+
+    @pytest.mark.parametrize(
+        "line",
+        [
             "GET /api/v1/workflows?limit=50&cursor=abc HTTP/1.1",
             "PATCH /api/v1/workflows/w1/webhooks/0193e0c4-7b1a-7c2e-9f00-123456789abc",
             "GET /api/v1/artifacts/a1?exp=1700000000",
+            "GET /api/v1/workflows?name=caf%C3%A9%20au%20lait&limit=5",
+            "GET /api/v1/workflows/w1/webhooks HTTP/1.1 200",
             "run 0193e0c4 finished in 12 ms",
         ],
     )
@@ -87,6 +128,7 @@ def captured() -> Iterator[tuple[logging.Logger, io.StringIO]]:
 def _assert_clean(text: str) -> None:
     for secret in (JWT, API_KEY, SIG, HOOK):
         assert secret not in text, text
+        assert secret[len(secret) // 2 :] not in text, text
     assert JWT.rsplit(".", 1)[1] not in text
 
 

@@ -342,3 +342,81 @@ class TestDaylightSaving:
         again = next_after("30 2 * * *", "Europe/Berlin", nxt)
         assert nxt.date() == datetime(2027, 10, 31).date()
         assert again.date() == datetime(2027, 11, 1).date()
+
+
+class TestCaps:
+    """Schedules are capped per workflow and per account by plan, and the runs they start
+    count against the account's request budget like any other request."""
+
+    @pytest.fixture
+    def settings_overrides(self) -> dict[str, object]:
+        return {
+            "rate_limit_api_key": 100_000,
+            "rate_limit_jwt": 100_000,
+            "rate_limit_window_seconds": 3600,
+            "schedule_tick_seconds": 0.2,
+            "schedule_min_interval_seconds": 1,
+            "schedules_per_workflow": {"business": 3},
+            "schedules_per_account": {"business": 4},
+        }
+
+    async def test_creating_past_the_caps_is_409(
+        self, client: httpx.AsyncClient, app: FastAPI, business: User
+    ) -> None:
+        first = await create_workflow(client, business, text_graph(), "first")
+        second = await create_workflow(client, business, text_graph(), "second")
+        for _ in range(3):
+            await make_schedule(client, business, first)
+        r = await client.post(
+            f"/api/v1/workflows/{first}/schedules",
+            json={"name": "one more", "cron": "0 3 * * *"},
+            headers=business.headers,
+        )
+        problem = assert_problem(r, 409, "conflict")
+        assert "3" in problem["detail"] and "workflow" in problem["detail"]
+        await make_schedule(client, business, second)
+        r = await client.post(
+            f"/api/v1/workflows/{second}/schedules",
+            json={"name": "one more", "cron": "0 3 * * *"},
+            headers=business.headers,
+        )
+        problem = assert_problem(r, 409, "conflict")
+        assert "4" in problem["detail"] and "account" in problem["detail"]
+        # Deleting one makes room again.
+        listed = (
+            await client.get(f"/api/v1/workflows/{first}/schedules", headers=business.headers)
+        ).json()
+        assert len(listed) == 3
+        r = await client.delete(
+            f"/api/v1/workflows/{first}/schedules/{listed[0]['id']}", headers=business.headers
+        )
+        assert r.status_code == 204
+        await make_schedule(client, business, second)
+
+    async def test_fired_runs_count_against_the_account(
+        self, client: httpx.AsyncClient, app: FastAPI, business: User
+    ) -> None:
+        ctx = app.state.ctx
+        wf = await create_workflow(client, business, text_graph())
+        s = await make_schedule(client, business, wf, cron=EVERY_SECOND)
+        url = f"/api/v1/workflows/{wf}/schedules/{s['id']}"
+        # The account's budget (every credential's requests count there) lowered to 10 an
+        # hour: this test spent two of them already, so the schedule starts at most eight.
+        ctx.settings.rate_limit_jwt = 10
+
+        async def refused() -> Any:
+            row = await ctx.db.read(
+                lambda c: c.execute(
+                    sa.select(Schedule.__table__.c.last_error).where(
+                        Schedule.__table__.c.id == s["id"]
+                    )
+                ).scalar()
+            )
+            return row if row and row["code"] == "rate_limited" else None
+
+        await wait_until(refused)
+        ctx.settings.rate_limit_jwt = 100_000
+        assert len(await runs_of(client, business, wf)) <= 8
+        r = await client.get(url, headers=business.headers)
+        assert r.status_code == 200
+        assert r.json()["active"] is True

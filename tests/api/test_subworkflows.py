@@ -8,13 +8,16 @@ child's cost."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from typing import Any
 
 import httpx
 import pytest
+import sqlalchemy as sa
 from fastapi import FastAPI
 
+from nodeloom.db.models import Workflow
 from nodeloom.engine.credits import ledger_balance
 from nodeloom.engine.executor import NodeTask
 from nodeloom.engine.submit import read_workflow
@@ -362,3 +365,129 @@ class TestNestingAndResume:
         assert outcome.artifact.id == _nodes(run)["sub"]["artifact_id"]
         r = await client.get(_url(child), headers=owner.headers)
         assert [item["id"] for item in r.json()] == [child_run_id]
+
+
+# A run's whole tree of runs (engine/work.py): ForEach -> Workflow -> ForEach, every node
+# free. Each of the root's items starts a child whose ForEach splits its text into lines.
+LINES = g(
+    [
+        n("in", "TextInput", key="topic"),
+        n("each", "ForEach"),
+        n("t", "Delay", seconds=0),
+        n("all", "Collect"),
+    ],
+    [e("in", "each"), e("each", "t"), e("t", "all")],
+)
+
+
+def fan_out(child_id: str, concurrency: int = 1) -> dict[str, Any]:
+    return g(
+        [
+            n("in", "TextInput"),
+            n("each", "ForEach", split="json", concurrency=concurrency),
+            n("sub", "Workflow", workflow_id=child_id),
+            n("all", "Collect"),
+        ],
+        [e("in", "each"), e("each", "sub", "topic"), e("sub", "all")],
+    )
+
+
+async def _tree_work(client: httpx.AsyncClient, user: User, wf: str, run_id: str) -> int:
+    """Node runs and runs of the run and its children, as a user counts them."""
+    run = await _get(client, user, wf, run_id)
+    total = 1 + len(run["node_runs"])
+    for nr in run["node_runs"]:
+        if nr.get("child_run_id"):
+            child = await wait_for_run(client, user, nr["child_workflow_id"], nr["child_run_id"])
+            total += 1 + len(child["node_runs"])
+    return total
+
+
+class TestWorkBound:
+    """Free nested batches are bounded as a whole (``run_max_work``), not level by level."""
+
+    LIMIT = 60
+
+    @pytest.fixture
+    def settings_overrides(self) -> dict[str, object]:
+        return {
+            "rate_limit_api_key": 100_000,
+            "rate_limit_jwt": 100_000,
+            "run_max_work": self.LIMIT,
+        }
+
+    async def test_a_run_known_too_large_is_refused_at_execute(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, LINES, "lines")
+        text = "\n".join(f"line {i}" for i in range(40))  # 2 x 40 item runs + 4
+        r = await execute(client, owner, wf, {"input": {"topic": text}})
+        problem = assert_problem(r, 400, "invalid_request")
+        assert "too large" in problem["detail"] and str(self.LIMIT) in problem["detail"]
+        r = await client.get(_url(wf), headers=owner.headers)
+        assert r.json() == []
+        r = await execute(client, owner, wf, {"input": {"topic": "a\nb"}})
+        assert r.status_code == 202, r.text
+
+    async def test_nested_free_batches_stop_at_the_bound(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        child = await create_workflow(client, owner, LINES, "lines")
+        parent = await create_workflow(client, owner, fan_out(child), "fan-out")
+        items = ["\n".join(f"{k}.{i}" for i in range(5)) for k in range(10)]
+        # Known at execute: the root's 3 nodes, 10 x (item + Workflow), 10 child runs = 33.
+        # Each child adds 1 + 4 when started and 5 x 2 when its ForEach completes: 183 in
+        # all without a bound.
+        r = await execute(client, owner, parent, {"input": {"text": json.dumps(items)}})
+        assert r.status_code == 202, r.text
+        run = await wait_for_run(client, owner, parent, r.json()["run_id"], timeout=60)
+        assert await _tree_work(client, owner, parent, run["id"]) <= self.LIMIT
+        errors = [nr["error"] for nr in run["node_runs"] if nr["status"] == "failed"]
+        assert errors, run
+        assert any(
+            err["code"] == "run_too_large" or "run_too_large" in err["message"] for err in errors
+        ), errors
+        assert run["credits_used"] == 0
+
+
+class TestCyclesSavedAtOnce:
+    async def test_two_saves_at_once_cannot_close_a_cycle(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        """X -> Y and Y -> X saved at the same moment: each alone is fine, together they
+        are a cycle. One of them is refused, every time."""
+        for _ in range(8):
+            x = await create_workflow(client, owner, CHILD, "x")
+            y = await create_workflow(client, owner, CHILD, "y")
+            answers = await asyncio.gather(
+                _save(client, owner, parent_of(y), wf=x), _save(client, owner, parent_of(x), wf=y)
+            )
+            statuses = sorted(r.status_code for r in answers)
+            assert statuses == [200, 400], [r.text for r in answers]
+            refused = next(r for r in answers if r.status_code == 400)
+            [error] = assert_problem(refused, 400, "invalid_graph")["errors"]
+            assert error["pointer"] == "/graph_json/nodes/1/data/workflow_id"
+            assert "cycle" in error["message"]
+
+    async def test_a_stored_cycle_says_so_at_execute_and_on_get(
+        self, client: httpx.AsyncClient, owner: User, app: FastAPI
+    ) -> None:
+        """A cycle stored before saves were serialized (the race above) is named as such."""
+        x = await create_workflow(client, owner, CHILD, "x")
+        y = await create_workflow(client, owner, parent_of(x), "y")
+        table = Workflow.__table__
+        await app.state.ctx.db.write(
+            lambda c: c.execute(
+                sa.update(table).where(table.c.id == x).values(graph_json=parent_of(y))
+            )
+        )
+        r = await execute(client, owner, x, {"input": {"text": "x"}})
+        problem = assert_problem(r, 400, "invalid_graph")
+        assert "cycle" in problem["detail"], problem
+        assert f"{x} -> {y} -> {x}" in problem["detail"]
+        assert "node catalog" not in problem["detail"]
+        r = await client.get(f"/api/v1/workflows/{x}", headers=owner.headers)
+        assert r.status_code == 200, r.text
+        [warning] = r.json()["warnings"]
+        assert warning["pointer"] == "/graph_json/nodes/1/data/workflow_id"
+        assert "cycle" in warning["message"]

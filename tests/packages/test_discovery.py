@@ -39,8 +39,10 @@ _MODULES = {
                 return Produced(data=inputs["text"].read_bytes())
     """,
     "spy.py": """
+        import functools
         import json
         import os
+        import types
 
         from nodeloom.sdk import NodePackage, Produced
         from zz_broken.common import Echo
@@ -49,11 +51,47 @@ _MODULES = {
             spec = Echo.spec.__class__(**{**Echo.spec.__dict__, "type": "Spy"})
 
             async def run(self, ctx, params, inputs):
+                classes, strings = reach(ctx)
                 seen = {
                     "context": sorted(n for n in dir(ctx) if not n.startswith("_")),
                     "environment": sorted(k for k in os.environ if k.startswith("NODELOOM_")),
+                    "classes": sorted(classes),
+                    "strings": sorted(strings),
                 }
                 return Produced(data=json.dumps(seen).encode())
+
+        def reach(root):
+            # What the context hands over: every object reachable from it through instance
+            # attributes (private ones too), bound methods' objects, closures and
+            # containers; not through modules, classes or a function's globals.
+            classes, strings, seen, todo = set(), set(), set(), [root]
+            while todo:
+                obj = todo.pop()
+                if id(obj) in seen or isinstance(obj, (type, types.ModuleType)):
+                    continue
+                seen.add(id(obj))
+                if isinstance(obj, str):
+                    strings.add(obj)
+                    continue
+                if isinstance(obj, (bytes, int, float, bool, type(None))):
+                    continue
+                classes.add(type(obj).__name__)
+                if isinstance(obj, dict):
+                    todo.extend([*obj.keys(), *obj.values()])
+                elif isinstance(obj, (list, tuple, set, frozenset)):
+                    todo.extend(obj)
+                elif isinstance(obj, types.MethodType):
+                    todo.extend([obj.__self__, obj.__func__])
+                elif isinstance(obj, types.FunctionType):
+                    todo.extend(c.cell_contents for c in obj.__closure__ or ())
+                elif isinstance(obj, functools.partial):
+                    todo.extend([obj.func, *obj.args, *obj.keywords.values()])
+                else:
+                    todo.extend(getattr(obj, "__dict__", {}).values())
+                    for slot in getattr(type(obj), "__slots__", ()):
+                        if hasattr(obj, slot):
+                            todo.append(getattr(obj, slot))
+            return classes, strings
 
         package = NodePackage(sdk=">=1.0,<2", nodes=[Spy()])
     """,
@@ -204,9 +242,9 @@ class TestOperatorChoice:
 async def test_a_package_node_sees_only_its_own_context(
     broken_installed: None, client: httpx.AsyncClient, owner: User
 ) -> None:
-    graph = g([n("in", "TextInput"), n("spy", "spy.Spy")], [e("in", "spy")])
+    graph = g([n("in", "TextInput", key="text"), n("spy", "spy.Spy")], [e("in", "spy")])
     wf = await create_workflow(client, owner, graph)
-    r = await execute(client, owner, wf, {"input": {"text": "x"}})
+    r = await execute(client, owner, wf, {"input": {"text": "x", "unwired": "UNWIRED-7f3a"}})
     assert r.status_code == 202, r.text
     run = await wait_for_run(client, owner, wf, r.json()["run_id"], timeout=60)
     assert run["status"] == "completed", run
@@ -222,3 +260,9 @@ async def test_a_package_node_sees_only_its_own_context(
     ]
     # The sandbox's environment names the packages to import, and nothing else of ours.
     assert seen["environment"] == ["NODELOOM_SANDBOX_NODE_PACKAGES"]
+    # Nor is anything else reachable from the context: not the run's input beyond the
+    # node's own, not the account, not the settings.
+    assert not any("UNWIRED-7f3a" in text for text in seen["strings"]), seen["strings"]
+    assert not any(owner.id in text for text in seen["strings"]), seen["strings"]
+    assert "Settings" not in seen["classes"], seen["classes"]
+    assert "_Context" not in seen["classes"], seen["classes"]

@@ -84,7 +84,7 @@ def create_app(
 
     # Schedules fire through the acceptor, so every API process runs the loop (exactly one
     # of them wins each firing: engine/schedules.py).
-    firer = ScheduleFirer(settings, runtime.db, ctx.acceptor)
+    firer = ScheduleFirer(settings, runtime.db, ctx.acceptor, ctx.limiter)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -29,7 +29,7 @@ class Principal:
     @property
     def account_rate_key(self) -> str:
         """Every request of the account counts here, whatever its credential."""
-        return f"account:{self.account_id}"
+        return account_rate_key(self.account_id)
 
     @property
     def key_rate_key(self) -> str | None:
@@ -37,3 +37,9 @@ class Principal:
         if self.via is CredentialKind.API_KEY:
             return f"key:{self.api_key_id}"
         return None
+
+
+def account_rate_key(account_id: str) -> str:
+    """The rate-limit window every request of the account counts in (and every run one of
+    its schedules starts)."""
+    return f"account:{account_id}"

@@ -24,7 +24,7 @@ from nodeloom.artifacts.store import ArtifactStore, StoredBlob
 from nodeloom.auth.tokens import decrypt
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
-from nodeloom.engine import hook_signals
+from nodeloom.engine import hook_signals, work
 from nodeloom.engine.cache import cache_key
 from nodeloom.engine.context import ProviderNodeContext, RunNodeContext
 from nodeloom.engine.graph import GraphNode
@@ -37,6 +37,7 @@ from nodeloom.metrics import Metrics
 from nodeloom.nodes.adapters import hooks
 from nodeloom.nodes.adapters.policy import Credential, Signals
 from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
+from nodeloom.nodes.packages import PackagedNode
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
 from nodeloom.nodes.subworkflow import WORKFLOW_TYPE
@@ -87,10 +88,14 @@ class NodeTask:
     inputs: InputInfos
     run_input: dict[str, Any] | None
     use_cache: bool
+    # A ForEach: the node runs each of its items adds (its region's nodes and the item's
+    # own entry), counted against the run's work bound (engine/work.py). 0 for other nodes.
+    per_item: int = 0
 
     @classmethod
     def of(cls, state: RunState, node_id: str) -> NodeTask:
         """Node ``node_id`` of the run ``state`` describes, with its inputs as they are."""
+        region = state.graph.batches.regions.get(node_id)
         return cls(
             run_id=state.run_id,
             account_id=state.account_id,
@@ -99,6 +104,7 @@ class NodeTask:
             inputs=state.inputs_of(node_id),
             run_input=state.run_input,
             use_cache=state.use_cache,
+            per_item=len(region.nodes) + 1 if region is not None else 0,
         )
 
 
@@ -282,6 +288,7 @@ class NodeExecutor:
                         self._produce(task, scratch, progress, credential),
                         env.settings.node_timeout_seconds,
                     )
+            await self._within_work(task, produced)
             return await self._keep(node, produced, key)
         except NodeFailure as exc:
             return failed(node.id, exc.code, exc.message, utcnow())
@@ -326,6 +333,7 @@ class NodeExecutor:
         ctx = self._context(task, scratch, _no_progress)
         try:
             produced = await node.node.run(ctx, node.params, await self._inputs(task, scratch))
+            await self._within_work(task, produced)
             return await self._keep(node, produced, key)
         except NodeFailure as exc:
             return failed(node.id, exc.code, exc.message, utcnow())
@@ -510,6 +518,7 @@ class NodeExecutor:
             if spec.calls_provider and credential is None
             else None,
             credential=await self._hand_over(credential),
+            package=isinstance(node.node, PackagedNode),
         )
         settings = env.settings
         limits = budget.resolve(
@@ -521,6 +530,18 @@ class NodeExecutor:
             timeout_seconds=settings.node_timeout_seconds,
         )
         return await env.sandbox.run_node(job, limits, progress)
+
+    async def _within_work(self, task: NodeTask, produced: Produced) -> None:
+        """A ForEach whose items would take its run's tree of runs past ``run_max_work``
+        fails (engine/work.py) instead of adding them."""
+        if produced.items is None or not task.per_item:
+            return
+        adding = produced.items * task.per_item
+        limit = self.env.settings.run_max_work
+        so_far = await self.env.db.read(lambda c: work.tree_work(c, task.run_id))
+        why = work.over(limit, so_far, adding)
+        if why is not None:
+            raise NodeFailure(f"{produced.items} items: {why}", work.RUN_TOO_LARGE)
 
     async def _keep(self, node: GraphNode, produced: Produced, key: str | None) -> Outcome:
         """The produced bytes as an artifact: in the store, or (small text) carried to the

@@ -39,10 +39,12 @@ from datetime import UTC, datetime, timedelta
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
 
 from nodeloom.auth.plans import require_webhook_trigger
+from nodeloom.auth.principal import account_rate_key
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
 from nodeloom.engine.submit import Acceptor, RunRequest
-from nodeloom.errors import FieldError, InvalidRequest, ProblemError
+from nodeloom.errors import FieldError, InvalidRequest, ProblemError, RateLimited
+from nodeloom.ratelimit import RateLimiter
 from nodeloom.settings import Settings
 from nodeloom.store import schedules as store
 
@@ -116,10 +118,13 @@ def check(cron: str, timezone: str, min_interval: float) -> None:
 class ScheduleFirer:
     """The background loop of one server process (api/app.py starts it)."""
 
-    def __init__(self, settings: Settings, db: Database, acceptor: Acceptor) -> None:
+    def __init__(
+        self, settings: Settings, db: Database, acceptor: Acceptor, limiter: RateLimiter
+    ) -> None:
         self.settings = settings
         self.db = db
         self.acceptor = acceptor
+        self.limiter = limiter
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -167,6 +172,7 @@ class ScheduleFirer:
         error: dict[str, str] | None = None
         try:
             require_webhook_trigger(row.plan)
+            await self._count(row.account_id)
             accepted = await self.acceptor.accept(
                 RunRequest(
                     account_id=row.account_id,
@@ -187,6 +193,19 @@ class ScheduleFirer:
         if error is not None:
             log.info("schedule %s started no run: %s", row.id, error["message"])
         await self.db.write(lambda c: store.record_firing(c, row.id, now, run_id, error))
+
+    async def _count(self, account_id: str) -> None:
+        """A firing is a request of the account: it counts in the account's window
+        (``rate_limit_jwt``, shared by all its credentials), and over it starts nothing,
+        so schedules cannot start more runs than the account could request itself."""
+        window = self.settings.rate_limit_window_seconds
+        limit = self.settings.rate_limit_jwt
+        decision = await self.limiter.hit(account_rate_key(account_id), limit, window)
+        if not decision.allowed:
+            raise RateLimited(
+                f"More than {limit} requests in {window} s for this account; this firing "
+                "started no run."
+            )
 
 
 def first_run_at(cron: str, timezone: str, active: bool) -> datetime | None:

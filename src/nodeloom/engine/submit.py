@@ -32,7 +32,7 @@ from sqlalchemy.exc import IntegrityError
 from nodeloom.db.engine import Database
 from nodeloom.db.models import IdempotencyKey, Run, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
-from nodeloom.engine import batches, prefix, retry, stepper, subworkflows
+from nodeloom.engine import batches, prefix, retry, stepper, subworkflows, work
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
 from nodeloom.engine.graph import Children, Graph, unavailable_nodes, validate_graph
@@ -120,6 +120,11 @@ class GraphCache:
         (InvalidGraph otherwise), without keeping it (a retry's graph is its own)."""
         checked = validate_graph(graph_json, self._registry, self._settings, children)
         if isinstance(checked, list):
+            cycle = next((p for p in checked if subworkflows.is_cycle(p.message)), None)
+            if cycle is not None:
+                raise InvalidGraph(
+                    f"The stored workflow cannot run: {cycle.message}.", errors=checked
+                )
             raise InvalidGraph(
                 "The stored workflow no longer validates against this server's node catalog.",
                 errors=checked,
@@ -305,6 +310,14 @@ def _check_batch_sizes(graph: Graph, items: dict[str, int]) -> None:
         )
 
 
+def _check_work(graph: Graph, limit: int) -> None:
+    """A run known before it starts to make more than ``run_max_work`` node and child runs
+    is refused (400), not started (engine/work.py)."""
+    why = work.over(limit, 0, work.known_work(graph))
+    if why is not None:
+        raise InvalidRequest(f"The run is too large: {why}.")
+
+
 def read_retry(request: RunRequest, graphs: GraphCache, conn: Connection) -> WorkflowVersion:
     """The retried run's graph (with the retry's params) and the artifacts it reuses."""
     assert request.retry_of is not None
@@ -326,13 +339,17 @@ def read_retry(request: RunRequest, graphs: GraphCache, conn: Connection) -> Wor
 
 
 def new_run(
-    request: RunRequest, workflow: WorkflowVersion, run_id: str | None = None
+    request: RunRequest,
+    workflow: WorkflowVersion,
+    run_id: str | None = None,
+    work_limit: int | None = None,
 ) -> tuple[RunState, Batch]:
     """A run of ``workflow`` as accepting it leaves it: a batch that creates the run with
     its nodes pending (roots queued when queue workers run it) and its first event. A
     retry's reused nodes are completed in it at once, uncharged (engine/retry.py): its
     roots are the nodes they alone feed, and its estimate what the other nodes cost.
-    ``run_id``: the same run prepared again (its answer already names it)."""
+    ``run_id``: the same run prepared again (its answer already names it). ``work_limit``:
+    refuse a run known to make more node and child runs than that (engine/work.py)."""
     run_id = run_id or uuid7()
     now = utcnow()
     drawn = workflow.graph
@@ -346,6 +363,8 @@ def new_run(
         # their count, when the input data tells it now, is checked and priced now.
         items = batch_items(drawn, run_input)
         graph = batches.expand(drawn, dict.fromkeys(drawn.batches.regions))
+    if work_limit is not None:
+        _check_work(batches.expand(drawn, items) if items else drawn, work_limit)
     roots: frozenset[str] = frozenset()
     if request.driver is None:
         # A root has no input left to wait for: every node feeding it is reused (a plain
@@ -619,7 +638,7 @@ class Acceptor:
         one step, else as accepted (pending). The outputs of an executed run may already be
         stored (its cache keys): the transaction that writes it looks them up
         (``write_accepted``)."""
-        state, batch = new_run(request, workflow)
+        state, batch = new_run(request, workflow, work_limit=self.settings.run_max_work)
         graph = workflow.graph
         if self.executor is not None and request.driver is None and prefix.applies(graph):
             return await self._with_prefix(request, workflow, state, batch)

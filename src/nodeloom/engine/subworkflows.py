@@ -30,11 +30,13 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
+from nodeloom.db.dialect import serialize
 from nodeloom.db.models import NodeRun, Run, Workflow, utcnow
+from nodeloom.engine import work
 from nodeloom.engine.graph import Children, Graph, validate_graph
 from nodeloom.engine.run_state import Outcome, artifact_info, failed
 from nodeloom.engine.states import NodeStatus, RunStatus
-from nodeloom.errors import ProblemError
+from nodeloom.errors import FieldError, InvalidGraph, ProblemError
 from nodeloom.nodes.base import CONTENT_TYPES
 from nodeloom.nodes.registry import Registry
 from nodeloom.nodes.subworkflow import WORKFLOW_TYPE, ChildInterface
@@ -79,6 +81,14 @@ def workflow_ids_in(graph_json: Any) -> list[str]:
     return list(found)
 
 
+CYCLE = "workflows may not run each other in a cycle"
+
+
+def is_cycle(message: str) -> bool:
+    """Is this validation message a cycle between workflows?"""
+    return message.startswith(CYCLE + ":")
+
+
 class Cycle(str):
     """A cycle found while resolving: reported as is by every workflow on it."""
 
@@ -103,7 +113,7 @@ class _Resolver:
     def interface(self, workflow_id: str, path: list[str]) -> ChildInterface | str:
         if workflow_id in path:
             loop = [*path[path.index(workflow_id) :], workflow_id]
-            return Cycle("workflows may not run each other in a cycle: " + " -> ".join(loop))
+            return Cycle(CYCLE + ": " + " -> ".join(loop))
         if workflow_id in self.known:
             return self.known[workflow_id]
         if len(path) >= MAX_DEPTH:
@@ -172,6 +182,51 @@ def resolve(
         return {}
     resolver = _Resolver(conn, account_id, registry, settings)
     return resolver.children(graph_json, [workflow_id] if workflow_id else [])
+
+
+def cycles(
+    conn: Connection,
+    account_id: str,
+    graph_json: Any,
+    registry: Registry,
+    settings: Settings,
+    workflow_id: str | None,
+) -> list[FieldError]:
+    """The ``Workflow`` nodes of ``graph_json`` (stored as ``workflow_id``) through which
+    workflows would run each other in a cycle, with pointers, read from the workflows as
+    ``conn`` sees them now."""
+    children = resolve(conn, account_id, graph_json, registry, settings, workflow_id)
+    found: list[FieldError] = []
+    for index, raw in enumerate(graph_json.get("nodes") or []):
+        if not isinstance(raw, dict) or raw.get("type") != WORKFLOW_TYPE:
+            continue
+        data = raw.get("data")
+        wid = data.get("workflow_id") if isinstance(data, dict) else None
+        answer = children.get(wid) if isinstance(wid, str) else None
+        if isinstance(answer, Cycle):
+            found.append(FieldError(f"/graph_json/nodes/{index}/data/workflow_id", answer))
+    return found
+
+
+def save_without_cycle(
+    conn: Connection,
+    account_id: str,
+    graph_json: Any,
+    registry: Registry,
+    settings: Settings,
+    workflow_id: str,
+) -> None:
+    """Called in the transaction that saves ``graph_json`` as ``workflow_id``: refuses a
+    save that closes a cycle with what is committed now. Checked before the transaction
+    alone, two saves at once (X -> Y and Y -> X) each saw the other's old graph and both
+    passed; the account's saves of graphs with children are serialized here (an advisory
+    lock on PostgreSQL; SQLite has one writer), so the second sees the first."""
+    if not has_children(graph_json):
+        return
+    serialize(conn, f"workflow-children:{account_id}")
+    problems = cycles(conn, account_id, graph_json, registry, settings, workflow_id)
+    if problems:
+        raise InvalidGraph(problems[0].message.capitalize() + ".", errors=problems)
 
 
 def has_children(graph_json: Any) -> bool:
@@ -286,6 +341,16 @@ class ChildRuns:
             run_input = await self._input(task)
         except ValueError as exc:
             return failed(node_id, "child_not_started", str(exc), utcnow())
+        why = await self.env.db.read(
+            lambda c: work.over(
+                self.env.settings.run_max_work,
+                work.tree_work(c, task.run_id),
+                work.child_work(c, workflow_id),
+            )
+        )
+        if why is not None:
+            message = f"the sub-workflow {workflow_id} was not started: {why}"
+            return failed(node_id, work.RUN_TOO_LARGE, message, utcnow())
         request = RunRequest(
             account_id=task.account_id,
             workflow_id=workflow_id,

@@ -79,12 +79,21 @@ class PackageInfo:
 
 class _PackageContext:
     """What a package's node sees of the executor's context: its ids, its scratch directory,
-    progress and a thread pool. Not the settings, the account or the run's input."""
+    progress and a thread pool. Not the settings, the account or the run's input: it keeps
+    no reference to the executor's context (which holds them), only copies of its ids, the
+    scratch path, the media limits, and the context's ``progress`` and ``to_thread``, which
+    in a sandbox process are bound to objects that hold a socket and a thread pool and
+    nothing else (sandbox/worker.py). Its job carries no run input and no account id either
+    (engine/executor.py)."""
+
+    __slots__ = ("_progress", "_scratch", "_to_thread", "limits", "node_id", "run_id")
 
     def __init__(self, ctx: NodeContext) -> None:
-        self._ctx = ctx
         self.run_id = ctx.run_id
         self.node_id = ctx.node_id
+        self._scratch = ctx.scratch_dir
+        self._progress: Callable[[float], Awaitable[None]] = ctx.progress
+        self._to_thread: Callable[..., Awaitable[Any]] = ctx.to_thread
         settings = ctx.settings
         # The media limits only (nodeloom.sdk.images.limits reads them), not the settings.
         self.limits = MediaLimits(
@@ -95,13 +104,14 @@ class _PackageContext:
 
     @property
     def scratch_dir(self) -> Path:
-        return self._ctx.scratch_dir
+        return self._scratch
 
     async def progress(self, fraction: float) -> None:
-        await self._ctx.progress(fraction)
+        await self._progress(fraction)
 
     async def to_thread(self, fn: Callable[..., T], /, *args: Any) -> T:
-        return await self._ctx.to_thread(fn, *args)
+        result: T = await self._to_thread(fn, *args)
+        return result
 
 
 class PackagedNode(NodeType):

@@ -33,6 +33,7 @@ from typing import Annotated, Any
 import httpx
 from pydantic import Field
 
+from nodeloom import masking
 from nodeloom.auth.tokens import decrypt
 from nodeloom.nodes import media
 from nodeloom.nodes.adapters import policy
@@ -277,7 +278,7 @@ async def check_endpoint(
         ):
             response = await send(client, "GET", url, headers, None, guard)
     except NodeFailure as exc:
-        return False, None, exc.message.replace(key, "***")
+        return False, None, masking.mask(exc.message, (key,))
     except (TimeoutError, httpx.TimeoutException):
         return False, None, f"the provider did not answer within {TEST_TIMEOUT:g} s"
     except httpx.HTTPError as exc:
@@ -288,9 +289,9 @@ async def check_endpoint(
         return (
             False,
             response.status_code,
-            policy.redirected("the provider", response).replace(key, "***"),
+            masking.mask(policy.redirected("the provider", response), (key,)),
         )
-    message = _error_message(response).replace(key, "***")
+    message = masking.mask(_error_message(response), (key,))
     return (
         False,
         response.status_code,

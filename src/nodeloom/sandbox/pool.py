@@ -79,6 +79,9 @@ class NodeJob:
     provider_key: str | None = field(default=None, repr=False)
     # An account's credential the node names: its base_url and secret fields.
     credential: dict[str, str] | None = field(default=None, repr=False)
+    # A node package's node: its job carries only its own inputs and params, not the run's
+    # input data nor the account (docs/node-packages.md). ``account_id`` stays for booking.
+    package: bool = False
 
     def message(self, budget: Budget) -> dict[str, Any]:
         return {
@@ -86,10 +89,10 @@ class NodeJob:
             "type": self.type,
             "params": self.params,
             "inputs": self.inputs,
-            "input": self.run_input,
+            "input": None if self.package else self.run_input,
             "run_id": self.run_id,
             "node_id": self.node_id,
-            "account_id": self.account_id,
+            "account_id": "" if self.package else self.account_id,
             "scratch": str(self.scratch),
             "provider_key": self.provider_key,
             "credential": self.credential,

@@ -143,23 +143,39 @@ class _Context:
         self.inline = False
         self.credential_kind: str | None = None
         self._scratch = Path(message["scratch"])
-        self._executor = executor
-        self._sock = sock
-        self._last_progress = 0.0
+        # Bound to small objects of their own, not to this context: a package's node is
+        # handed these two (nodes/packages.py), and through them must reach nothing else.
+        self.progress = _Progress(sock).report
+        self.to_thread = _Threads(executor).run
 
     @property
     def scratch_dir(self) -> Path:
         self._scratch.mkdir(mode=0o700, parents=True, exist_ok=True)
         return self._scratch
 
-    async def progress(self, fraction: float) -> None:
+
+class _Progress:
+    """A node's progress reports, sent to the server at most every ``PROGRESS_SPACING``."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self._sock = sock
+        self._last = 0.0
+
+    async def report(self, fraction: float) -> None:
         now = asyncio.get_running_loop().time()
-        if fraction < 1.0 and now - self._last_progress < PROGRESS_SPACING:
+        if fraction < 1.0 and now - self._last < PROGRESS_SPACING:
             return
-        self._last_progress = now
+        self._last = now
         write_blocking(self._sock, {"t": "progress", "f": min(1.0, max(0.0, float(fraction)))})
 
-    async def to_thread(self, fn: Callable[..., T], /, *args: Any) -> T:
+
+class _Threads:
+    """Blocking work of a node, on the process's thread pool."""
+
+    def __init__(self, executor: ThreadPoolExecutor) -> None:
+        self._executor = executor
+
+    async def run(self, fn: Callable[..., T], /, *args: Any) -> T:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._executor, functools.partial(fn, *args))
 

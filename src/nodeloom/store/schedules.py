@@ -39,6 +39,14 @@ def create(conn: Connection, *, account_id: str, workflow_id: str, **values: Any
     ).one()
 
 
+def count(conn: Connection, account_id: str, workflow_id: str | None = None) -> int:
+    """The account's schedules (of ``workflow_id`` only, when given), paused ones included."""
+    query = sa.select(sa.func.count()).where(SCHEDULES.c.account_id == account_id)
+    if workflow_id is not None:
+        query = query.where(SCHEDULES.c.workflow_id == workflow_id)
+    return int(conn.execute(query).scalar_one())
+
+
 def page(
     conn: Connection, account_id: str, workflow_id: str, limit: int, cursor: str | None
 ) -> list[Record]:

@@ -17,8 +17,9 @@ from nodeloom.api.routes.webhooks import ManagerDep
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
+from nodeloom.db.dialect import serialize
 from nodeloom.engine import callbacks, schedules
-from nodeloom.errors import FieldError, InvalidRequest, NotFound
+from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound
 from nodeloom.schemas.schedules import ScheduleCreate, ScheduleOut, ScheduleUpdate
 from nodeloom.store import Record, workflows
 from nodeloom.store import schedules as schedule_store
@@ -31,6 +32,7 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     },
     403: {"description": "The plan or credential does not allow triggers (plan_upgrade_required)"},
     404: {"description": "No such workflow or schedule (not_found)"},
+    409: {"description": "As many schedules as the plan allows (conflict)"},
 }
 
 
@@ -40,6 +42,29 @@ def _out(row: Record) -> ScheduleOut:
 
 def _check(ctx: AppContext, cron: str, timezone: str) -> None:
     schedules.check(cron, timezone, ctx.settings.schedule_min_interval_seconds)
+
+
+def _within_caps(
+    ctx: AppContext, conn: Connection, account_id: str, plan: str, workflow_id: str
+) -> None:
+    """409 when the workflow or the account has as many schedules as its plan allows. The
+    account's creations are serialized, so two at once cannot both take the last place."""
+    serialize(conn, f"schedules:{account_id}")
+    settings = ctx.settings
+    per_workflow = settings.schedules_per_workflow.get(plan)
+    if per_workflow is not None and schedule_store.count(conn, account_id, workflow_id) >= (
+        per_workflow
+    ):
+        raise Conflict(
+            f"A workflow may have at most {per_workflow} schedules on the {plan} plan; "
+            "delete one first."
+        )
+    per_account = settings.schedules_per_account.get(plan)
+    if per_account is not None and schedule_store.count(conn, account_id) >= per_account:
+        raise Conflict(
+            f"An account may have at most {per_account} schedules on the {plan} plan; "
+            "delete one first."
+        )
 
 
 @router.post(
@@ -59,6 +84,7 @@ async def create_schedule(
     def create(conn: Connection) -> Record:
         if not workflows.exists(conn, principal.account_id, workflow_id):
             raise NotFound("No such workflow.")
+        _within_caps(ctx, conn, principal.account_id, principal.plan, workflow_id)
         if body.callback_url is not None:
             callbacks.require_secret(conn, principal.account_id, "/callback_url")
         return schedule_store.create(

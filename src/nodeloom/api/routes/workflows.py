@@ -15,8 +15,8 @@ from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth.principal import Principal
+from nodeloom.engine import subworkflows
 from nodeloom.engine.graph import deep_checks, unavailable_nodes, validate_graph
-from nodeloom.engine.subworkflows import workflow_ids_in
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
 from nodeloom.nodes.base import NodeFailure
 from nodeloom.sandbox.budget import Budget
@@ -237,6 +237,13 @@ async def out(ctx: AppContext, row: Record, response: Response | None = None) ->
     problems = unavailable_nodes(row.graph_json, ctx.registry, ctx.settings)
     problems += await _credential_problems(ctx, row.graph_json, row.account_id)
     problems += await _child_problems(ctx, row)
+    if subworkflows.has_children(row.graph_json):
+        # A cycle stored before saves were checked under a lock still shows.
+        problems += await ctx.db.read(
+            lambda c: subworkflows.cycles(
+                c, row.account_id, row.graph_json, ctx.registry, ctx.settings, row.id
+            )
+        )
     seen: set[tuple[str, str]] = set()
     for problem in problems:
         if (problem.pointer, problem.message) not in seen:
@@ -249,7 +256,7 @@ async def _child_problems(ctx: AppContext, row: Record) -> list[FieldError]:
     """What execute would refuse in a graph that runs other workflows, as they are now (a
     child deleted, its inputs renamed since this one was saved). A graph naming none was
     checked when it was saved, against a catalog that has not changed since."""
-    if not workflow_ids_in(row.graph_json):
+    if not subworkflows.workflow_ids_in(row.graph_json):
         return []
     children = await ctx.db.read(
         lambda c: ctx.graphs.children(c, row.account_id, row.graph_json, row.id)
@@ -270,9 +277,14 @@ async def save_version(
 ) -> WorkflowOut:
     """Save the workflow's next version (None: the name or graph stays) and answer with it;
     412 when ``expected`` is no longer its version, 404 when it is gone."""
-    row = await ctx.db.write(
-        lambda c: workflows.update(
-            c,
+
+    def write(conn: Connection) -> Record | None:
+        if graph is not None:
+            subworkflows.save_without_cycle(
+                conn, account_id, graph, ctx.registry, ctx.settings, workflow_id
+            )
+        return workflows.update(
+            conn,
             account_id,
             workflow_id,
             name=name,
@@ -280,7 +292,8 @@ async def save_version(
             save=save,
             expected_version=expected,
         )
-    )
+
+    row = await ctx.db.write(write)
     if row is None:
         raise NotFound("No such workflow.")
     return await out(ctx, row, response)

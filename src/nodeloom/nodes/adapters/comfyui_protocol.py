@@ -39,6 +39,7 @@ import httpx
 import websockets
 from websockets.asyncio.client import ClientConnection
 
+from nodeloom import masking
 from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.adapters.policy import ProviderError
 from nodeloom.nodes.base import NodeFailure
@@ -197,7 +198,7 @@ async def check(settings: Settings, credential: policy.Credential) -> tuple[bool
     except TimeoutError:
         return False, None, f"ComfyUI did not answer within {TEST_TIMEOUT:g} s"
     except NodeFailure as exc:
-        return False, None, _masked(exc.message, secrets)
+        return False, None, masking.mask(exc.message, secrets)
     except httpx.HTTPError as exc:
         return False, None, f"cannot reach ComfyUI ({type(exc).__name__})"
     if not response.is_success:  # a redirect is not followed, so it is no answer either
@@ -210,13 +211,6 @@ async def check(settings: Settings, credential: policy.Credential) -> tuple[bool
         names = ""
     message = "ComfyUI answered" + (f" (devices: {names[:200]})" if names else "")
     return True, response.status_code, message
-
-
-def _masked(text: str, secrets: tuple[str, ...]) -> str:
-    for secret in secrets:
-        if secret:
-            text = text.replace(secret, "***")
-    return text
 
 
 def describe_refusal(body: Mapping[str, Any]) -> str:

@@ -60,6 +60,7 @@ import certifi
 import httpx
 from pydantic import Field
 
+from nodeloom import masking
 from nodeloom.nodes.base import ArtifactRef, Kind, NodeContext, NodeFailure, Produced
 from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
 from nodeloom.settings import Settings
@@ -337,9 +338,9 @@ class Provider:
         return self.base_url + "/" + path_or_url.lstrip("/")
 
     def mask(self, text: str) -> str:
-        for secret in self.secrets:
-            text = text.replace(secret, "***")
-        return text
+        """``text`` without this provider's secrets, in any form they are quoted in
+        (``nodeloom.masking``)."""
+        return masking.mask(text, self.secrets)
 
     def _headers_for(self, url: httpx.URL, extra: Mapping[str, str] | None) -> dict[str, str]:
         sent = dict(self.headers) if _origin(url) == self._origin else {}

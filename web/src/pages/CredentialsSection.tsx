@@ -16,6 +16,7 @@ import {
   type CredentialKind,
   type KindField,
 } from "../credentials/kinds";
+import { privateHost } from "../credentials/privateAddress";
 
 /** The account's provider credentials: list, add, test, rotate, delete. A secret is typed
  * once and never shown again: the server answers only its masked hint. */
@@ -218,6 +219,13 @@ function FieldInput({
         value={value}
         onChange={(e) => onChange(e.target.value)}
       />
+      {field.name === "base_url" && privateHost(value) && (
+        <div className="hint warn-text" role="note">
+          {privateHost(value)} is a private address: this server refuses it unless its administrator
+          allows it, e.g. by starting it with NODELOOM_HTTP_ALLOWLIST=&apos;[&quot;
+          {privateHost(value)}&quot;]&apos;. Test the credential to see.
+        </div>
+      )}
     </div>
   );
 }

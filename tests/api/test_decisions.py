@@ -386,10 +386,14 @@ class TestJson:
         assert await text_of(client, owner, nodes["pick"]["artifact_id"]) == 'Ada "the first"'
         assert nodes["bad"]["status"] == "failed"
         assert nodes["bad"]["error"]["code"] == "invalid_json"
-        r = await client.get(
-            f"/api/v1/artifacts/{nodes['build']['artifact_id']}/metadata", headers=owner.headers
-        )
-        assert r.json()["content_type"] == "text/plain"
+        kinds = {}
+        for name in ("in", "build", "pick"):
+            r = await client.get(
+                f"/api/v1/artifacts/{nodes[name]['artifact_id']}/metadata", headers=owner.headers
+            )
+            assert r.json()["content_type"] == "text/plain"
+            kinds[name] = r.json()["kind"]
+        assert kinds == {"in": "text", "build": "json", "pick": "text"}
 
 
 class TestErrorOutput:
@@ -416,6 +420,10 @@ class TestErrorOutput:
         nodes = nodes_of(body)
         assert nodes["parse"]["status"] == "failed"
         assert nodes["parse"]["error"]["code"] == "invalid_json"
+        r = await client.get(
+            f"/api/v1/artifacts/{nodes['parse']['artifact_id']}/metadata", headers=owner.headers
+        )
+        assert r.json()["kind"] == "json"
         error = json.loads(await text_of(client, owner, nodes["parse"]["artifact_id"]))
         assert error["code"] == "invalid_json" and error["node_id"] == "parse"
         assert "not valid JSON" in error["message"]

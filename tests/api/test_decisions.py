@@ -228,6 +228,30 @@ class TestIf:
         assert skipped == {"quiet", "twice"}
 
 
+class TestRegexAndEstimate:
+    async def test_a_backtracking_pattern_matches_in_linear_time(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        """(a+)+$ on a's then a b takes exponential time in a backtracking engine; RE2
+        answers at once, on the event loop, and the server keeps answering."""
+        graph = g(
+            [n("in", "TextInput"), n("if", "If", operator="matches", value="(a+)+$")],
+            [edge("in", "if")],
+        )
+        _, body = await run(client, owner, graph, {"text": "a" * 50_000 + "b"})
+        assert body["status"] == "completed"
+        r = await client.get("/healthz")
+        assert r.status_code == 200
+
+    async def test_the_estimate_endpoint_answers_the_most_expensive_way(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, routed())
+        r = await client.post(f"/api/v1/workflows/{wf}/estimate", json={}, headers=owner.headers)
+        assert r.status_code == 200, r.text
+        assert r.json()["estimated_credits"] == 2
+
+
 class TestSwitchAndMerge:
     def graph(self, mode: str = "first") -> dict[str, Any]:
         """An LLM-like JSON answer, parsed, routed by its category, merged back."""

@@ -23,8 +23,11 @@ from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs
 from nodeloom.engine.submit import RunRequest, WorkflowVersion, new_run, write_run
 from nodeloom.nodes.registry import build_registry
+from nodeloom.runtime import Runtime
 from nodeloom.settings import Settings
 from nodeloom.store import accounts, workflows
+from tests.engine import test_driver
+from tests.engine.test_driver import drive
 from tests.runs_helpers import g, n
 
 # in ─► if ─true─► yes (1) ─► join (Merge)
@@ -194,3 +197,63 @@ async def test_a_branch_is_settled_the_same_after_a_resume(
         )
     )
     assert list(events) == list(range(1, len(events) + 1))
+
+
+runtime = test_driver.runtime  # the driver tests' fixture: a started runtime, no dispatcher
+
+
+class TestDriverResume:
+    """The embedded driver adopting a run whose If completed before its process died, on
+    SQLite: the branch stays taken, the other stays skipped, what was running runs again."""
+
+    @pytest.fixture
+    def backend(self) -> str:
+        return "sqlite"
+
+    async def test_the_driver_goes_on_down_the_branch_taken(self, runtime: Runtime) -> None:
+        database = runtime.db
+        account = await database.write(
+            lambda c: accounts.create(
+                c, email="resume@example.com", password_hash="-", plan="business", credits=100
+            )
+        )
+        workflow = await database.write(
+            lambda c: workflows.create(c, account_id=account.id, name="wf", graph_json=GRAPH)
+        )
+        graph = validate_graph(GRAPH, runtime.registry, runtime.settings)
+        assert not isinstance(graph, list)
+        request = RunRequest(account.id, workflow.id, None, False, "business")
+        state, batch = new_run(request, WorkflowVersion(workflow.id, workflow.updated_at, graph))
+        run_id = state.run_id
+        await database.write(lambda c: write_run(c, request, state, batch, {"run_id": run_id}))
+        graphs = RunGraphs(runtime.registry, runtime.settings)
+        await one_step(database, steps.claim, run_id, "in", "job:1", graphs)
+        await one_step(database, steps.finish, run_id, "in", "job:1", output("in", "go"), graphs)
+        await one_step(database, steps.claim, run_id, "if", "job:2", graphs)
+        taken = output("if", "go", ports=("true",))
+        await one_step(database, steps.finish, run_id, "if", "job:2", taken, graphs)
+        await one_step(database, steps.claim, run_id, "yes", "job:3", graphs)  # then it died
+
+        await drive(runtime, run_id)
+
+        assert await statuses(database, run_id) == {
+            "in": "completed",
+            "if": "completed",
+            "yes": "completed",
+            "no": "skipped",
+            "join": "completed",
+            "risky": "completed",
+            "caught": "skipped",
+        }
+        query = sa.text(
+            "select a.data from node_runs n join artifacts a on a.id = n.artifact_id"
+            " where n.run_id = :r and n.node_id = 'join'"
+        )
+        joined = await database.read(lambda c: c.execute(query, {"r": run_id}).scalar())
+        assert bytes(joined) == b"yes go"
+        run = await database.read(
+            lambda c: c.execute(
+                sa.text("select status, credits_used from runs where id = :r"), {"r": run_id}
+            ).one()
+        )
+        assert tuple(run) == ("completed", 2)  # yes and risky; no and caught skipped

@@ -156,6 +156,40 @@ class TestValidation:
         assert "bad regular expression" in pointers["/graph_json/nodes/3/data/cases/2/value"]
         assert "template" in pointers["/graph_json/nodes/4/data"]
 
+    @pytest.mark.parametrize(
+        ("data", "pointer"),
+        [
+            ({"cases": "billing"}, "/graph_json/nodes/1/data/cases"),
+            ({"cases": [1]}, "/graph_json/nodes/1/data/cases/0"),
+            (
+                {"cases": [{"name": "a b", "operator": "is_empty"}]},
+                "/graph_json/nodes/1/data/cases/0/name",
+            ),
+            (
+                {"cases": [{"name": "a", "operator": "nope"}]},
+                "/graph_json/nodes/1/data/cases/0/operator",
+            ),
+            (
+                {"cases": [{"name": "a", "operator": "eq", "value": [1]}]},
+                "/graph_json/nodes/1/data/cases/0/value",
+            ),
+            (
+                {"cases": [{"name": "a", "operator": "eq", "value": 1, "path": 5}]},
+                "/graph_json/nodes/1/data/cases/0/path",
+            ),
+            (
+                {"cases": [{"name": "a", "operator": "is_empty"}] * 2},
+                "/graph_json/nodes/1/data/cases/1/name",
+            ),
+        ],
+    )
+    async def test_malformed_switch_params_are_a_400_with_a_pointer(
+        self, client: httpx.AsyncClient, owner: User, data: dict[str, Any], pointer: str
+    ) -> None:
+        graph = g([n("in", "TextInput"), n("sw", "Switch", **data)], [edge("in", "sw", None)])
+        errors = await self.problems(client, owner, graph)
+        assert pointer in [e["pointer"] for e in errors], errors
+
     async def test_json_feeds_text_but_text_does_not_feed_json(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:

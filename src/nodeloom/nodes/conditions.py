@@ -53,6 +53,7 @@ Operator = Literal[
     "is_not_empty",
 ]
 MAX_PATTERN = 2000
+MAX_VALUE_DEPTH = 16
 REGEX_MEMORY = 8 * 1024 * 1024  # bytes RE2 may use for one compiled pattern
 
 
@@ -67,7 +68,9 @@ class Condition(BaseModel):
         "ends_with, matches (an RE2 regular expression). Numbers: eq, ne, gt, gte, lt, lte. "
         "Any value: is_empty, is_not_empty (empty: nothing, blank text, [], {} or null).",
     )
-    value: str | float | None = Field(
+    # Any JSON value, typed by the operator in ``problems`` (a union here would point its
+    # errors at the union's members, /value/str and /value/float, not at /value).
+    value: Any = Field(
         default=None,
         description="What to compare with: text for the text operators (the pattern for "
         "matches), a number for the number operators; unused by is_empty/is_not_empty. "
@@ -87,6 +90,12 @@ def problems(condition: Condition, at: tuple[str | int, ...] = ()) -> list[Param
     microseconds), each at its param's path under ``at``."""
     found: list[ParamProblem] = []
     op, value = condition.operator, condition.value
+    if jsonvalue.depth(value) > MAX_VALUE_DEPTH:
+        return [ParamProblem((*at, "value"), f"value nests more than {MAX_VALUE_DEPTH} levels")]
+    if not isinstance(value, str | int | float | type(None)) and not (
+        op == "equals" and condition.path
+    ):
+        return [ParamProblem((*at, "value"), "value must be a string or a number")]
     if condition.path:
         try:
             jmespath.compile(condition.path)

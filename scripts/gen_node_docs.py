@@ -60,8 +60,14 @@ into one input of the target:
   any number of edges and receives them in the order the edges appear in `edges`; every other
   input takes one edge at most.
 - Every input not marked *optional* must be connected.
-- `sourceHandle` may be left out (there is only one output); when present it must be
-  `"output"` or the output's kind (`"text"`, `"image"`, `"audio"`, `"video"`).
+- `sourceHandle` names the source's output. A node with one output may leave it out;
+  when present it must be `"output"` or the output's kind (`"text"`, `"image"`, ...). A node
+  with branches (`If`: `"true"`, `"false"`; `Switch`: its case names and `"default"`) must
+  name one; the nodes on a branch a run does not take are `skipped` (see docs/decisions.md).
+- Every node also has an `"error"` output, of kind `json`. An edge from it carries the node's
+  failure on as `{"code", "message", "node_id"}`, and the run goes on instead of failing.
+- The `json` kind is JSON carried as text (`text/plain`): a json output may feed any text
+  input; a text output may not feed a json input (put a `ParseJson` in between).
 
 ```json
 {"id": "e1", "source": "card", "target": "clip", "targetHandle": "image"},
@@ -177,7 +183,7 @@ def _section(node: NodeType) -> list[str]:
         lines += [
             f"- Category: {spec.category} · version {spec.version}",
             f"- Inputs: {inputs or 'none'}",
-            f"- Output: {spec.output.kind.value} (`{spec.output.content_type}`)",
+            f"- Output: {spec.output.kind.value} (`{spec.output.content_type}`){_branches(node)}",
             f"- Price: {_price(node)}",
             "",
         ]
@@ -210,6 +216,17 @@ def render() -> str:
             lines += [f"## {heading}", ""]
         lines += _section(node)
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _branches(node: NodeType) -> str:
+    spec = node.spec
+    if not spec.branches:
+        return ""
+    names = ", ".join(f"`{name}`" for name in spec.branches)
+    extra = (
+        f"one per entry of `{spec.branches_from_param}`, then " if spec.branches_from_param else ""
+    )
+    return f"; outputs (branches): {extra}{names}"
 
 
 def main() -> int:

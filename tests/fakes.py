@@ -133,6 +133,25 @@ JSON_ONLY_TRANSCRIBERS = ("gpt-4o-transcribe", "gpt-4o-mini-transcribe")
 SPEECH_MAX_CHARS = 4096
 
 
+def schema_instance(schema: dict[str, Any], prompt: str) -> Any:
+    """A value following a (simple) JSON Schema, as a model asked for structured output
+    answers: an enum's first value, the prompt for a string, 1 for a number, an object of
+    every property."""
+    if "enum" in schema:
+        return schema["enum"][0]
+    kind = schema.get("type", "object")
+    if kind == "object":
+        properties = schema.get("properties", {})
+        return {name: schema_instance(sub, prompt) for name, sub in properties.items()}
+    if kind == "array":
+        return [schema_instance(schema.get("items", {}), prompt)]
+    if kind in ("number", "integer"):
+        return 1
+    if kind == "boolean":
+        return True
+    return prompt
+
+
 @contextlib.contextmanager
 def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
     """A fake OpenAI-compatible API: /v1/chat/completions (answers "echo: <prompt>"),
@@ -167,9 +186,13 @@ def fake_provider(tmp_path: Path) -> Iterator[FakeServer]:
             payload = json.loads(body)
             if self.path == "/v1/chat/completions":
                 prompt = payload["messages"][-1]["content"]
-                answer = {
-                    "choices": [{"message": {"role": "assistant", "content": f"echo: {prompt}"}}]
-                }
+                content = f"echo: {prompt}"
+                response_format = payload.get("response_format") or {}
+                if response_format.get("type") == "json_schema":
+                    # Structured output: the content is a JSON text following the schema.
+                    schema = response_format["json_schema"]["schema"]
+                    content = json.dumps(schema_instance(schema, prompt))
+                answer = {"choices": [{"message": {"role": "assistant", "content": content}}]}
                 self._send(200, json.dumps(answer).encode(), "application/json")
             elif self.path == "/v1/images/generations":
                 answer = {"data": [{"b64_json": base64.b64encode(png).decode()}]}

@@ -209,3 +209,20 @@ def test_comfyui_video_with_sound(setup: Setup, tmp_path: Path) -> None:
         "a red fox trotting through fresh snow at dawn, cinematic",
         "soft wind over snow, distant birds",
     }
+
+
+def test_route_by_the_llm_json_answer(setup: Setup) -> None:
+    before = len(setup.provider.requests)
+    out = run_example(setup, "route-llm-json.json")
+    # The fake answers the schema's first category, "billing", with severity 1.
+    assert out == {
+        "reply": {
+            "type": "text/plain",
+            "text": "Forwarded to the billing team: they answer within one working day.",
+        }
+    }
+    calls = setup.provider.requests[before:]
+    assert [c.path for c in calls] == ["/v1/chat/completions"]
+    asked = json.loads(calls[0].body)["response_format"]
+    assert asked["type"] == "json_schema"
+    assert asked["json_schema"]["schema"]["required"] == ["category", "severity"]

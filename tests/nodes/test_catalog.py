@@ -125,6 +125,27 @@ def _cases() -> dict[str, CaseFactory]:
             text="y",
         ),
         "WordCount": lambda a, s: Case({}, {"text": a.text("one two three")}, text="3"),
+        "ParseJson": lambda a, s: Case(
+            {}, {"text": a.text('```json\n{"a": [1, 2]}\n```')}, text='{"a":[1,2]}'
+        ),
+        "JsonBuild": lambda a, s: Case(
+            {"template": '{"said": {{ text | tojson }}, "n": {{ json.n if json else 0 }}}'},
+            {"text": a.text('{"n": 3}')},
+            text='{"said":"{\\"n\\": 3}","n":3}',
+        ),
+        "If": lambda a, s: Case(
+            {"operator": "matches", "value": "^urgent"},
+            {"text": a.text("urgent: fix")},
+            text="urgent: fix",
+        ),
+        "Switch": lambda a, s: Case(
+            {"cases": [{"name": "big", "operator": "gt", "value": 10, "path": "n"}]},
+            {"text": a.text('{"n": 12}')},
+            text='{"n": 12}',
+        ),
+        "Merge": lambda a, s: Case(
+            {"mode": "all"}, {"inputs": [a.text("x"), a.text("y")]}, text='["x", "y"]'
+        ),
         "HttpRequest": lambda a, s: Case(
             {"url": s.url + "/hello"}, {}, text="héllo wörld — привет"
         ),
@@ -360,7 +381,7 @@ def _content(produced: Produced) -> bytes:
 def _check_output(node: NodeType, produced: Produced, case: Case) -> None:
     data = _content(produced)
     kind = node.spec.output.kind
-    if kind is Kind.TEXT:
+    if kind in (Kind.TEXT, Kind.JSON):
         text = data.decode("utf-8")
         if case.text is not None:
             assert text == case.text

@@ -257,6 +257,8 @@ class NodeRun(Base):
     provider_job: Mapped[dict[str, Any] | None] = mapped_column(sa.JSON)
     # The run a Workflow node started (engine/subworkflows.py); NULL for other nodes.
     child_run_id: Mapped[str | None] = mapped_column(sa.String(36))
+    # The outputs a node with branches took (engine/branches.py); NULL: all of them.
+    ports: Mapped[list[str] | None] = mapped_column(sa.JSON)
 
     __table_args__ = (
         # Retention asks which runs still show an artifact (cache hits share one).

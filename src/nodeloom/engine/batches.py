@@ -158,25 +158,17 @@ def _problem(graph: Graph, node_id: str, message: str) -> FieldError:
     return FieldError(f"{ROOT}/nodes/{node.index}", f"{node_id} ({node.type}) {message}")
 
 
-def estimate(graph: Graph, known: Mapping[str, int]) -> int:
-    """Credits held for a run: every node outside a region once, a region's nodes once per
-    item — ``known`` items when the count is known before the run, else the region's
-    bound (its ``max_items``)."""
-    return sum(node_estimates(graph, known).values())
-
-
-def node_estimates(graph: Graph, known: Mapping[str, int]) -> dict[str, int]:
-    """Each drawn node's part of ``estimate``: its price, times the items it runs for when
-    it is in a region."""
-    inside = graph.batches.region_of
-    parts: dict[str, int] = {}
+def costs(graph: Graph, known: Mapping[str, int]) -> dict[str, int]:
+    """Credits held for each drawn node of a run: a node outside a region once, a region's
+    node once per item — ``known`` items when the count is known before the run, else the
+    region's bound (its ``max_items``)."""
+    regions = graph.batches.regions
+    found: dict[str, int] = {}
     for node in graph.nodes.values():
-        price = node.node.estimate_credits(node.params)
-        for_each = inside.get(node.id)
-        if for_each is not None:
-            price *= known.get(for_each, graph.batches.regions[for_each].max_items)
-        parts[node.id] = price
-    return parts
+        for_each = graph.batches.region_of.get(node.id)
+        times = 1 if for_each is None else known.get(for_each, regions[for_each].max_items)
+        found[node.id] = node.node.estimate_credits(node.params) * times
+    return found
 
 
 def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
@@ -190,6 +182,8 @@ def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
         return template
     nodes: dict[str, GraphNode] = {}
     inputs: dict[str, dict[str, list[str]]] = {}
+    # The source outputs, parallel to ``inputs`` (an instance's are its drawn node's).
+    ports: dict[str, dict[str, list[str]]] = {}
     order: list[str] = []
     out = Batches(
         regions=batches.regions,
@@ -203,9 +197,11 @@ def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
             continue
         node = template.nodes[node_id]
         for_each = batches.collected_by.get(node_id)
+        drawn_ports = template.ports.get(node_id, {})
         if for_each is None:
             nodes[node_id] = node
             inputs[node_id] = {k: list(v) for k, v in template.inputs[node_id].items()}
+            ports[node_id] = {k: list(v) for k, v in drawn_ports.items()}
         else:
             count = counts.get(for_each)
             nodes[node_id] = node
@@ -215,6 +211,11 @@ def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
                 else [_source(batches, for_each, s, k) for k in range(count) for s in sources]
                 for name, sources in template.inputs[node_id].items()
             }
+            if count is not None:
+                ports[node_id] = {
+                    name: [port for _ in range(count) for port in names]
+                    for name, names in drawn_ports.items()
+                }
         order.append(node_id)
         region = batches.regions.get(node_id)
         count = counts.get(node_id)
@@ -236,6 +237,7 @@ def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
                     name: [_source(batches, node_id, s, k) for s in sources]
                     for name, sources in template.inputs[member].items()
                 }
+                ports[one] = template.ports.get(member, {})
                 out.instances[one] = (member, k, count)
                 order.append(one)
     downstream: dict[str, list[str]] = {node_id: [] for node_id in nodes}
@@ -244,7 +246,13 @@ def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
             for source in sources:
                 if target not in downstream[source]:
                     downstream[source].append(target)
-    graph = Graph(nodes=nodes, inputs=inputs, downstream=downstream, order=order)
+    graph = Graph(
+        nodes=nodes,
+        inputs=inputs,
+        downstream=downstream,
+        order=order,
+        ports={target: by_input for target, by_input in ports.items() if by_input},
+    )
     graph.batches = out
     return graph
 

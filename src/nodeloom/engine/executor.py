@@ -583,4 +583,5 @@ class NodeExecutor:
             credits=node.node.charge_for(node.params, produced, self.env.settings),
             cache_key=key,
             items=produced.items,
+            ports=produced.ports,
         )

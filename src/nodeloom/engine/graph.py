@@ -15,9 +15,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from nodeloom.engine.batches import Batches, estimate, find_regions
+from nodeloom.engine import branches
+from nodeloom.engine.batches import Batches, costs, find_regions
 from nodeloom.errors import FieldError
-from nodeloom.nodes.base import NodeType, ParamProblem, Params
+from nodeloom.nodes.base import (
+    DEFAULT_OUTPUT,
+    ERROR_OUTPUT,
+    Kind,
+    NodeType,
+    ParamProblem,
+    Params,
+    accepts,
+)
 from nodeloom.nodes.registry import Registry
 from nodeloom.nodes.subworkflow import WORKFLOW_TYPE, ChildInterface, bind
 from nodeloom.settings import Settings
@@ -55,8 +64,33 @@ class Graph:
     inputs: dict[str, dict[str, list[str]]]
     downstream: dict[str, list[str]]
     order: list[str] = field(default_factory=list)
+    # node id -> input name -> the source output each source in ``inputs`` feeds it from,
+    # in the same order; an input not here is fed from its sources' ``output`` (or their
+    # only branch output).
+    ports: dict[str, dict[str, list[str]]] = field(default_factory=dict)
     # ForEach regions, and in a run's expanded graph its item instances (engine/batches.py).
     batches: Batches = field(default_factory=Batches)
+
+    def sources(self, node_id: str) -> list[tuple[str, str, str]]:
+        """Every edge into ``node_id`` as (input name, source node, source output)."""
+        found: list[tuple[str, str, str]] = []
+        ports = self.ports.get(node_id, {})
+        for name, sources in self.inputs[node_id].items():
+            names = ports.get(name)
+            for i, source in enumerate(sources):
+                found.append((name, source, names[i] if names else DEFAULT_OUTPUT))
+        return found
+
+    @functools.cached_property
+    def error_routed(self) -> frozenset[str]:
+        """The nodes an edge leaves from their ``error`` output: their failure goes down it."""
+        return frozenset(
+            source
+            for target, by_input in self.ports.items()
+            for name, names in by_input.items()
+            for source, port in zip(self.inputs[target][name], names, strict=True)
+            if port == ERROR_OUTPUT
+        )
 
     @functools.cached_property
     def rank(self) -> dict[str, int]:
@@ -64,11 +98,22 @@ class Graph:
         return {node_id: i for i, node_id in enumerate(self.order)}
 
     def estimate_credits(self, items: dict[str, int] | None = None) -> int:
-        """Credits a run holds; ``items``: the item count of ForEach nodes known before the
+        """Credits a run holds: of the ways through the graph's branches, the most expensive
+        (engine/branches.py). ``items``: the item count of ForEach nodes known before the
         run (the others hold their bound)."""
         if self.batches:
-            return estimate(self, items or {})
-        return sum(n.node.estimate_credits(n.params) for n in self.nodes.values())
+            cost = costs(self, items or {})
+        else:
+            cost = {n.id: n.node.estimate_credits(n.params) for n in self.nodes.values()}
+        total = sum(cost.values())
+        if self.branching:
+            total -= branches.savings(self, cost)
+        return total
+
+    @functools.cached_property
+    def branching(self) -> bool:
+        """Does a run take some outputs of some node and not others (engine/branches.py)?"""
+        return bool(branches.branch_points(self))
 
     @functools.cached_property
     def all_instant(self) -> bool:
@@ -116,12 +161,13 @@ def validate_graph(
         return problems.items
 
     nodes = _check_nodes(raw_nodes, registry, settings, problems, children or {})
-    inputs = _check_edges(raw_edges, nodes, problems)
+    inputs, ports = _check_edges(raw_edges, nodes, problems)
     _check_required_inputs(nodes, inputs, problems)
     graph = Graph(
         nodes={n.id: n for n in nodes.values() if n is not None},
         inputs=inputs,
         downstream={node_id: [] for node_id in nodes},
+        ports={target: by_input for target, by_input in ports.items() if by_input},
     )
     for target, by_input in inputs.items():
         for sources in by_input.values():
@@ -334,8 +380,11 @@ def _bind_child(
 
 def _check_edges(
     raw_edges: list[Any], nodes: dict[str, GraphNode | None], problems: _Problems
-) -> dict[str, dict[str, list[str]]]:
+) -> tuple[dict[str, dict[str, list[str]]], dict[str, dict[str, list[str]]]]:
+    """Each node's inputs (input name -> source nodes, in edge order) and the source output
+    each of those comes from."""
     inputs: dict[str, dict[str, list[str]]] = {node_id: {} for node_id in nodes}
+    ports: dict[str, dict[str, list[str]]] = {node_id: {} for node_id in nodes}
     edge_ids: set[str] = set()
     for index, raw in enumerate(raw_edges):
         at = f"{ROOT}/edges/{index}"
@@ -373,26 +422,21 @@ def _check_edges(
                 name = dst.node.spec.inputs[0].name
             if name is not None and dst.node.spec.input(name) is not None:
                 inputs[target].setdefault(name, []).append(source)
+                ports[target].setdefault(name, []).append(DEFAULT_OUTPUT)
             continue
-        source_handle = raw.get("sourceHandle")
-        if source_handle is not None and source_handle not in (
-            OUTPUT_HANDLE,
-            src.node.spec.output.kind.value,
-        ):
-            problems.add(
-                f"{at}/sourceHandle",
-                f"{src.type} has one output, {OUTPUT_HANDLE!r}; unknown handle {source_handle!r}",
-            )
+        port = _source_output(raw.get("sourceHandle"), src, at, problems)
+        if port is None:
             continue
         target_input = _target_input(raw.get("targetHandle"), dst, at, problems)
         if target_input is None:
             continue
         spec_input = dst.node.spec.input(target_input)
         assert spec_input is not None
-        if spec_input.kind != src.node.spec.output.kind:
+        kind = Kind.JSON if port == ERROR_OUTPUT else src.node.spec.output.kind
+        if not accepts(spec_input.kind, kind):
             problems.add(
                 f"{at}/target",
-                f"kind mismatch: {source} ({src.type}) outputs {src.node.spec.output.kind}, "
+                f"kind mismatch: {source} ({src.type}) outputs {kind} on {port!r}, "
                 f"input {target_input!r} of {target} ({dst.type}) takes {spec_input.kind}",
             )
             continue
@@ -404,7 +448,31 @@ def _check_edges(
             )
             continue
         sources.append(source)
-    return inputs
+        ports[target].setdefault(target_input, []).append(port)
+    return inputs, ports
+
+
+def _source_output(handle: Any, src: GraphNode, at: str, problems: _Problems) -> str | None:
+    """The output of ``src`` an edge leaves from (its ``sourceHandle``): ``error``, one of
+    its branches, or — for a node without branches — ``output`` (also by its kind's name,
+    as saved before nodes had several outputs, or left out)."""
+    names = src.node.output_names(src.params)
+    branches = names != (DEFAULT_OUTPUT,)
+    if handle == ERROR_OUTPUT:
+        return ERROR_OUTPUT
+    if not branches and handle in (None, DEFAULT_OUTPUT, src.node.spec.output.kind.value):
+        return DEFAULT_OUTPUT
+    if isinstance(handle, str) and handle in names:
+        return handle
+    listed = ", ".join(repr(name) for name in (*names, ERROR_OUTPUT))
+    if handle is None:
+        problems.add(f"{at}/sourceHandle", f"{src.type} has several outputs ({listed}): name one")
+    else:
+        problems.add(
+            f"{at}/sourceHandle",
+            f"unknown handle {handle!r}: the outputs of {src.type} are {listed}",
+        )
+    return None
 
 
 def _target_input(handle: Any, dst: GraphNode, at: str, problems: _Problems) -> str | None:

@@ -25,6 +25,7 @@ from typing import Any
 
 from sqlalchemy.engine import Connection
 
+from nodeloom.engine import branches
 from nodeloom.engine.graph import Graph
 from nodeloom.engine.run_state import ArtifactInfo, artifact_info
 from nodeloom.engine.states import NodeStatus, RunStatus
@@ -125,12 +126,18 @@ def reusable(
     (``completed``: node id -> artifact id), params unchanged, artifact still stored
     (``artifacts``: rows by id), and every node feeding them reused too."""
     reuse: dict[str, ArtifactInfo] = {}
+    # A node with branches (an If, a Switch) runs again: which way it went is not part of
+    # its artifact, and it costs nothing (engine/branches.py). A completed node with an
+    # error edge is reused: it took its output, not ``error``.
+    deciding = branches.with_branches(graph)
     for node_id in graph.order:
         artifact_id = completed.get(node_id)
         row = artifacts.get(artifact_id) if artifact_id else None
         if row is None or node_id in changed or node_id in graph.batches.regions:
             # A ForEach runs again (it is instant): its items are added to the run only
             # when it completes in it, so nothing of a batch region is reused.
+            continue
+        if node_id in deciding:
             continue
         sources = (s for srcs in graph.inputs[node_id].values() for s in srcs)
         if all(source in reuse for source in sources):

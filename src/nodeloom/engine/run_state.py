@@ -11,19 +11,24 @@ allow, here as in the database: a move they do not allow raises ``StaleTransitio
 anything is written.
 
 The rules:
-- a node is runnable when every node feeding it completed;
-- a failed node skips its pending descendants; other branches go on;
+- a node is runnable when every node feeding it completed — or, in a graph with branches,
+  when every edge into it is live (engine/branches.py); one dead edge skips it;
+- a failed node skips its pending descendants; other branches go on. A failed node whose
+  ``error`` output has an edge sends its error down it instead, and the run goes on;
 - the run ends when every node ended: failed if any failed, else completed; a run
   cancelled on request ends cancelled; what was held but not charged is released.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NoReturn, cast
 
+from nodeloom.engine import branches
 from nodeloom.engine.graph import Graph
 from nodeloom.engine.states import (
     FINISHED_NODE_STATES,
@@ -34,6 +39,7 @@ from nodeloom.engine.states import (
     StaleTransition,
 )
 from nodeloom.engine.transitions import AddedNode, Batch, NewArtifact
+from nodeloom.ids import uuid7
 
 ArtifactInfo = NewArtifact  # an artifact as the engine needs it (no local path: see executor)
 
@@ -69,6 +75,8 @@ class Outcome:
     cache_key: str | None = None
     error: dict[str, Any] | None = None
     items: int | None = None  # a ForEach's item count (engine/batches.py)
+    # The outputs a node with branches took (``Produced.ports``); None: all of them.
+    ports: tuple[str, ...] | None = None
 
 
 def failed(node_id: str, code: str, message: str, at: datetime) -> Outcome:
@@ -132,6 +140,8 @@ class RunState:
     credits: dict[str, int] = field(default_factory=dict)
     attempts: dict[str, int] = field(default_factory=dict)
     claims: dict[str, str | None] = field(default_factory=dict)
+    # The outputs completed nodes with branches took (engine/branches.py); absent: all.
+    ports: dict[str, tuple[str, ...]] = field(default_factory=dict)
     first_error: dict[str, Any] | None = None
     cancel_requested: bool = False
     # The seq of the last event in the run's log: as loaded, then as committed through
@@ -200,7 +210,68 @@ class RunState:
         if node_id in self.graph.batches.collected_by:
             # A collector gathers what its items came to, completed or not.
             return all(self.status[s] in FINISHED_NODE_STATES for srcs in sources for s in srcs)
+        if self.graph.branching:
+            return self._decide(node_id) == "run"
         return all(self.status[s] == NodeStatus.COMPLETED for srcs in sources for s in srcs)
+
+    # -- branches (engine/branches.py) -----------------------------------------------------
+
+    def _edge_state(self, source: str, port: str) -> branches.EdgeState:
+        status = self.status.get(source)
+        error_sent = status == NodeStatus.FAILED and source in self.artifacts
+        return branches.edge_state(status, port, self.ports.get(source), error_sent)
+
+    def _decide(self, node_id: str) -> str:
+        states = [self._edge_state(s, port) for _, s, port in self.graph.sources(node_id)]
+        return branches.decide(states, self.graph.nodes[node_id].node.flow_role == "merge")
+
+    def _settle(self, batch: Batch, node_id: str, at: datetime) -> None:
+        """``node_id`` ended taking some outputs: the pending nodes now known never to run
+        (every edge into a Merge dead, or one into any other node) are skipped, and so on
+        downstream; those that may run now are looked at by the next ``runnable``."""
+        stack = list(self.graph.downstream[node_id])
+        skipped: list[str] = []
+        while stack:
+            target = stack.pop()
+            if self.status.get(target) != NodeStatus.PENDING:
+                continue
+            if self._candidates is not None:
+                self._candidates.add(target)
+            if target in self.graph.batches.collected_by:
+                continue
+            if self._decide(target) == "skip":
+                self.status[target] = NodeStatus.SKIPPED
+                self._held.discard(target)
+                skipped.append(target)
+                stack.extend(self.graph.downstream[target])
+        if skipped:
+            skipped.sort(key=self.graph.rank.__getitem__)
+            reason = {
+                "code": "branch_not_taken",
+                "message": f"not on the way {node_id} took: no input of it ran",
+            }
+            batch.skip_nodes(skipped, at, because=node_id, reason=reason)
+
+    def _send_error(self, batch: Batch, node_id: str, error: dict[str, Any], at: datetime) -> None:
+        """A node whose ``error`` output has an edge failed: its error, as JSON, becomes its
+        artifact and goes down that edge; the run goes on."""
+        body = json.dumps(
+            {**self.error_of(node_id, error)}, ensure_ascii=False, separators=(",", ":")
+        ).encode("utf-8", "replace")
+        artifact = ArtifactInfo(
+            id=uuid7(),
+            content_type="text/plain",
+            size_bytes=len(body),
+            sha256=hashlib.sha256(body).hexdigest(),
+            width=None,
+            height=None,
+            duration_ms=None,
+            data=body,
+        )
+        self.artifacts[node_id] = artifact
+        batch.fail_node(node_id, at, error, error_artifact=artifact)
+        self._held.discard(node_id)
+        self._settle(batch, node_id, at)
 
     # -- batches (engine/batches.py) -------------------------------------------------------
 
@@ -330,7 +401,16 @@ class RunState:
                     list[ArtifactInfo], [self.artifacts.get(s) for s in sources]
                 )
                 continue
-            found = [self.artifacts[s] for s in sources]
+            if node.node.flow_role == "merge":
+                # A Merge gets what came down its live edges only, in edge order.
+                ports = self.graph.ports.get(node_id, {}).get(spec_input.name, [])
+                found = [
+                    self.artifacts[s]
+                    for s, port in zip(sources, ports or ["output"] * len(sources), strict=True)
+                    if self._edge_state(s, port) == "live"
+                ]
+            else:
+                found = [self.artifacts[s] for s in sources]
             values[spec_input.name] = (
                 found if spec_input.multiple else (found[0] if found else None)
             )
@@ -362,6 +442,8 @@ class RunState:
                 self._candidates.update(self.graph.downstream[node_id])
             self.artifacts[node_id] = outcome.artifact
             self.credits[node_id] = outcome.credits
+            if outcome.ports is not None:
+                self.ports[node_id] = outcome.ports
             batch.complete_node(
                 node_id,
                 outcome.at,
@@ -370,14 +452,20 @@ class RunState:
                 credits=outcome.credits,
                 cached=outcome.cached,
                 cache_key=outcome.cache_key,
+                ports=outcome.ports,
             )
             if node_id in self.graph.batches.regions:
                 assert outcome.items is not None, "a ForEach says how many items it has"
                 # Its node.completed event (just recorded) says how many items follow.
                 batch.events[-1][2]["items"] = outcome.items
                 self._expand(batch, node_id, outcome.items)
+            if self.graph.branching:
+                self._settle(batch, node_id, outcome.at)
             return
         error = outcome.error or {"code": "node_failed", "message": "the node failed"}
+        if node_id in self.graph.error_routed:
+            self._send_error(batch, node_id, error, outcome.at)
+            return
         batch.fail_node(node_id, outcome.at, error)
         self._held.discard(node_id)
         if self.graph.batches and self._item_failed(batch, node_id, outcome.at):

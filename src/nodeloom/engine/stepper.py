@@ -166,7 +166,9 @@ def load(conn: Connection, run_id: str, graphs: RunGraphs) -> RunState | None:
             (
                 state.error_of(node.node_id, node.error or {})
                 for node in nodes
-                if node.status == NodeStatus.FAILED and not state.item_failure(node.node_id)
+                if node.status == NodeStatus.FAILED
+                and node.artifact_id is None  # else its error went down its error output
+                and not state.item_failure(node.node_id)
             ),
             None,
         )
@@ -211,7 +213,11 @@ def _state(run: Record, graph: Graph, nodes: list[Record], seq: int) -> RunState
         state.credits[node.node_id] = node.credits_used
         state.attempts[node.node_id] = node.attempts
         state.claims[node.node_id] = node.claimed_by
-        if node.status == NodeStatus.FAILED and state.first_error is None:
+        if node.ports is not None:
+            state.ports[node.node_id] = tuple(node.ports)
+        # A failed node with an artifact sent its error down its error output: not the run's.
+        failed = node.status == NodeStatus.FAILED and node.artifact_id is None
+        if failed and state.first_error is None:
             state.first_error = {**(node.error or {}), "node_id": node.node_id}
     return state
 

@@ -75,6 +75,7 @@ class _NodeEnd:
     cached: bool = False
     cache_key: str | None = None
     error: dict[str, Any] | None = None
+    ports: list[str] | None = None  # the outputs a node with branches took
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ class Batch:
         credits: int,
         cached: bool,
         cache_key: str | None,
+        ports: tuple[str, ...] | None = None,
     ) -> None:
         self.ended.append(
             _NodeEnd(
@@ -211,8 +213,12 @@ class Batch:
                 credits=credits,
                 cached=cached,
                 cache_key=cache_key,
+                ports=list(ports) if ports is not None else None,
             )
         )
+        data: dict[str, Any] = {}
+        if ports is not None:
+            data["outputs"] = list(ports)
         self.event(
             EventType.NODE_COMPLETED,
             at,
@@ -220,15 +226,49 @@ class Batch:
             artifact_id=artifact_id,
             credits_used=credits,
             cached=cached,
+            **data,
         )
 
-    def fail_node(self, node_id: str, at: datetime, error: dict[str, Any]) -> None:
-        self.ended.append(_NodeEnd(node_id, NodeStatus.FAILED, at, error=error))
-        self.event(EventType.NODE_FAILED, at, node_id, error=error)
+    def fail_node(
+        self,
+        node_id: str,
+        at: datetime,
+        error: dict[str, Any],
+        error_artifact: NewArtifact | None = None,
+    ) -> None:
+        """Failed; ``error_artifact``: the error as JSON, sent down the node's ``error``
+        output (the node's artifact, the run going on)."""
+        artifact_id = error_artifact.id if error_artifact is not None else None
+        self.ended.append(
+            _NodeEnd(
+                node_id,
+                NodeStatus.FAILED,
+                at,
+                error=error,
+                artifact_id=artifact_id,
+                new_artifact=error_artifact,
+            )
+        )
+        data: dict[str, Any] = {"error": error}
+        if artifact_id is not None:
+            data["artifact_id"] = artifact_id
+            data["outputs"] = ["error"]
+        self.event(EventType.NODE_FAILED, at, node_id, **data)
 
-    def skip_nodes(self, node_ids: list[str], at: datetime, because: str) -> None:
+    def skip_nodes(
+        self,
+        node_ids: list[str],
+        at: datetime,
+        because: str,
+        reason: dict[str, Any] | None = None,
+    ) -> None:
+        """Skipped: an upstream node ``because`` failed, or (``reason``) for another reason
+        (a branch not taken)."""
         if node_ids:
-            reason = {"code": "upstream_failed", "message": f"upstream node {because} failed"}
+            reason = reason or {
+                "code": "upstream_failed",
+                "message": f"upstream node {because} failed",
+            }
             self.bulk.append((NodeStatus.SKIPPED, node_ids, at, reason))
             for node_id in node_ids:
                 self.event(EventType.NODE_SKIPPED, at, node_id, reason=reason)
@@ -317,6 +357,7 @@ def _end_values(status: NodeStatus) -> dict[str, Any]:
         "credits_used": sa.bindparam("credits"),
         "cached": sa.bindparam("cached"),
         "error": sa.bindparam("error", type_=_NODE.c.error.type),
+        "ports": sa.bindparam("ports", type_=_NODE.c.ports.type),
     }
 
 
@@ -645,6 +686,7 @@ def _end_params(batch: Batch, end: _NodeEnd) -> dict[str, Any]:
         "credits": end.credits,
         "cached": end.cached,
         "error": end.error,
+        "ports": end.ports,
     }
 
 
@@ -807,6 +849,7 @@ def _added_row(run_id: str, node: AddedNode) -> dict[str, Any]:
         "attempts": 0,
         "claimed_by": None,
         "queued_at": None,
+        "ports": None,
     }
 
 
@@ -832,6 +875,7 @@ def _folded_nodes(batch: Batch, new: NewRun) -> list[dict[str, Any]]:
             "attempts": 0,
             "claimed_by": None,
             "queued_at": new.created_at if queued else None,
+            "ports": None,
         }
 
     def move(node_id: str, to: NodeStatus, **values: Any) -> None:
@@ -862,6 +906,7 @@ def _folded_nodes(batch: Batch, new: NewRun) -> list[dict[str, Any]]:
             credits_used=end.credits,
             cached=end.cached,
             error=end.error,
+            ports=end.ports,
         )
     for status, node_ids, at, error in batch.bulk:
         for node_id in node_ids:

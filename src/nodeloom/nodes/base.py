@@ -29,6 +29,10 @@ class Kind(StrEnum):
     IMAGE = "image"
     AUDIO = "audio"
     VIDEO = "video"
+    # A JSON document, carried as text (downloaded as text/plain): a node declaring a json
+    # output has its output checked to be JSON (engine/executor.py), and a json output may
+    # feed any text input (``accepts``), since JSON is text.
+    JSON = "json"
 
 
 CONTENT_TYPES: dict[Kind, str] = {
@@ -36,7 +40,22 @@ CONTENT_TYPES: dict[Kind, str] = {
     Kind.IMAGE: "image/png",
     Kind.AUDIO: "audio/mpeg",
     Kind.VIDEO: "video/mp4",
+    Kind.JSON: "text/plain",
 }
+
+# The output every node has, besides its own: when an edge leaves it, a failure of the node
+# sends its error ({code, message, node_id}, as JSON) down that edge instead of failing the
+# run (engine/run_state.py).
+ERROR_OUTPUT = "error"
+# The name of a node's one output when it has no branches.
+DEFAULT_OUTPUT = "output"
+
+
+def accepts(input_kind: Kind, output_kind: Kind) -> bool:
+    """May an output of ``output_kind`` feed an input of ``input_kind``? The same kind, or
+    JSON into text (JSON is text). Text into a json input is refused: it is not known to
+    be JSON before the run; a ``ParseJson`` in between checks it."""
+    return input_kind == output_kind or (input_kind == Kind.TEXT and output_kind == Kind.JSON)
 
 
 @dataclass(frozen=True)
@@ -120,6 +139,12 @@ class NodeSpec:
     # that takes several learns which one it got from ``ctx.credential_kind``, a provider
     # adapter from ``ctx.credential.kind``.)
     credential_kinds: tuple[str, ...] = ("openai",)
+    # Named outputs that each carry the node's one artifact, of which an execution takes
+    # some (an If's ``true`` and ``false``): edges from the others lead to nodes that are
+    # then skipped. Empty: the one output ``output``.
+    branches: tuple[str, ...] = ()
+    # The param whose entries add outputs of their own (a Switch's ``cases``), if any.
+    branches_from_param: str | None = None
 
     @property
     def calls_provider(self) -> bool:
@@ -193,6 +218,9 @@ class Produced:
     items: int | None = None
     # What the provider reported this output cost, in US dollars (``Cost.pass_through``).
     provider_cost_usd: float | None = None
+    # The outputs this execution took, of a node with branches (``NodeSpec.branches``);
+    # None: every output.
+    ports: tuple[str, ...] | None = None
 
     @classmethod
     def text(cls, value: str) -> Produced:
@@ -281,6 +309,9 @@ class NodeType(ABC):
     batch_role: ClassVar[str | None] = None
     # Inputs, output and price are another workflow's (nodes/subworkflow.py), not the spec's.
     dynamic_interface: ClassVar[bool] = False
+    # "merge" for a node that runs when its inputs have *settled* (completed, skipped or on a
+    # branch not taken) and at least one of them completed (nodes/flow.py Merge).
+    flow_role: ClassVar[str | None] = None
 
     @abstractmethod
     def run(
@@ -292,6 +323,13 @@ class NodeType(ABC):
         """Upper bound of the output's length in seconds, for per-second pricing: by default
         the ``max_seconds`` param of nodes whose length depends on their inputs."""
         return float(getattr(params, "max_seconds", 0.0))
+
+    def output_names(self, params: Any) -> tuple[str, ...]:
+        """The node's outputs besides ``error``: its branches (``NodeSpec.branches``, or
+        names its params give, as a Switch's cases), else the one ``output``. Every output
+        carries the node's one artifact; a branch node says which it took
+        (``Produced.ports``)."""
+        return self.spec.branches or (DEFAULT_OUTPUT,)
 
     def fingerprint(self, params: Any, settings: Settings) -> dict[str, Any]:
         """Everything besides the inputs that decides the output, for the output cache: the

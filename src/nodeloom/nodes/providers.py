@@ -35,7 +35,7 @@ from pydantic import Field
 
 from nodeloom import masking
 from nodeloom.auth.tokens import decrypt
-from nodeloom.nodes import media
+from nodeloom.nodes import jsonvalue, media
 from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.base import (
     Cost,
@@ -47,6 +47,7 @@ from nodeloom.nodes.base import (
     NodeSpec,
     NodeType,
     Output,
+    ParamProblem,
     Params,
     Produced,
     input_text,
@@ -311,6 +312,12 @@ class LLMTextParams(Params):
     max_tokens: Annotated[int, Field(ge=1, le=32_000)] = Field(
         default=1024, description="Longest answer, in tokens."
     )
+    json_schema: dict[str, Any] | None = Field(
+        default=None,
+        description="Ask for structured output: a JSON Schema the answer must follow (sent as "
+        "the provider's response_format, for providers that support it). The answer is then "
+        "checked to be JSON.",
+    )
     credential: str | None = credential_param()
 
 
@@ -336,7 +343,18 @@ class LLMText(NodeType):
 
     def fingerprint(self, params: LLMTextParams, settings: Settings) -> dict[str, Any]:
         model = params.model or settings.provider_llm_model
-        return provider_fingerprint(self, params, settings, model)
+        found = provider_fingerprint(self, params, settings, model)
+        if params.json_schema is None:
+            del found["json_schema"]  # the keys stored before it existed stay valid
+        return found
+
+    def param_problems(self, params: LLMTextParams) -> list[ParamProblem]:
+        schema = params.json_schema
+        if schema is not None and (jsonvalue.depth(schema) > jsonvalue.MAX_JSON_DEPTH):
+            return [ParamProblem(("json_schema",), "the schema nests too deeply")]
+        if schema is not None and schema.get("type", "object") != "object":
+            return [ParamProblem(("json_schema", "type"), "structured output is an object")]
+        return []
 
     async def run(
         self, ctx: NodeContext, params: LLMTextParams, inputs: Mapping[str, InputValue]
@@ -352,6 +370,11 @@ class LLMText(NodeType):
             "temperature": params.temperature,
             "max_tokens": params.max_tokens,
         }
+        if params.json_schema is not None:
+            payload["response_format"] = {
+                "type": "json_schema",
+                "json_schema": {"name": "answer", "schema": params.json_schema, "strict": True},
+            }
         async with endpoint(ctx) as api:
             body = await api.json("POST", "/chat/completions", json_body=payload)
         try:
@@ -360,6 +383,9 @@ class LLMText(NodeType):
             raise NodeFailure("the AI provider's answer has no message", "provider_error") from exc
         if not isinstance(content, str):
             raise NodeFailure("the AI provider's answer has no text", "provider_error")
+        if params.json_schema is not None:
+            # Small (max_tokens bounds it); a provider ignoring the schema fails here, clearly.
+            jsonvalue.parse(content, "the model's structured answer")
         return Produced.text(content)
 
 

@@ -357,8 +357,12 @@ class SandboxPool:
             value = reply.get(name)
             return value if isinstance(value, int) and not isinstance(value, bool) else None
 
+        ports = reply.get("ports")
         produced = Produced(
-            width=number("width"), height=number("height"), duration_ms=number("duration_ms")
+            width=number("width"),
+            height=number("height"),
+            duration_ms=number("duration_ms"),
+            ports=tuple(str(p) for p in ports) if isinstance(ports, list) else None,
         )
         path = reply.get("path")
         if path is None:

@@ -36,8 +36,9 @@ from typing import Any, TypeVar, cast
 
 from pydantic import SecretStr, ValidationError
 
+from nodeloom.nodes import jsonvalue
 from nodeloom.nodes.adapters.media import to_artifact
-from nodeloom.nodes.base import ArtifactRef, InputValue, NodeFailure, Produced
+from nodeloom.nodes.base import ArtifactRef, InputValue, Kind, NodeFailure, Produced
 from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.sandbox.budget import MB
 from nodeloom.sandbox.wire import read_blocking, write_blocking
@@ -213,6 +214,7 @@ def _result(produced: Produced, ctx: _Context) -> tuple[dict[str, Any], bytes]:
         "width": produced.width,
         "height": produced.height,
         "duration_ms": produced.duration_ms,
+        "ports": list(produced.ports) if produced.ports is not None else None,
     }
     if produced.data is not None:
         if len(produced.data) <= INLINE_OUTPUT_BYTES:
@@ -257,7 +259,22 @@ async def _node_job(
     ctx = _Context(message, settings, executor, sock)
     ctx.credential_kind = str(credential.get("kind", "openai")) if credential else None
     produced = await node.run(ctx, params, _inputs(message.get("inputs") or {}))
+    if node.spec.output.kind == Kind.JSON:
+        _check_json(produced)
     return _result(produced, ctx)
+
+
+def _check_json(produced: Produced) -> None:
+    """A json output must be JSON (within the limits): checked here, where the node ran."""
+    data = produced.data
+    if data is None and produced.path is not None:
+        jsonvalue.check_size(produced.path.stat().st_size, "the JSON output")
+        data = produced.path.read_bytes()
+    try:
+        text = (data or b"").decode("utf-8")
+    except UnicodeDecodeError:
+        raise NodeFailure("the node's JSON output is not UTF-8", "invalid_json") from None
+    jsonvalue.parse(text, "the node's JSON output")
 
 
 def _check_job(message: Mapping[str, Any]) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-Kind = Literal["text", "image", "audio", "video"]
+Kind = Literal["text", "image", "audio", "video", "json"]
 
 
 class NodeInputOut(BaseModel):
@@ -19,6 +19,20 @@ class NodeInputOut(BaseModel):
 class NodeOutputOut(BaseModel):
     kind: Kind
     content_type: str
+
+
+class NodePortOut(BaseModel):
+    """One output of a node: every output but ``error`` carries the node's one artifact."""
+
+    name: str = Field(description="What an edge's `sourceHandle` names.")
+    kind: Kind
+    content_type: str
+    role: Literal["output", "branch", "error"] = Field(
+        description="`output`: the node's only output; `branch`: one of several, of which a "
+        "run takes some (edges from the others lead to skipped nodes); `error`: the node's "
+        "error as JSON {code, message, node_id}, sent down its edges when the node fails "
+        "(the run then goes on)."
+    )
 
 
 class NodeCostOut(BaseModel):
@@ -42,6 +56,16 @@ class NodeTypeOut(BaseModel):
     description: str
     inputs: list[NodeInputOut]
     output: NodeOutputOut
+    outputs: list[NodePortOut] = Field(
+        default_factory=list,
+        description="Every output an edge may leave from, by name (`output` for a node with "
+        "one, or its branches), and `error`.",
+    )
+    outputs_from_param: str | None = Field(
+        default=None,
+        description="A param whose entries add branches of their own, named by their `name` "
+        "(a Switch's `cases`), before the ones listed.",
+    )
     params_schema: dict[str, Any]
     cost: NodeCostOut
     available: bool

@@ -194,3 +194,8 @@ class ArtifactMetadata(BaseModel):
     width: int | None = None
     height: int | None = None
     duration_ms: int | None = None
+    kind: Literal["text", "image", "audio", "video", "json"] = Field(
+        default="text",
+        description="What it holds, as GET /node-types names kinds: `json` for a JSON value "
+        "(a ParseJson or JsonBuild output, a failed node's error), downloaded as text/plain.",
+    )

@@ -9,11 +9,12 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from nodeloom.db.models import Artifact
+from nodeloom.db.models import Artifact, NodeRun
 from nodeloom.db.prepared import Prepared
 from nodeloom.store import Record
 
 ARTIFACTS = cast(sa.Table, Artifact.__table__)
+_NODES = cast(sa.Table, NodeRun.__table__)
 # Keys looked up in one statement at most (a run's nodes are looked up together).
 CACHE_KEYS_PER_QUERY = 64
 
@@ -44,6 +45,29 @@ def _cached_query(keys: int) -> Prepared:
 def owned(conn: Connection, account_id: str, artifact_id: str) -> Record | None:
     query = sa.select(ARTIFACTS).where(
         ARTIFACTS.c.id == artifact_id, ARTIFACTS.c.account_id == account_id
+    )
+    return conn.execute(query).first()
+
+
+def owned_with_producer(conn: Connection, account_id: str, artifact_id: str) -> Record | None:
+    """``owned``, with the type and status of the node run that produced it
+    (``producer_type``, ``producer_status``; NULL once that run is gone)."""
+    query = (
+        sa.select(
+            ARTIFACTS,
+            _NODES.c.type.label("producer_type"),
+            _NODES.c.status.label("producer_status"),
+        )
+        .select_from(
+            ARTIFACTS.outerjoin(
+                _NODES,
+                sa.and_(
+                    _NODES.c.run_id == ARTIFACTS.c.run_id,
+                    _NODES.c.node_id == ARTIFACTS.c.node_id,
+                ),
+            )
+        )
+        .where(ARTIFACTS.c.id == artifact_id, ARTIFACTS.c.account_id == account_id)
     )
     return conn.execute(query).first()
 

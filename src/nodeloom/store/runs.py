@@ -247,6 +247,7 @@ _NODE_STATE_COLUMNS = (
     _NODES.c.claimed_by,
     _NODES.c.artifact_id,
     _NODES.c.error,
+    _NODES.c.ports,
 )
 _NODE_STATES = Prepared(
     sa.select(*_NODE_STATE_COLUMNS)

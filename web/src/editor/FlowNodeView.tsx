@@ -1,7 +1,7 @@
-import { memo, useState } from "react";
-import { Handle, Position, useEdges, type NodeProps } from "@xyflow/react";
+import { memo, useEffect, useState } from "react";
+import { Handle, Position, useEdges, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
 import type { FlowNode } from "../graph/convert";
-import { OUTPUT_HANDLE, handleKey } from "../graph/kinds";
+import { handleKey, outputsOf, showsErrorOutput } from "../graph/kinds";
 import { CACHED_NOTE, Status } from "../components/Status";
 import { ArtifactPreview } from "./ArtifactPreview";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
@@ -23,6 +23,16 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
   const title = spec?.title ?? unknownTitle(type);
   const handleClass = (handle: string) =>
     refused.has(handleKey(id, handle)) ? "refused" : undefined;
+  const edges = useEdges();
+  const withError = showsErrorOutput({ id, data }, edges);
+  const outputs = spec
+    ? outputsOf(spec, data).filter((output) => output.role !== "error" || withError)
+    : [];
+  // Handles come and go with the params (a Switch's cases, the error output): React Flow
+  // must measure them again for edges to attach to them.
+  const updateNodeInternals = useUpdateNodeInternals();
+  const handlesKey = outputs.map((output) => output.name).join("\n");
+  useEffect(() => updateNodeInternals(id), [id, handlesKey, updateNodeInternals]);
   return (
     <div
       role="group"
@@ -55,20 +65,21 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
             {input.required ? "" : " (optional)"}
           </div>
         ))}
-        {spec && (
-          <div className="port out">
-            {spec.output.kind}
-            <span className="kind-dot" data-kind={spec.output.kind} />
-            <Handle
-              type="source"
-              position={Position.Right}
-              id={OUTPUT_HANDLE}
-              className={handleClass(OUTPUT_HANDLE)}
-              data-kind={spec.output.kind}
-              aria-label={`output (${spec.output.kind})`}
-            />
-          </div>
-        )}
+        {spec &&
+          outputs.map((output) => (
+            <div className={`port out ${output.role}`} key={output.name}>
+              {output.role === "output" ? output.kind : output.name}
+              <span className="kind-dot" data-kind={output.kind} />
+              <Handle
+                type="source"
+                position={Position.Right}
+                id={output.name}
+                className={handleClass(output.name)}
+                data-kind={output.kind}
+                aria-label={`${output.name} output (${output.kind})`}
+              />
+            </div>
+          ))}
       </div>
       {state?.items && <ItemsView items={state.items} />}
       {state?.fanOut !== undefined && (

@@ -1,6 +1,12 @@
 import type { NodeType } from "../api/types";
 import type { FlowEdge, FlowNode } from "../graph/convert";
-import { refusal, targetInput } from "../graph/kinds";
+import {
+  ERROR_HANDLE,
+  ERROR_OUTPUT_FLAG,
+  refusal,
+  showsErrorOutput,
+  targetInput,
+} from "../graph/kinds";
 import { SchemaForm } from "../forms/SchemaForm";
 import type { JsonSchema } from "../forms/schema";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
@@ -130,6 +136,15 @@ export function ParamsPanel({
             : {}),
         }}
       />
+      <label className="error-output">
+        <input
+          type="checkbox"
+          checked={showsErrorOutput(node, edges)}
+          disabled={edges.some((e) => e.source === node.id && e.sourceHandle === ERROR_HANDLE)}
+          onChange={(e) => onParam(node.id, ERROR_OUTPUT_FLAG, e.target.checked)}
+        />{" "}
+        Error output: when this node fails, send its error down an edge and go on
+      </label>
       <button type="button" className="danger" onClick={onDelete}>
         Delete node
       </button>

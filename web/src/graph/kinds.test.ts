@@ -1,5 +1,14 @@
 import { describe, expect, it } from "vitest";
-import { edgeToNew, handleKey, refusal, refusedHandles, targetInput } from "./kinds";
+import {
+  edgeLabel,
+  edgeToNew,
+  firstOutput,
+  handleKey,
+  outputsOf,
+  refusal,
+  refusedHandles,
+  targetInput,
+} from "./kinds";
 import type { NodeType } from "../api/types";
 import type { FlowEdge, FlowNode } from "./convert";
 
@@ -134,7 +143,16 @@ describe("refusedHandles", () => {
       [],
       catalog,
     );
-    expect([...refused].sort()).toEqual(["cat:output", "in:output", "vid:output"]);
+    // Every node's error output is json: no image input takes it.
+    expect([...refused].sort()).toEqual([
+      "cat:error",
+      "cat:output",
+      "img:error",
+      "in:error",
+      "in:output",
+      "vid:error",
+      "vid:output",
+    ]);
   });
 });
 
@@ -158,5 +176,63 @@ describe("edgeToNew", () => {
       targetHandle: "text",
     });
     expect(edgeToNew(from, "new", "RenderText", nodes, [], catalog)).toBeNull();
+  });
+});
+
+describe("outputs", () => {
+  const ifSpec: NodeType = {
+    ...spec("If", "text", [{ name: "text", kind: "text", required: true, multiple: false }]),
+    outputs: [
+      { name: "true", kind: "text", content_type: "text/plain", role: "branch" },
+      { name: "false", kind: "text", content_type: "text/plain", role: "branch" },
+      { name: "error", kind: "json", content_type: "text/plain", role: "error" },
+    ],
+  };
+  const switchSpec: NodeType = {
+    ...ifSpec,
+    type: "Switch",
+    outputs: [
+      { name: "default", kind: "text", content_type: "text/plain", role: "branch" },
+      { name: "error", kind: "json", content_type: "text/plain", role: "error" },
+    ],
+    outputs_from_param: "cases",
+  };
+  const withBranches = new Map([...catalog, ["If", ifSpec], ["Switch", switchSpec]]);
+  const graphNodes = [...nodes, node("if", "If")];
+
+  it("lists a Switch's cases before its default and error", () => {
+    const data = { cases: [{ name: "billing" }, { name: "urgent" }] };
+    expect(outputsOf(switchSpec, data).map((o) => o.name)).toEqual([
+      "billing",
+      "urgent",
+      "default",
+      "error",
+    ]);
+    expect(firstOutput(switchSpec, data)).toBe("billing");
+  });
+
+  it("gives a node without a list its output and error", () => {
+    const found = outputsOf(spec("TextInput", "text", []));
+    expect(found.map((o) => [o.name, o.kind])).toEqual([
+      ["output", "text"],
+      ["error", "json"],
+    ]);
+  });
+
+  it("lets a branch and an error output feed a text input, not an image one", () => {
+    const attempt = { source: "if", target: "img", sourceHandle: "true", targetHandle: "text" };
+    expect(refusal(attempt, graphNodes, [], withBranches)).toBeNull();
+    const error = { ...attempt, sourceHandle: "error" };
+    expect(refusal(error, graphNodes, [], withBranches)).toBeNull();
+    const audio = { source: "if", target: "vid", sourceHandle: "error", targetHandle: "audio" };
+    expect(refusal(audio, graphNodes, [], withBranches)).toMatch(/outputs json/);
+  });
+
+  it("labels edges by the branch they leave", () => {
+    expect(edgeLabel("true")).toBe("true");
+    expect(edgeLabel("error")).toBe("error");
+    expect(edgeLabel("output")).toBeUndefined();
+    expect(edgeLabel("text")).toBeUndefined();
+    expect(edgeLabel(null)).toBeUndefined();
   });
 });

@@ -36,6 +36,8 @@ import {
   edgeToNew,
   refusal,
   refusedHandles,
+  edgeLabel,
+  firstOutput,
   targetInput,
   type DraggedFrom,
 } from "../graph/kinds";
@@ -385,8 +387,14 @@ function Editor({
       const source = forward ? state.fromNode : state.toNode;
       const target = forward ? state.toNode : state.fromNode;
       const handle = forward ? state.toHandle : state.fromHandle;
+      const out = forward ? state.fromHandle : state.toHandle;
       const why = refusal(
-        { source: source.id, target: target.id, targetHandle: handle.id ?? null },
+        {
+          source: source.id,
+          target: target.id,
+          sourceHandle: out.id ?? null,
+          targetHandle: handle.id ?? null,
+        },
         nodesRef.current,
         edgesRef.current,
         catalog,
@@ -407,13 +415,15 @@ function Editor({
           (e) => !(e.target === nodeId && targetInput(spec, e.targetHandle) === input),
         );
         if (!sourceId) return kept;
+        const from = nodesRef.current.find((n) => n.id === sourceId);
+        const fromSpec = from ? catalog.get(specKey(from)) : undefined;
         return [
           ...kept,
           {
             id: newEdgeId(sourceId, nodeId, input, kept),
             source: sourceId,
             target: nodeId,
-            sourceHandle: OUTPUT_HANDLE,
+            sourceHandle: fromSpec ? firstOutput(fromSpec, from?.data) : OUTPUT_HANDLE,
             targetHandle: input,
           },
         ];
@@ -744,7 +754,9 @@ function Editor({
     () =>
       edges.map((e) => {
         const messages = problems?.edges.get(e.id);
-        return messages ? { ...e, className: "has-problem", label: messages.join("; ") } : e;
+        if (messages) return { ...e, className: "has-problem", label: messages.join("; ") };
+        const label = edgeLabel(e.sourceHandle);
+        return label ? { ...e, label, className: `branch-edge ${label}` } : e;
       }),
     [edges, problems],
   );

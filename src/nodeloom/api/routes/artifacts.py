@@ -14,6 +14,7 @@ from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.urls import public_base
 from nodeloom.auth.tokens import check_signed_url, sign_url
 from nodeloom.errors import NotFound, RangeNotSatisfiable, Unauthorized
+from nodeloom.nodes.registry import Registry
 from nodeloom.schemas.runs import ArtifactMetadata
 from nodeloom.store import Record
 from nodeloom.store import artifacts as artifact_store
@@ -188,7 +189,9 @@ async def metadata(
     artifact_id: str, request: Request, principal: PrincipalDep, ctx: CtxDep
 ) -> ArtifactMetadata:
     """What the artifact is, with a signed ``download_url`` that needs no Authorization."""
-    row = await ctx.db.read(lambda c: artifact_store.owned(c, principal.account_id, artifact_id))
+    row = await ctx.db.read(
+        lambda c: artifact_store.owned_with_producer(c, principal.account_id, artifact_id)
+    )
     if row is None:
         raise NotFound("No such artifact.")
     settings = ctx.settings
@@ -207,4 +210,20 @@ async def metadata(
         width=row.width,
         height=row.height,
         duration_ms=row.duration_ms,
+        kind=_kind(row, ctx.registry),
     )
+
+
+_KIND_OF_CONTENT = {"image/png": "image", "audio/mpeg": "audio", "video/mp4": "video"}
+
+
+def _kind(row: Record, registry: Registry) -> str:
+    """What the artifact holds, as the catalog names kinds: a failed node's artifact is
+    its error (json); otherwise its node type's output kind (json for ParseJson, ...), or
+    what its content type says when the type is not known here."""
+    if row.producer_status == "failed":
+        return "json"
+    node = registry.get(row.producer_type) if row.producer_type else None
+    if node is not None and not node.dynamic_interface:
+        return str(node.spec.output.kind.value)
+    return _KIND_OF_CONTENT.get(row.content_type, "text")

@@ -6,12 +6,14 @@ from fastapi import APIRouter
 
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.routing import GuardedRoute
+from nodeloom.nodes.base import CONTENT_TYPES, DEFAULT_OUTPUT, ERROR_OUTPUT, Kind, NodeType
 from nodeloom.nodes.registry import package_of
 from nodeloom.schemas.nodes import (
     NodeCostOut,
     NodeInputOut,
     NodeOutputOut,
     NodePackageOut,
+    NodePortOut,
     NodeTypeOut,
 )
 
@@ -39,6 +41,8 @@ async def list_node_types(principal: PrincipalDep, ctx: CtxDep) -> list[NodeType
                     for i in spec.inputs
                 ],
                 output=NodeOutputOut(kind=spec.output.kind, content_type=spec.output.content_type),
+                outputs=_outputs(node),
+                outputs_from_param=spec.branches_from_param,
                 params_schema=spec.params.model_json_schema(),
                 cost=NodeCostOut(credits=spec.cost.credits, per_second=spec.cost.per_second),
                 available=reason is None,
@@ -56,3 +60,16 @@ async def list_node_types(principal: PrincipalDep, ctx: CtxDep) -> list[NodeType
         )
     ctx.node_types = result
     return result
+
+
+def _outputs(node: NodeType) -> list[NodePortOut]:
+    spec = node.spec
+    kind, content_type = spec.output.kind, spec.output.content_type
+    ports = [
+        NodePortOut(name=name, kind=kind, content_type=content_type, role="branch")
+        for name in spec.branches
+    ] or [NodePortOut(name=DEFAULT_OUTPUT, kind=kind, content_type=content_type, role="output")]
+    error = NodePortOut(
+        name=ERROR_OUTPUT, kind=Kind.JSON, content_type=CONTENT_TYPES[Kind.JSON], role="error"
+    )
+    return [*ports, error]

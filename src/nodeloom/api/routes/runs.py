@@ -19,7 +19,7 @@ from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.db.models import utcnow
 from nodeloom.engine import callbacks
-from nodeloom.engine.batches import node_estimates
+from nodeloom.engine.batches import costs
 from nodeloom.engine.graph import Children
 from nodeloom.engine.states import RunStatus
 from nodeloom.engine.submit import RunRequest, batch_items, check_credentials
@@ -352,7 +352,7 @@ async def _estimate(
     graph = ctx.graphs.get(row.id, row.updated_at, row.graph_json, children)
     await check_credentials(ctx.db, account_id, graph)
     items = batch_items(graph, run_input) if graph.batches else {}
-    parts = node_estimates(graph, items)
+    parts = costs(graph, items)
     nodes = [
         NodeEstimate(node_id=n.id, type=n.type, credits=parts[n.id])
         for n in sorted(graph.nodes.values(), key=lambda n: n.index)

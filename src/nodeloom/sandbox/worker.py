@@ -42,6 +42,7 @@ from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.sandbox.budget import MB
 from nodeloom.sandbox.wire import read_blocking, write_blocking
 from nodeloom.settings import Settings
+from nodeloom.uploads.ingest import ingest
 
 T = TypeVar("T")
 log = logging.getLogger("nodeloom.sandbox")
@@ -279,6 +280,21 @@ def _media_job(message: Mapping[str, Any], settings: Settings) -> dict[str, Any]
     }
 
 
+def _ingest_job(message: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """An uploaded file decoded and converted (uploads/ingest.py) under the account's
+    limits, which narrow the server's."""
+    limits = dict(message.get("limits") or {})
+    narrowed = settings.model_copy(update=limits)
+    ingested = ingest(
+        str(message["kind"]),
+        str(message["format"]),
+        Path(str(message["src"])),
+        Path(str(message["scratch"])),
+        narrowed,
+    )
+    return {"t": "done", "ok": True, **ingested.as_dict()}
+
+
 def _run(
     message: dict[str, Any],
     settings: Settings,
@@ -294,6 +310,8 @@ def _run(
             return _check_job(message), b"", False
         if message.get("t") == "media":
             return _media_job(message, settings), b"", False
+        if message.get("t") == "ingest":
+            return _ingest_job(message, settings), b"", False
         reply, blob = loop.run_until_complete(_node_job(message, settings, executor, sock))
         return reply, blob, False
     except NodeFailure as exc:

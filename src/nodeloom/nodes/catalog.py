@@ -11,6 +11,7 @@ from nodeloom.nodes import (
     http,
     image,
     image_filters,
+    media_inputs,
     openai_media,
     providers,
     speech,
@@ -26,6 +27,7 @@ from nodeloom.nodes.base import NodeType
 def all_nodes() -> list[NodeType]:
     return [
         *text.NODES,
+        *media_inputs.NODES,
         *text_extra.NODES,
         *image.NODES,
         *image_filters.NODES,

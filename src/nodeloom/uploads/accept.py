@@ -17,7 +17,9 @@ quota or a lost race is unreferenced, and retention removes it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from sqlalchemy.exc import IntegrityError
 
 from nodeloom.artifacts.store import ArtifactStore
 from nodeloom.db.engine import Database
+from nodeloom.engine.scratch import ScratchSpace
 from nodeloom.errors import (
     MediaLimitExceeded,
     MediaUnreadable,
@@ -92,21 +95,8 @@ async def accept(
     name: str,
     work_dir: Path,
 ) -> Accepted:
-    """The asset of ``received`` (a file in ``work_dir``, which is removed afterwards)."""
-    try:
-        return await _accept(services, account_id, plan, received, name, work_dir)
-    finally:
-        await asyncio.to_thread(shutil.rmtree, work_dir, True)
-
-
-async def _accept(
-    services: Ingestion,
-    account_id: str,
-    plan: str,
-    received: ReceivedFile,
-    name: str,
-    work_dir: Path,
-) -> Accepted:
+    """The asset of ``received``, a file in ``work_dir`` (where the ingest writes too; the
+    caller removes it, ``work_folder``)."""
     settings, db = services.settings, services.db
     same = await db.read(lambda c: asset_store.by_source(c, account_id, received.sha256))
     if same is not None:
@@ -164,6 +154,18 @@ async def _accept(
             raise
         return Accepted(existing, created=False)
     return Accepted(row, created=True)
+
+
+@contextlib.asynccontextmanager
+async def work_folder(scratch: ScratchSpace) -> AsyncIterator[Path]:
+    """A folder of the process's scratch space for receiving and decoding files, removed
+    afterwards (and by the next start if the process dies meanwhile)."""
+    path = scratch.node_dir()
+    path.mkdir(mode=0o700, parents=True)
+    try:
+        yield path
+    finally:
+        await asyncio.to_thread(shutil.rmtree, path, True)
 
 
 def _own_file(path: Path, work_dir: Path) -> Path:

@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials
 
-from nodeloom.api.body import read_json, validated
+from nodeloom.api.body import parse_json_off_loop, read_json, validated
 from nodeloom.api.deps import CtxDep, PrincipalDep, bearer
 from nodeloom.api.paging import page_of
 from nodeloom.api.routes.artifacts import blob_response, owned_or_signed
@@ -22,6 +22,7 @@ from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.api.uploads import is_multipart, receive_form, receive_raw
 from nodeloom.api.urls import public_base
+from nodeloom.auth.principal import Principal
 from nodeloom.auth.tokens import sign_url
 from nodeloom.errors import (
     AssetInUse,
@@ -31,9 +32,10 @@ from nodeloom.errors import (
     StorageQuotaExceeded,
 )
 from nodeloom.schemas.assets import AssetKind, AssetOut, AssetUpdate, StorageOut
+from nodeloom.schemas.runs import ExecuteRequest
 from nodeloom.store import Record
 from nodeloom.store import assets as asset_store
-from nodeloom.uploads.accept import Ingestion, accept, plan_limits
+from nodeloom.uploads.accept import Ingestion, accept, plan_limits, work_folder
 from nodeloom.uploads.received import ReceivedFile
 
 router = APIRouter(route_class=GuardedRoute, tags=["assets"])
@@ -111,6 +113,45 @@ async def _get_or_404(ctx: AppContext, account_id: str, asset_id: str) -> Record
     return row
 
 
+def _services(ctx: AppContext) -> Ingestion:
+    return Ingestion(ctx.settings, ctx.db, ctx.store, ctx.sandbox)
+
+
+async def execute_form(request: Request, ctx: AppContext, principal: Principal) -> ExecuteRequest:
+    """An execute sent as multipart/form-data, so one call brings its files: a JSON ``input``
+    part (the run's input object), an optional ``cache`` part (``false`` turns reuse off),
+    and file parts, each named by the input key it fills. Every file becomes an asset of the
+    account (as ``POST /uploads`` makes it) and its key the asset's id. All files together
+    are at most the plan's largest file."""
+    limits = plan_limits(ctx.settings, principal.plan)
+    async with work_folder(ctx.scratch) as work_dir:
+        form = await receive_form(
+            request, work_dir, limits.file_bytes, limits.file_bytes + MAX_UPLOAD_BODY_SLACK
+        )
+        raw = form.fields.get("input")
+        value = await parse_json_off_loop(raw.encode(), allow_empty=True) if raw else None
+        run_input: dict[str, Any] = dict(value or {})
+        for received in form.files:
+            if not received.field:
+                raise InvalidRequest(
+                    "Each file part is named by the input key it fills.",
+                    errors=[FieldError("form:", "a file part without a name")],
+                )
+            accepted = await accept(
+                _services(ctx),
+                principal.account_id,
+                principal.plan,
+                received,
+                _name(None, received),
+                work_dir,
+            )
+            run_input[received.field] = accepted.asset.id
+    body: dict[str, Any] = {"input": run_input or None}
+    if form.fields.get("cache", "").strip().lower() == "false":
+        body["cache"] = False
+    return validated(ExecuteRequest, body)
+
+
 def _name(value: str | None, received: ReceivedFile) -> str:
     name = (value or received.filename or "").strip()[:255]
     return name or "upload"
@@ -148,26 +189,29 @@ async def upload(
     used = await ctx.db.read(lambda c: asset_store.used_bytes(c, account_id))
     if used >= limits.storage_bytes:
         raise StorageQuotaExceeded(1, used, limits.storage_bytes)
-    work_dir = ctx.scratch.node_dir()
-    work_dir.mkdir(mode=0o700, parents=True)
-    if is_multipart(request):
-        form = await receive_form(
-            request, work_dir, limits.file_bytes, limits.file_bytes + MAX_UPLOAD_BODY_SLACK
-        )
-        files = [f for f in form.files if f.field == "file"] or form.files
-        if len(files) != 1:
-            raise InvalidRequest(
-                "Send exactly one file, in a part named file.",
-                errors=[FieldError("form:file", "exactly one file part is required")],
+    async with work_folder(ctx.scratch) as work_dir:
+        if is_multipart(request):
+            form = await receive_form(
+                request, work_dir, limits.file_bytes, limits.file_bytes + MAX_UPLOAD_BODY_SLACK
             )
-        received, chosen = files[0], form.fields.get("name")
-    else:
-        received = await receive_raw(request, work_dir, limits.file_bytes, None)
-        chosen = name
-    services = Ingestion(ctx.settings, ctx.db, ctx.store, ctx.sandbox)
-    accepted = await accept(
-        services, account_id, principal.plan, received, _name(chosen, received), work_dir
-    )
+            files = [f for f in form.files if f.field == "file"] or form.files
+            if len(files) != 1:
+                raise InvalidRequest(
+                    "Send exactly one file, in a part named file.",
+                    errors=[FieldError("form:file", "exactly one file part is required")],
+                )
+            received, chosen = files[0], form.fields.get("name")
+        else:
+            received = await receive_raw(request, work_dir, limits.file_bytes, None)
+            chosen = name
+        accepted = await accept(
+            _services(ctx),
+            account_id,
+            principal.plan,
+            received,
+            _name(chosen, received),
+            work_dir,
+        )
     response.headers["Location"] = f"/api/v1/assets/{accepted.asset.id}"
     if not accepted.created:
         response.status_code = status.HTTP_200_OK

@@ -6,6 +6,7 @@ asset, and a refused upload raised as the code's class."""
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -13,10 +14,11 @@ import httpx
 import pytest
 from fastapi import FastAPI
 
-from nodeloom.client import AsyncClient, errors
+from nodeloom.client import AsyncClient, Client, errors
+from tests.client.conftest import Account, Live, cli
 from tests.conftest import User
 from tests.media_files import SVG, audio_file, jpeg_with_gps
-from tests.runs_helpers import g, n
+from tests.runs_helpers import e, g, n
 
 
 @pytest.fixture
@@ -59,3 +61,42 @@ async def test_refused_upload_raises_the_codes_class(nl: AsyncClient, tmp_path: 
     logo.write_bytes(SVG)
     with pytest.raises(errors.UnsupportedMedia):
         await nl.assets.upload(logo)
+
+
+class TestCommands:
+    def test_upload_list_rm(self, live: Live, account: Account, tmp_path: Path) -> None:
+        photo = tmp_path / "cat.jpg"
+        photo.write_bytes(jpeg_with_gps(40, 30))
+        env: dict[str, str | None] = {"NODELOOM_URL": live.url, "NODELOOM_API_KEY": account.api_key}
+        done = cli("assets", "upload", str(photo), env=env)
+        assert done.returncode == 0, done.stderr
+        asset_id = done.stdout.strip()
+        assert f"cat.jpg: image {asset_id}" in done.stderr
+        done = cli("assets", "list", "--kind", "image", "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        listed = json.loads(done.stdout)
+        assert [(a["id"], a["name"], a["content_type"]) for a in listed] == [
+            (asset_id, "cat.jpg", "image/png")
+        ]
+        done = cli("assets", "rm", asset_id, env=env)
+        assert done.returncode == 0, done.stderr
+        done = cli("assets", "rm", asset_id, env=env)
+        assert done.returncode != 0 and "not_found" in done.stderr
+
+    def test_run_uploads_an_input_file(self, live: Live, account: Account, tmp_path: Path) -> None:
+        photo = tmp_path / "cat.jpg"
+        photo.write_bytes(jpeg_with_gps(40, 30))
+        env: dict[str, str | None] = {"NODELOOM_URL": live.url, "NODELOOM_API_KEY": account.api_key}
+        graph = g(
+            [n("p", "ImageInput", key="photo"), n("s", "ImageResize", width=8, height=8)],
+            [e("p", "s")],
+        )
+        with Client(live.url, account.api_key) as nl:
+            nl.workflows.create(graph, name="portrait")
+        done = cli("run", "portrait", "-i", f"photo=@{photo}", "--wait", "--json", env=env)
+        assert done.returncode == 0, done.stderr
+        assert "uploaded cat.jpg: image " in done.stderr
+        run = json.loads(done.stdout)
+        assert run["run"]["status"] == "completed"
+        done = cli("run", "portrait", "-i", f"photo=@{tmp_path / 'missing.jpg'}", env=env)
+        assert done.returncode == 1 and "no such file" in done.stderr

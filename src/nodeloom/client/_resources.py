@@ -14,7 +14,7 @@ import json
 import os
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -338,17 +338,28 @@ class AsyncArtifacts(_Resource):
 class AsyncAssets(_Resource):
     """Files of the account (docs/media-inputs.md): uploaded, listed, renamed, deleted."""
 
-    async def upload(self, path: str | os.PathLike[str], *, name: str | None = None) -> AssetOut:
-        """Upload the file at ``path``, streamed from disk (never read whole). The same
-        content uploaded before answers the asset the account already has."""
+    async def upload(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> AssetOut:
+        """Upload the file at ``path``, streamed from disk (never read whole);
+        ``on_progress`` is told the bytes sent so far. The same content uploaded before
+        answers the asset the account already has."""
         source = Path(path)
         if not await anyio.Path(source).is_file():
             raise FileNotFoundError(f"no file {source}")
 
         async def chunks() -> AsyncIterator[bytes]:
+            sent = 0
             async with await anyio.open_file(source, "rb") as handle:
                 while chunk := await handle.read(UPLOAD_CHUNK):
                     yield chunk
+                    sent += len(chunk)
+                    if on_progress is not None:
+                        on_progress(sent)
 
         response = await self._client.request(
             "POST",

@@ -11,15 +11,26 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from nodeloom.errors import ConfigurationError
 from nodeloom.sandbox.budget import BudgetLimits
-from nodeloom.uploads.limits import UploadLimitsOverride
 
 SECRET_FILE_NAME = "secret_key"  # noqa: S105 - a file name
 MIN_SECRET_LENGTH = 32
+
+
+class UploadLimitsOverride(BaseModel):
+    """A plan's upload limits as written in settings (uploads/limits.py): any field left
+    out keeps its plan's default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file_bytes: int | None = Field(default=None, ge=1)
+    storage_bytes: int | None = Field(default=None, ge=0)
+    pixels: int | None = Field(default=None, ge=1)
+    seconds: float | None = Field(default=None, gt=0)
 
 
 class Settings(BaseSettings):

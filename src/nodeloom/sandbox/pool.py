@@ -288,7 +288,7 @@ class SandboxPool:
         account_id: str,
     ) -> dict[str, Any]:
         """An uploaded file (``src``, sniffed as (kind, format)) decoded and made into one
-        of our types under the account's ``limits`` (uploads/ingest.py); what it became."""
+        of our types under the account's ``limits`` (nodes/ingest.py); what it became."""
         message = {
             "t": "ingest",
             "src": str(src),

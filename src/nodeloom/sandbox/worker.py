@@ -38,11 +38,11 @@ from pydantic import SecretStr, ValidationError
 
 from nodeloom.nodes.adapters.media import to_artifact
 from nodeloom.nodes.base import ArtifactRef, InputValue, NodeFailure, Produced
+from nodeloom.nodes.ingest import ingest
 from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.sandbox.budget import MB
 from nodeloom.sandbox.wire import read_blocking, write_blocking
 from nodeloom.settings import Settings
-from nodeloom.uploads.ingest import ingest
 
 T = TypeVar("T")
 log = logging.getLogger("nodeloom.sandbox")
@@ -281,7 +281,7 @@ def _media_job(message: Mapping[str, Any], settings: Settings) -> dict[str, Any]
 
 
 def _ingest_job(message: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
-    """An uploaded file decoded and converted (uploads/ingest.py) under the account's
+    """An uploaded file decoded and converted (nodes/ingest.py) under the account's
     limits, which narrow the server's."""
     limits = dict(message.get("limits") or {})
     narrowed = settings.model_copy(update=limits)

@@ -5,7 +5,7 @@ sandbox, stored, and counted against the account's storage quota.
    (no decode).
 2. ``sniff`` looks at the first bytes; what we never take is refused there.
 3. The sandbox decodes the file for real under the budget of its kind and the account's
-   limits (pixels, length), and converts it when needed (``ingest.py``).
+   limits (pixels, length), and converts it when needed (nodes/ingest.py).
 4. The result (and its thumbnail) go to the artifact store; the asset row and the quota
    change commit together. Stored content the account already holds answers that asset
    (deduplicated by sha256), costing no quota.
@@ -35,6 +35,7 @@ from nodeloom.errors import (
     ServiceUnavailable,
     UnsupportedMedia,
 )
+from nodeloom.nodes import ingest
 from nodeloom.nodes.base import NodeFailure
 from nodeloom.sandbox import budget as budgets
 from nodeloom.sandbox.pool import SandboxPool
@@ -42,7 +43,6 @@ from nodeloom.sandbox.zygote import SandboxUnavailable
 from nodeloom.settings import Settings
 from nodeloom.store import Record
 from nodeloom.store import assets as asset_store
-from nodeloom.uploads import ingest
 from nodeloom.uploads.limits import UploadLimits, resolve
 from nodeloom.uploads.received import ReceivedFile
 from nodeloom.uploads.sniff import Refused, sniff

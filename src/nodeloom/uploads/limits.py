@@ -10,21 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pydantic import BaseModel, ConfigDict, Field
+from nodeloom.settings import UploadLimitsOverride
 
 MB = 1024 * 1024
 GB = 1024 * MB
-
-
-class UploadLimitsOverride(BaseModel):
-    """A plan's limits as written in settings: any field left out keeps its default."""
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-    file_bytes: int | None = Field(default=None, ge=1)
-    storage_bytes: int | None = Field(default=None, ge=0)
-    pixels: int | None = Field(default=None, ge=1)
-    seconds: float | None = Field(default=None, gt=0)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 
 ``sniff`` names the container format and the kind it would become, or refuses what we never
 take (documents with active content, archives, executables). It is a first look only: the
-ingest (``ingest.py``) then decodes the file for real, and a file that only starts like an
+ingest (nodes/ingest.py) then decodes the file for real, and a file that only starts like an
 image is refused there (``media_unreadable``).
 """
 

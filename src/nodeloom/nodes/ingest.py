@@ -41,7 +41,7 @@ _PNG_KEPT_CHUNKS = frozenset(
 )
 CONTENT_TYPES = {"image": "image/png", "audio": "audio/mpeg", "video": "video/mp4"}
 
-# Failure codes the server turns into answers (api/uploads.py).
+# Failure codes the server turns into answers (uploads/accept.py).
 UNSUPPORTED = "unsupported_media"
 UNREADABLE = "media_unreadable"
 TOO_LARGE = "media_limit_exceeded"

@@ -41,6 +41,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from tests.conftest import User, text_graph
+from tests.media_files import image_bytes
 
 POSITIVE_EXAMPLES = 25  # per operation, with real path parameters
 NEGATIVE_EXAMPLES = 25  # per operation, schema-violating data
@@ -203,7 +204,13 @@ async def real_ids(client: httpx.AsyncClient, owner: User) -> dict[str, str]:
     credential = await post(
         "/credentials", {"name": "c", "kind": "openai", "fields": fields}, owner.headers
     )
+    png = image_bytes("PNG", size=(8, 8))
+    r = await client.post(
+        "/api/v1/uploads", files={"file": ("a.png", png, "image/png")}, headers=owner.headers
+    )
+    assert r.status_code == 201, r.text
     return {
+        "asset_id": r.json()["id"],
         "workflow_id": workflow["id"],
         "victim_workflow_id": victim["id"],
         "run_id": run["run_id"],
@@ -214,6 +221,7 @@ async def real_ids(client: httpx.AsyncClient, owner: User) -> dict[str, str]:
         "key_id": spare_key["id"],
         "credential_id": credential["id"],
         "version": "1",  # of a workflow (every workflow has its version 1)
+        "part": "content",  # of an asset (/api/v1/assets/{asset_id}/{part})
         "code": "insufficient_credits",  # a problem code (/api/v1/problems/{code})
     }
 

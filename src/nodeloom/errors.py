@@ -10,6 +10,7 @@ RFC 9457 problem+json responses.
         ├── InvalidCredentials      401 invalid_credentials
         ├── InvalidSignature        401 invalid_signature (a provider's webhook delivery)
         ├── InsufficientCredits     402 insufficient_credits
+        ├── StorageQuotaExceeded    402 storage_quota_exceeded
         ├── Forbidden               403 forbidden
         │   ├── JwtRequired         403 jwt_required
         │   ├── PlanUpgradeRequired 403 plan_upgrade_required
@@ -17,9 +18,13 @@ RFC 9457 problem+json responses.
         │   └── BadSignature        403 forbidden (signed webhooks' signatures)
         ├── NotFound                404 not_found
         ├── Conflict                409 conflict
+        │   └── AssetInUse          409 asset_in_use
         ├── PreconditionFailed      412 precondition_failed (If-Match: a lost update)
         ├── PayloadTooLarge         413 payload_too_large
+        │   └── MediaLimitExceeded  413 media_limit_exceeded (pixels, length)
         ├── UnsupportedMediaType    415 unsupported_media_type
+        │   └── UnsupportedMedia    415 unsupported_media (content we do not take)
+        ├── MediaUnreadable         422 media_unreadable (damaged, truncated)
         ├── RangeNotSatisfiable     416 range_not_satisfiable
         ├── IdempotencyKeyReused    422 idempotency_key_reused (same key, another request)
         ├── RateLimited             429 rate_limited
@@ -116,6 +121,18 @@ class InsufficientCredits(ProblemError):
         )
 
 
+class StorageQuotaExceeded(ProblemError):
+    status = 402
+    code = "storage_quota_exceeded"
+    title = "Storage quota exceeded"
+
+    def __init__(self, needed: int, used: int, quota: int) -> None:
+        super().__init__(
+            f"This file needs {needed} bytes; the account holds {used} of its {quota}.",
+            extra={"needed": needed, "used": used, "quota": quota},
+        )
+
+
 class Forbidden(ProblemError):
     status = 403
     code = "forbidden"
@@ -153,6 +170,11 @@ class Conflict(ProblemError):
     title = "Conflict"
 
 
+class AssetInUse(Conflict):
+    code = "asset_in_use"
+    title = "Asset in use"
+
+
 class PreconditionFailed(ProblemError):
     status = 412
     code = "precondition_failed"
@@ -169,6 +191,22 @@ class UnsupportedMediaType(ProblemError):
     status = 415
     code = "unsupported_media_type"
     title = "Unsupported media type"
+
+
+class MediaLimitExceeded(PayloadTooLarge):
+    code = "media_limit_exceeded"
+    title = "Media limit exceeded"
+
+
+class UnsupportedMedia(UnsupportedMediaType):
+    code = "unsupported_media"
+    title = "Unsupported media"
+
+
+class MediaUnreadable(ProblemError):
+    status = 422
+    code = "media_unreadable"
+    title = "Media unreadable"
 
 
 class RangeNotSatisfiable(ProblemError):

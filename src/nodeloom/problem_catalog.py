@@ -102,6 +102,15 @@ CATALOG: tuple[ProblemType, ...] = (
         "less than its estimate.",
     ),
     _p(
+        "storage_quota_exceeded",
+        402,
+        "Storage quota exceeded",
+        "An upload would take the account's assets past its plan's storage quota. Nothing "
+        "was kept. The body carries `needed`, `used` and `quota` (bytes).",
+        "Delete assets you no longer need (`DELETE /api/v1/assets/{id}`), or ask the "
+        "administrator for a plan with more storage.",
+    ),
+    _p(
         "forbidden",
         403,
         "Forbidden",
@@ -162,6 +171,15 @@ CATALOG: tuple[ProblemType, ...] = (
         "Read the resource's current state and decide (revoke a key you no longer use).",
     ),
     _p(
+        "asset_in_use",
+        409,
+        "Asset in use",
+        "The asset is named by an input node of one of the account's workflows; `workflows` "
+        "lists their ids. Nothing was deleted.",
+        "Change those workflows to use another asset, or delete with `?force=true` (their "
+        "input nodes then report the asset missing).",
+    ),
+    _p(
         "precondition_failed",
         412,
         "Precondition failed",
@@ -185,6 +203,32 @@ CATALOG: tuple[ProblemType, ...] = (
         "Unsupported media type",
         "A webhook trigger's `Content-Type` is not JSON.",
         "Send the body as `Content-Type: application/json`.",
+    ),
+    _p(
+        "media_limit_exceeded",
+        413,
+        "Media limit exceeded",
+        "An uploaded or fetched image has more pixels, or audio or video lasts longer, than "
+        "the account's plan allows. It was refused from its header, before being decoded.",
+        "Send a smaller or shorter file, or ask the administrator for a larger plan.",
+    ),
+    _p(
+        "unsupported_media",
+        415,
+        "Unsupported media",
+        "The file's content is not an image, audio or video we decode, whatever its name or "
+        "declared type says: SVG and other documents with active content, archives, "
+        "executables, or formats without a decoder here (docs/media-inputs.md lists them).",
+        "Convert the file to PNG, JPEG, WebP, GIF or TIFF (images), MP3, WAV, FLAC, OGG or "
+        "M4A (audio), or MP4, MOV, WebM, MKV or AVI (video), and upload it again.",
+    ),
+    _p(
+        "media_unreadable",
+        422,
+        "Media unreadable",
+        "The file starts like a known image, audio or video format but does not decode: it "
+        "is truncated, damaged, or made to mislead a decoder.",
+        "Check that the file opens in a player or viewer, and upload a complete copy.",
     ),
     _p(
         "range_not_satisfiable",

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from nodeloom.errors import ConfigurationError
@@ -19,6 +19,18 @@ from nodeloom.sandbox.budget import BudgetLimits
 
 SECRET_FILE_NAME = "secret_key"  # noqa: S105 - a file name
 MIN_SECRET_LENGTH = 32
+
+
+class UploadLimitsOverride(BaseModel):
+    """A plan's upload limits as written in settings (uploads/limits.py): any field left
+    out keeps its plan's default."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    file_bytes: int | None = Field(default=None, ge=1)
+    storage_bytes: int | None = Field(default=None, ge=0)
+    pixels: int | None = Field(default=None, ge=1)
+    seconds: float | None = Field(default=None, gt=0)
 
 
 class Settings(BaseSettings):
@@ -326,6 +338,12 @@ class Settings(BaseSettings):
     max_image_pixels: int = Field(default=40_000_000, description="Largest image, in pixels.")
     max_media_seconds: float = Field(default=600.0, description="Longest audio or video.")
     max_artifact_bytes: int = Field(default=512_000_000, description="Largest artifact.")
+    upload_limits: dict[str, UploadLimitsOverride] = Field(
+        default_factory=dict,
+        description="Upload limits by plan, as JSON (fields file_bytes, storage_bytes, pixels, "
+        'seconds): {"free": {"storage_bytes": 2147483648}}. Fields left out keep their '
+        "defaults (docs/media-inputs.md); max_image_pixels and max_media_seconds cap them all.",
+    )
     artifact_store: Literal["local", "s3"] = Field(
         default="local",
         description="Where artifact bytes live: files under the data directory, or an "

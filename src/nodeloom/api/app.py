@@ -23,6 +23,7 @@ from nodeloom.api.middleware import (
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes import (
     artifacts,
+    assets,
     auth,
     callbacks,
     credentials,
@@ -77,6 +78,7 @@ def create_app(
         metrics=runtime.metrics,
         sandbox=runtime.sandbox,
         revocations=runtime.revocations,
+        scratch=runtime.scratch,
     )
     redis_ready = readiness(runtime.bus)
     if redis_ready is not None:
@@ -120,6 +122,7 @@ def create_app(
     app.include_router(health.router)
     for module in (auth, keys, workflows, versions, runs, artifacts, webhooks, events, node_types):
         app.include_router(module.router, prefix=API_PREFIX)
+    app.include_router(assets.router, prefix=API_PREFIX)
     app.include_router(schedules.router, prefix=API_PREFIX)
     app.include_router(callbacks.router, prefix=API_PREFIX)
     app.include_router(credentials.router, prefix=API_PREFIX)

@@ -10,6 +10,7 @@ from nodeloom.auth.revocation import Revocations
 from nodeloom.auth.usage import KeyUsage
 from nodeloom.db.engine import Database
 from nodeloom.engine.dispatch.base import Dispatcher
+from nodeloom.engine.scratch import ScratchSpace
 from nodeloom.engine.submit import Acceptor, GraphCache
 from nodeloom.events.bus import EventBus
 from nodeloom.metrics import Metrics
@@ -36,6 +37,7 @@ class AppContext:
     metrics: Metrics
     sandbox: SandboxPool
     revocations: Revocations
+    scratch: ScratchSpace  # where uploads are received and decoded
     # Webhooks as this process last read them, for triggers (store/webhooks.py).
     trigger_targets: TriggerTargets = field(default_factory=TriggerTargets)
     readiness_checks: dict[str, Callable[[], Awaitable[bool]]] = field(default_factory=dict)

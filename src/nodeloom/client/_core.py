@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from types import TracebackType
 from typing import Any, TypedDict, TypeVar, Unpack
 from urllib.parse import parse_qs, urlsplit
@@ -18,6 +18,7 @@ from nodeloom import __version__
 from nodeloom.client import _config
 from nodeloom.client._resources import (
     AsyncArtifacts,
+    AsyncAssets,
     AsyncCallbacks,
     AsyncCredentials,
     AsyncKeys,
@@ -63,6 +64,9 @@ class ClientOptions(TypedDict, total=False):
 class RequestOptions(TypedDict, total=False):
     params: Mapping[str, Any] | None  # query parameters; None values are left out
     json: Any
+    # A body streamed from its source: called anew for each attempt, so a retried request
+    # sends it whole again (an upload read from a file).
+    content: Callable[[], AsyncIterator[bytes]] | None
     headers: Mapping[str, str] | None
     auth: bool  # send the credential (default True)
 
@@ -112,6 +116,7 @@ class AsyncClient:
         self.workflows = AsyncWorkflows(self)
         self.runs = AsyncRuns(self)
         self.artifacts = AsyncArtifacts(self)
+        self.assets = AsyncAssets(self)
         self.webhooks = AsyncWebhooks(self)
         self.schedules = AsyncSchedules(self)
         self.callbacks = AsyncCallbacks(self)
@@ -182,6 +187,7 @@ class AsyncClient:
                 API + path,
                 params=query,
                 json=options.get("json"),
+                content=content() if (content := options.get("content")) else None,
                 headers=options.get("headers"),
             )
             if not options.get("auth", True):

@@ -14,7 +14,7 @@ import json
 import os
 import secrets
 import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -24,6 +24,7 @@ import anyio
 from nodeloom.client._runs import AsyncRun, RunEvent, extension_for
 from nodeloom.client.errors import AmbiguousWorkflow, NotFound
 from nodeloom.schemas.accounts import ApiKeyCreated, ApiKeyOut
+from nodeloom.schemas.assets import AssetOut
 from nodeloom.schemas.callbacks import (
     CallbackDeliveryOut,
     CallbackSecretCreated,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from nodeloom.client._core import AsyncClient
 
 WorkflowSource = Mapping[str, Any] | str | os.PathLike[str]
+UPLOAD_CHUNK = 1024 * 1024
 
 
 def _seg(value: str) -> str:
@@ -335,6 +337,70 @@ class AsyncArtifacts(_Resource):
                     await tmp.unlink()
                 raise
         return Path(target)
+
+
+class AsyncAssets(_Resource):
+    """Files of the account (docs/media-inputs.md): uploaded, listed, renamed, deleted."""
+
+    async def upload(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        name: str | None = None,
+        on_progress: Callable[[int], None] | None = None,
+    ) -> AssetOut:
+        """Upload the file at ``path``, streamed from disk (never read whole);
+        ``on_progress`` is told the bytes sent so far. The same content uploaded before
+        answers the asset the account already has."""
+        source = Path(path)
+        if not await anyio.Path(source).is_file():
+            raise FileNotFoundError(f"no file {source}")
+
+        async def chunks() -> AsyncIterator[bytes]:
+            sent = 0
+            async with await anyio.open_file(source, "rb") as handle:
+                while chunk := await handle.read(UPLOAD_CHUNK):
+                    yield chunk
+                    sent += len(chunk)
+                    if on_progress is not None:
+                        on_progress(sent)
+
+        response = await self._client.request(
+            "POST",
+            "/uploads",
+            params={"name": name or source.name},
+            content=chunks,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        return AssetOut.model_validate(response.json())
+
+    def list(
+        self, *, kind: str | None = None, search: str | None = None, page_size: int = 50
+    ) -> AsyncIterator[AssetOut]:
+        """Newest first; ``kind`` (image, audio, video) filters, ``search`` matches a part of
+        the name or a tag."""
+        query = {"limit": page_size, "kind": kind, "q": search}
+        return self._client.paginate("/assets", AssetOut, query)
+
+    async def get(self, asset_id: str) -> AssetOut:
+        response = await self._client.request("GET", f"/assets/{_seg(asset_id)}")
+        return AssetOut.model_validate(response.json())
+
+    async def update(
+        self, asset_id: str, *, name: str | None = None, tags: builtins.list[str] | None = None
+    ) -> AssetOut:
+        body: dict[str, Any] = {}
+        if name is not None:
+            body["name"] = name
+        if tags is not None:
+            body["tags"] = tags
+        response = await self._client.request("PATCH", f"/assets/{_seg(asset_id)}", json=body)
+        return AssetOut.model_validate(response.json())
+
+    async def delete(self, asset_id: str, *, force: bool = False) -> None:
+        """Delete; refused (``AssetInUse``) while a workflow names it, unless ``force``."""
+        params = {"force": "true"} if force else None
+        await self._client.request("DELETE", f"/assets/{_seg(asset_id)}", params=params)
 
 
 class AsyncWebhooks(_Resource):

@@ -25,6 +25,7 @@ from pydantic import PrivateAttr
 from nodeloom.client._core import AsyncClient, ClientOptions
 from nodeloom.client._resources import (
     AsyncArtifacts,
+    AsyncAssets,
     AsyncCallbacks,
     AsyncCredentials,
     AsyncKeys,
@@ -243,6 +244,15 @@ class Artifacts:
         self.download = loop.blocking(inner.download)
 
 
+class Assets:
+    def __init__(self, inner: AsyncAssets, loop: _Loop) -> None:
+        self.upload = loop.blocking(inner.upload)
+        self.list = loop.iterating(inner.list)
+        self.get = loop.blocking(inner.get)
+        self.update = loop.blocking(inner.update)
+        self.delete = loop.blocking(inner.delete)
+
+
 class Webhooks:
     def __init__(self, inner: AsyncWebhooks, loop: _Loop) -> None:
         self.create = loop.blocking(inner.create)
@@ -309,6 +319,7 @@ class Client:
         self.workflows = Workflows(inner.workflows, loop)
         self.runs = Runs(inner.runs, loop)
         self.artifacts = Artifacts(inner.artifacts, loop)
+        self.assets = Assets(inner.assets, loop)
         self.webhooks = Webhooks(inner.webhooks, loop)
         self.schedules = Schedules(inner.schedules, loop)
         self.callbacks = Callbacks(inner.callbacks, loop)

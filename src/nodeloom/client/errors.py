@@ -13,6 +13,7 @@ named after its problem ``code`` (docs/errors.md lists them all):
         ├── InvalidCredentials        401 invalid_credentials
         ├── InvalidSignature          401 invalid_signature
         ├── InsufficientCredits       402 insufficient_credits (.required, .available)
+        ├── StorageQuotaExceeded      402 storage_quota_exceeded
         ├── Forbidden                 403 forbidden
         │   ├── JwtRequired           403 jwt_required
         │   ├── PlanUpgradeRequired   403 plan_upgrade_required
@@ -20,9 +21,13 @@ named after its problem ``code`` (docs/errors.md lists them all):
         ├── NotFound                  404 not_found
         ├── MethodNotAllowed          405 method_not_allowed
         ├── Conflict                  409 conflict
+        │   └── AssetInUse            409 asset_in_use
         ├── PreconditionFailed        412 precondition_failed (.current_version)
         ├── PayloadTooLarge           413 payload_too_large
+        │   └── MediaLimitExceeded    413 media_limit_exceeded
         ├── UnsupportedMediaType      415 unsupported_media_type
+        │   └── UnsupportedMedia      415 unsupported_media
+        ├── MediaUnreadable           422 media_unreadable
         ├── RangeNotSatisfiable       416 range_not_satisfiable
         ├── IdempotencyKeyReused      422 idempotency_key_reused
         ├── RateLimited               429 rate_limited (.retry_after)
@@ -164,6 +169,10 @@ class InsufficientCredits(APIError):
         return value if isinstance(value, int) else None
 
 
+class StorageQuotaExceeded(APIError):
+    status, code = 402, "storage_quota_exceeded"
+
+
 class Forbidden(APIError):
     status, code = 403, "forbidden"
 
@@ -192,6 +201,10 @@ class Conflict(APIError):
     status, code = 409, "conflict"
 
 
+class AssetInUse(Conflict):
+    status, code = 409, "asset_in_use"
+
+
 class PreconditionFailed(APIError):
     """A save whose ``If-Match`` names a version that is no longer the current one: someone
     else saved in between. ``current_version`` is the version now saved."""
@@ -212,12 +225,24 @@ class UnsupportedMediaType(APIError):
     status, code = 415, "unsupported_media_type"
 
 
+class MediaLimitExceeded(PayloadTooLarge):
+    status, code = 413, "media_limit_exceeded"
+
+
+class UnsupportedMedia(UnsupportedMediaType):
+    status, code = 415, "unsupported_media"
+
+
 class RangeNotSatisfiable(APIError):
     status, code = 416, "range_not_satisfiable"
 
 
 class IdempotencyKeyReused(APIError):
     status, code = 422, "idempotency_key_reused"
+
+
+class MediaUnreadable(APIError):
+    status, code = 422, "media_unreadable"
 
 
 class RateLimited(APIError):

@@ -24,7 +24,16 @@ from typing import Annotated
 import typer
 
 from nodeloom import __version__
-from nodeloom.commands import accounts, credentials, keys, runs, schedules, webhooks, workflows
+from nodeloom.commands import (
+    accounts,
+    assets,
+    credentials,
+    keys,
+    runs,
+    schedules,
+    webhooks,
+    workflows,
+)
 from nodeloom.commands.login import login_command, logout_command
 
 
@@ -51,6 +60,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(workflows.app, name="workflows")
     app.add_typer(runs.app, name="runs")
     app.add_typer(webhooks.app, name="webhooks")
+    app.add_typer(assets.app, name="assets")
     app.add_typer(schedules.app, name="schedules")
     app.add_typer(schedules.callbacks_app, name="callbacks")
     app.add_typer(keys.app, name="keys")

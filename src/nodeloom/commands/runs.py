@@ -33,7 +33,11 @@ app = typer.Typer(help="Runs of a workflow: list, show, cancel, retry, events.")
 RunArg = Annotated[str, typer.Argument(help="Run id.")]
 InputsOption = Annotated[
     list[str] | None,
-    typer.Option("--input", "-i", help="key=value (text) or key:=json; repeat for more keys."),
+    typer.Option(
+        "--input",
+        "-i",
+        help="key=value (text), key:=json, or key=@FILE (uploaded, its asset id); repeat.",
+    ),
 ]
 InputFileOption = Annotated[
     str | None, typer.Option("--input-file", help="Input as a JSON object file ('-': stdin).")
@@ -71,6 +75,21 @@ def parse_inputs(pairs: list[str], input_file: str | None) -> dict[str, Any] | N
     return data if (data or input_file is not None) else None
 
 
+def upload_inputs(c: Client, pairs: list[str], data: dict[str, Any] | None) -> None:
+    """Each ``--input key=@FILE``: the file uploaded as an asset (docs/media-inputs.md),
+    ``data[key]`` its id. (Text that starts with @ is given as ``key:='"@..."'``.)"""
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        if data is None or key.endswith(":") or not value.startswith("@"):
+            continue
+        path = Path(value[1:]).expanduser()
+        if not path.is_file():
+            raise ValueError(f"--input {key}=@{path}: no such file")
+        asset = c.assets.upload(path)
+        err().print(f"uploaded {path.name}: {asset.kind} {asset.id}")
+        data[key] = asset.id
+
+
 def run_command(
     workflow: WorkflowArg,
     inputs: InputsOption = None,
@@ -100,6 +119,7 @@ def run_command(
     with client(url, api_key) as c:
         data = parse_inputs(inputs or [], input_file)
         found = c.workflows.find(workflow)
+        upload_inputs(c, inputs or [], data)
         run = c.workflows.execute(found.id, data, cache=not no_cache, callback_url=callback_url)
         note = f"started run of {found.name!r}; follow it with --wait"
         _started(c, run, note, wait, download, all_nodes, timeout, as_json)

@@ -37,6 +37,8 @@ ORDER = (
     "callback_attempts",
     "run_events",
     "credential_revocations",
+    "assets",
+    "account_storage",
 )
 IDENTITY = {"credit_ledger": "id", "credential_revocations": "id"}
 

@@ -15,3 +15,18 @@ def serialize(conn: Connection, name: str) -> None:
     if conn.dialect.name == "postgresql":
         key = zlib.crc32(f"nodeloom:{name}".encode())
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
+
+
+def insert_missing(conn: Connection, table: sa.Table, values: dict[str, object]) -> None:
+    """Insert the row unless one with the same key is there (ON CONFLICT DO NOTHING)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
+    conn.execute(insert(table).values(values).on_conflict_do_nothing())
+
+
+def greatest(conn: Connection, *values: object) -> sa.ColumnElement[object]:
+    """The largest of ``values`` (SQLite's multi-argument ``max``, PostgreSQL's
+    ``greatest``)."""
+    name = "greatest" if conn.dialect.name == "postgresql" else "max"
+    return getattr(sa.func, name)(*values)  # type: ignore[no-any-return]

@@ -308,6 +308,55 @@ class Artifact(Base):
     )
 
 
+class Asset(Base):
+    """A file an account brought (an upload), kept as one of our four types: the stored blob
+    (``sha256``, after any conversion) and what was sent (``source_sha256``,
+    ``source_format``). One asset per account and stored content: uploading the same bytes
+    again answers the asset that holds them (``ux_assets_content``)."""
+
+    __tablename__ = "assets"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    name: Mapped[str] = mapped_column(sa.String(255))
+    kind: Mapped[str] = mapped_column(sa.String(16))
+    content_type: Mapped[str] = mapped_column(sa.String(64))
+    size_bytes: Mapped[int] = mapped_column(sa.BigInteger)
+    sha256: Mapped[str] = mapped_column(sa.String(64))
+    source_sha256: Mapped[str] = mapped_column(sa.String(64))
+    source_format: Mapped[str] = mapped_column(sa.String(32))
+    width: Mapped[int | None]
+    height: Mapped[int | None]
+    duration_ms: Mapped[int | None] = mapped_column(sa.BigInteger)
+    video_codec: Mapped[str | None] = mapped_column(sa.String(32))
+    audio_codec: Mapped[str | None] = mapped_column(sa.String(32))
+    thumbnail_sha256: Mapped[str | None] = mapped_column(sa.String(64))
+    thumbnail_bytes: Mapped[int | None]
+    tags: Mapped[list[str]] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime]
+
+    __table_args__ = (
+        sa.Index("ix_assets_account", "account_id", "created_at"),
+        sa.Index("ux_assets_content", "account_id", "sha256", unique=True),
+        sa.Index("ix_assets_source", "account_id", "source_sha256"),
+    )
+
+
+class AccountStorage(Base):
+    """Bytes of assets an account holds, against its plan's quota. Changed only by one
+    conditional statement per upload or delete (store/assets.py), so two uploads at once
+    can never both take the last of the quota, on either database."""
+
+    __tablename__ = "account_storage"
+
+    account_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("accounts.id", ondelete="CASCADE"), primary_key=True
+    )
+    bytes_used: Mapped[int] = mapped_column(sa.BigInteger)
+
+    __table_args__ = (sa.CheckConstraint("bytes_used >= 0", name="ck_account_storage_bytes"),)
+
+
 class CreditEntry(Base):
     """Append-only credit ledger. balance = grants - holds + releases; charges move nothing
     (they were held) but record what a node cost. A unique (run, node, kind) makes a second

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nodeloom.nodes.adapters.policy import Signals
+from nodeloom.nodes.base import StoredMedia
 from nodeloom.settings import Settings
 
 T = TypeVar("T")
@@ -28,6 +29,7 @@ class RunNodeContext:
         settings: Settings,
         report: Callable[[float], Awaitable[None]],
         scratch: Path,
+        find_media: Callable[[str], Awaitable[StoredMedia | None]] | None = None,
     ) -> None:
         self.run_id = run_id
         self.node_id = node_id
@@ -38,6 +40,8 @@ class RunNodeContext:
         self.credential_kind: str | None = None  # a node naming a credential runs sandboxed
         self._report = report
         self._scratch = scratch
+        # An asset or artifact of the account by id (media input nodes), None: not its own.
+        self.find_media = find_media
 
     @property
     def scratch_dir(self) -> Path:

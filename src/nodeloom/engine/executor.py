@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import hashlib
 import logging
 import shutil
@@ -36,7 +37,14 @@ from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.adapters import hooks
 from nodeloom.nodes.adapters.policy import Credential, Signals
-from nodeloom.nodes.base import ArtifactRef, InputValue, NeedsSandbox, NodeFailure, Produced
+from nodeloom.nodes.base import (
+    ArtifactRef,
+    InputValue,
+    NeedsSandbox,
+    NodeFailure,
+    Produced,
+    StoredMedia,
+)
 from nodeloom.nodes.packages import PackagedNode
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
@@ -48,6 +56,7 @@ from nodeloom.sandbox.zygote import SandboxUnavailable
 from nodeloom.settings import Settings
 from nodeloom.store import Record, provider_jobs
 from nodeloom.store import artifacts as artifact_store
+from nodeloom.store import assets as asset_store
 from nodeloom.store import credentials as credential_store
 
 if TYPE_CHECKING:
@@ -352,6 +361,15 @@ class NodeExecutor:
             settings=self.env.settings,
             report=report,
             scratch=scratch,
+            find_media=functools.partial(self._find_media, task.account_id),
+        )
+
+    async def _find_media(self, account_id: str, reference: str) -> StoredMedia | None:
+        row = await self.env.db.read(lambda c: asset_store.media_of(c, account_id, reference))
+        if row is None:
+            return None
+        return StoredMedia(
+            row.sha256, row.size_bytes, row.content_type, row.width, row.height, row.duration_ms
         )
 
     async def _inputs(self, task: NodeTask, scratch: Path) -> dict[str, InputValue]:
@@ -562,6 +580,8 @@ class NodeExecutor:
             if produced.path.stat().st_size > limit:
                 raise NodeFailure(f"the output is larger than {limit} bytes", "output_too_large")
             blob = await store.put_file(produced.path)
+        elif produced.stored is not None:
+            blob = StoredBlob(produced.stored.sha256, produced.stored.size_bytes)
         else:
             raise NodeFailure("the node produced no output", "no_output")
         artifact = ArtifactInfo(

@@ -8,9 +8,9 @@ Every ``retention_check_seconds`` (and on ``nodeloom db prune``):
   still shows (a later run's cache hit reuses the earlier artifact) stays until that run goes
   too;
 - idempotency keys past their 24 hours and revocation-feed rows past a day go;
-- artifact files that no artifact row references any more go, once they are older than
-  ``FILE_GRACE`` (a file is written before its row commits; a crash between the two leaves an
-  orphan, which this collects too).
+- artifact files that no artifact row or asset (its file or thumbnail) references any more
+  go, once they are older than ``FILE_GRACE`` (a file is written before its row commits; a
+  crash between the two leaves an orphan, which this collects too).
 
 The credit ledger is never touched: it is the proof of every balance. How a store removes a
 blob safely while nodes may be producing the same bytes is the store's business
@@ -43,6 +43,7 @@ from nodeloom.db.models import (
 )
 from nodeloom.engine.states import RunStatus
 from nodeloom.settings import Settings
+from nodeloom.store import assets as asset_store
 from nodeloom.store import callbacks as callback_store
 
 log = logging.getLogger("nodeloom.retention")
@@ -131,6 +132,7 @@ def referenced(conn: Connection, shas: list[str]) -> set[str]:
         chunk = shas[start : start + _SHAS_PER_QUERY]
         query = sa.select(_ARTIFACTS.c.sha256).where(_ARTIFACTS.c.sha256.in_(_IDS)).distinct()
         found.update(conn.execute(query, {"ids": chunk}).scalars())
+        found.update(asset_store.referenced(conn, chunk))
     return found
 
 

@@ -204,13 +204,27 @@ class ArtifactRef:
         return self.read_bytes().decode("utf-8")
 
 
+@dataclass(frozen=True)
+class StoredMedia:
+    """A file already in the artifact store (an asset, an earlier artifact), as a media
+    input node finds it (``find_media`` of the executor's context)."""
+
+    sha256: str
+    size_bytes: int
+    content_type: str
+    width: int | None = None
+    height: int | None = None
+    duration_ms: int | None = None
+
+
 @dataclass
 class Produced:
-    """One artifact: either ``data`` in memory or a finished file at ``path`` (moved, not
-    copied, into the artifact store)."""
+    """One artifact: either ``data`` in memory, a finished file at ``path`` (moved, not
+    copied, into the artifact store), or a blob already ``stored`` (a media input)."""
 
     data: bytes | None = None
     path: Path | None = None
+    stored: StoredMedia | None = None
     width: int | None = None
     height: int | None = None
     duration_ms: int | None = None

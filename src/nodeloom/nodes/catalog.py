@@ -13,6 +13,7 @@ from nodeloom.nodes import (
     image,
     image_filters,
     jsondata,
+    media_inputs,
     openai_media,
     providers,
     speech,
@@ -28,6 +29,7 @@ from nodeloom.nodes.base import NodeType
 def all_nodes() -> list[NodeType]:
     return [
         *text.NODES,
+        *media_inputs.NODES,
         *text_extra.NODES,
         *jsondata.NODES,
         *flow.NODES,

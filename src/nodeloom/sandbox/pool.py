@@ -281,6 +281,29 @@ class SandboxPool:
         reply, blob = await self._job(message, budget, account_id)
         return self._produced(reply, blob, scratch)
 
+    async def ingest(
+        self,
+        src: Path,
+        sniffed: tuple[str, str],
+        scratch: Path,
+        limits: dict[str, float],
+        budget: Budget,
+        account_id: str,
+    ) -> dict[str, Any]:
+        """An uploaded file (``src``, sniffed as (kind, format)) decoded and made into one
+        of our types under the account's ``limits`` (nodes/ingest.py); what it became."""
+        message = {
+            "t": "ingest",
+            "src": str(src),
+            "kind": sniffed[0],
+            "format": sniffed[1],
+            "scratch": str(scratch),
+            "limits": limits,
+            "budget": budget.as_dict(),
+        }
+        reply, _ = await self._job(message, budget, account_id)
+        return reply
+
     async def check(
         self, items: list[dict[str, Any]], budget: Budget, account_id: str
     ) -> list[list[str]]:

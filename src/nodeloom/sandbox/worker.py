@@ -39,6 +39,7 @@ from pydantic import SecretStr, ValidationError
 from nodeloom.nodes import jsonvalue
 from nodeloom.nodes.adapters.media import to_artifact
 from nodeloom.nodes.base import ArtifactRef, InputValue, Kind, NodeFailure, Produced
+from nodeloom.nodes.ingest import ingest
 from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.sandbox.budget import MB
 from nodeloom.sandbox.wire import read_blocking, write_blocking
@@ -312,6 +313,21 @@ def _media_job(message: Mapping[str, Any], settings: Settings) -> dict[str, Any]
     }
 
 
+def _ingest_job(message: Mapping[str, Any], settings: Settings) -> dict[str, Any]:
+    """An uploaded file decoded and converted (nodes/ingest.py) under the account's
+    limits, which narrow the server's."""
+    limits = dict(message.get("limits") or {})
+    narrowed = settings.model_copy(update=limits)
+    ingested = ingest(
+        str(message["kind"]),
+        str(message["format"]),
+        Path(str(message["src"])),
+        Path(str(message["scratch"])),
+        narrowed,
+    )
+    return {"t": "done", "ok": True, **ingested.as_dict()}
+
+
 def _run(
     message: dict[str, Any],
     settings: Settings,
@@ -327,6 +343,8 @@ def _run(
             return _check_job(message), b"", False
         if message.get("t") == "media":
             return _media_job(message, settings), b"", False
+        if message.get("t") == "ingest":
+            return _ingest_job(message, settings), b"", False
         reply, blob = loop.run_until_complete(_node_job(message, settings, executor, sock))
         return reply, blob, False
     except NodeFailure as exc:

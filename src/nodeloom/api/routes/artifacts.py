@@ -3,15 +3,18 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
+from sqlalchemy.engine import Connection
 from starlette.responses import StreamingResponse
 
 from nodeloom.api.deps import CtxDep, PrincipalDep, bearer, get_principal
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.urls import public_base
+from nodeloom.artifacts.store import ArtifactStore
 from nodeloom.auth.tokens import check_signed_url, sign_url
 from nodeloom.errors import NotFound, RangeNotSatisfiable, Unauthorized
 from nodeloom.nodes.registry import Registry
@@ -86,28 +89,27 @@ def parse_range(header: str, size: int) -> tuple[int, int] | None:
     return first, last
 
 
-async def _owned_or_signed(
+async def owned_or_signed(
     request: Request,
     ctx: CtxDep,
-    artifact_id: str,
+    path: str,
     credentials: HTTPAuthorizationCredentials | None,
     exp: str | None,
     sig: str | None,
-) -> Record:
+    *,
+    by_id: Callable[[Connection], Record | None],
+    owned: Callable[[Connection, str], Record | None],
+) -> Record | None:
+    """The row a download of ``path`` serves: ``by_id`` when the URL carries a valid
+    signature (its own authorisation), else ``owned`` by the caller's account."""
     if sig is not None or exp is not None:
-        if not check_signed_url(
-            ctx.settings.secret, _download_path(artifact_id), exp or "", sig or ""
-        ):
+        if not check_signed_url(ctx.settings.secret, path, exp or "", sig or ""):
             # A signed URL is a credential: a wrong or expired one is 401, as a bad key is.
             raise Unauthorized("The signature is invalid or has expired.")
-        row = await ctx.db.read(lambda c: artifact_store.any_account(c, artifact_id))
-    else:
-        principal = await get_principal(request, ctx, credentials)
-        account_id = principal.account_id
-        row = await ctx.db.read(lambda c: artifact_store.owned(c, account_id, artifact_id))
-    if row is None:
-        raise NotFound("No such artifact.")
-    return row
+        return await ctx.db.read(by_id)
+    principal = await get_principal(request, ctx, credentials)
+    account_id = principal.account_id
+    return await ctx.db.read(lambda c: owned(c, account_id))
 
 
 @router.get(
@@ -138,9 +140,43 @@ async def download(
     sig: Annotated[str | None, Query(max_length=128, description="Signed URL signature")] = None,
 ) -> Response:
     """The file. Authorised by the owner's credentials or a signed ``?exp=&sig=`` URL."""
-    row = await _owned_or_signed(request, ctx, artifact_id, credentials, exp, sig)
-    etag = f'"{row.sha256}"'
-    content_type, disposition = served_as(row.id, row.content_type)
+    row = await owned_or_signed(
+        request,
+        ctx,
+        _download_path(artifact_id),
+        credentials,
+        exp,
+        sig,
+        by_id=lambda c: artifact_store.any_account(c, artifact_id),
+        owned=lambda c, account: artifact_store.owned(c, account, artifact_id),
+    )
+    if row is None:
+        raise NotFound("No such artifact.")
+    return blob_response(
+        request,
+        ctx.store,
+        name=row.id,
+        sha256=row.sha256,
+        size=row.size_bytes,
+        stored_type=row.content_type,
+        data=row.data,
+    )
+
+
+def blob_response(
+    request: Request,
+    store: ArtifactStore,
+    *,
+    name: str,
+    sha256: str,
+    size: int,
+    stored_type: str,
+    data: bytes | None = None,
+) -> Response:
+    """A stored blob sent as a download (artifacts, assets): ETag and If-None-Match,
+    Range, the sandboxing headers. ``data``: the bytes themselves, when kept in a row."""
+    etag = f'"{sha256}"'
+    content_type, disposition = served_as(name, stored_type)
     headers = {
         "ETag": etag,
         "Accept-Ranges": "bytes",
@@ -154,7 +190,6 @@ async def download(
         if_none_match.strip() == "*" or etag in [t.strip() for t in if_none_match.split(",")]
     ):
         return Response(status_code=304, headers=headers)
-    size = row.size_bytes
     span = None
     range_header = request.headers.get("range")
     if range_header is not None:
@@ -171,13 +206,13 @@ async def download(
     if span is not None:
         status = 206
         headers["Content-Range"] = f"bytes {first}-{last}/{size}"
-    if row.data is not None:  # a small text artifact, kept in its row
+    if data is not None:  # a small text artifact, kept in its row
         return Response(
-            row.data[first : last + 1], status_code=status, headers=headers, media_type=content_type
+            data[first : last + 1], status_code=status, headers=headers, media_type=content_type
         )
     headers["Content-Length"] = str(length)
     return StreamingResponse(
-        ctx.store.read(row.sha256, first, length),
+        store.read(sha256, first, length),
         status_code=status,
         headers=headers,
         media_type=content_type,

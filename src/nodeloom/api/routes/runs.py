@@ -15,8 +15,10 @@ from nodeloom.api.body import body_doc, read_json, validated
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.paging import page_of
 from nodeloom.api.responses import OrjsonResponse
+from nodeloom.api.routes.assets import execute_form
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
+from nodeloom.api.uploads import is_multipart
 from nodeloom.db.models import utcnow
 from nodeloom.engine import callbacks
 from nodeloom.engine.batches import costs
@@ -88,8 +90,13 @@ async def execute(
     ctx: CtxDep,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> dict[str, Any]:
-    """Start a run. The body is optional: ``{"input": {...}, "cache": true}``."""
-    body = await _body(request, ExecuteRequest)
+    """Start a run. The body is optional: ``{"input": {...}, "cache": true}``; or
+    multipart/form-data with a JSON ``input`` part and files named by their input keys,
+    each made an asset first (docs/media-inputs.md)."""
+    if is_multipart(request):
+        body = await execute_form(request, ctx, principal)
+    else:
+        body = await _body(request, ExecuteRequest)
     if body.callback_url is not None:
         await callbacks.check_url(ctx.settings, body.callback_url, "/callback_url")
         await ctx.db.read(

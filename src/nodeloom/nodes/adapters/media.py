@@ -168,7 +168,7 @@ def _video(src: Path, out_dir: Path, settings: Settings) -> Produced:
         return Produced(
             path=src, width=info.width, height=info.height, duration_ms=info.duration_ms
         )
-    return _transcode(src, _out(out_dir, ".mp4"), settings)
+    return transcode(src, _out(out_dir, ".mp4"), settings)
 
 
 def _probe(src: Path) -> media.Probe:
@@ -180,7 +180,7 @@ def _probe(src: Path) -> media.Probe:
         ) from exc
 
 
-def _transcode(src: Path, path: Path, settings: Settings) -> Produced:
+def transcode(src: Path, path: Path, settings: Settings) -> Produced:
     """Re-encode as H.264 MP4 (even size, at most MAX_FPS), its sound as AAC."""
     samples: Any = None
     try:

@@ -1,7 +1,7 @@
 """the outputs a node with branches took
 
 Revision ID: 0018
-Revises: 0016
+Revises: 0017
 Create Date: 2026-11-27
 
 ``node_runs.ports`` lists the outputs a completed node with branches took (an If's
@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0018"
-down_revision = "0016"
+down_revision = "0017"
 branch_labels = None
 depends_on = None
 

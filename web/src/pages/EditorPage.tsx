@@ -4,6 +4,7 @@ import { useQuery, useQueryClient } from "@tanstack/react-query";
 import {
   Background,
   Controls,
+  ControlButton,
   MiniMap,
   ReactFlow,
   ReactFlowProvider,
@@ -49,6 +50,7 @@ import { EditorToolbar } from "../editor/EditorToolbar";
 import { RunDialog } from "../editor/RunDialog";
 import { useHistory } from "../editor/useHistory";
 import { useRun } from "../editor/useRun";
+import { staleNodeIds } from "../graph/outputs";
 import { QuickAdd } from "../editor/QuickAdd";
 import { LeaveDialog } from "../editor/LeaveDialog";
 import { ConfirmDialog } from "../components/ConfirmDialog";
@@ -227,6 +229,11 @@ function Editor({
   const canvas = useRef<HTMLDivElement>(null);
   const rf = useReactFlow<FlowNode, FlowEdge>();
   const runner = useRun(workflow.id);
+  // The graph the shown run was started from: the graph as opened (the newest run is shown on
+  // opening), then the graph of each run started here. Outputs of nodes changed since, or
+  // downstream of a change, are marked stale.
+  const [overview, setOverview] = useState(true);
+  const [ranGraph, setRanGraph] = useState(() => ({ nodes: loaded.nodes, edges: loaded.edges }));
 
   const snapshot = useCallback(() => ({ nodes: nodesRef.current, edges: edgesRef.current }), []);
   const restore = useCallback(
@@ -575,6 +582,7 @@ function Editor({
           input,
           cache,
         );
+        setRanGraph({ nodes: nodesRef.current, edges: edgesRef.current });
         setRunOpen(false);
         return null;
       } catch (exc) {
@@ -748,9 +756,10 @@ function Editor({
       }),
     [edges, problems],
   );
+  const stale = useMemo(() => staleNodeIds(ranGraph, { nodes, edges }), [ranGraph, nodes, edges]);
   const context = useMemo(
-    () => ({ catalog, live: runner.live, problems, warnings, refused }),
-    [catalog, runner.live, problems, warnings, refused],
+    () => ({ catalog, live: runner.live, problems, warnings, refused, stale }),
+    [catalog, runner.live, problems, warnings, refused, stale],
   );
   const cachedCount = Object.values(runner.live).filter(
     (n) => n.status === "completed" && n.cached,
@@ -870,8 +879,24 @@ function Editor({
               aria-label="Workflow canvas"
             >
               <Background gap={16} />
-              <Controls />
-              <MiniMap pannable zoomable ariaLabel="Overview" />
+              <Controls>
+                <ControlButton
+                  onClick={() => setOverview(!overview)}
+                  aria-pressed={overview}
+                  aria-label={overview ? "Hide overview" : "Show overview"}
+                  title={overview ? "Hide overview" : "Show overview"}
+                >
+                  ▣
+                </ControlButton>
+              </Controls>
+              {overview && (
+                <MiniMap
+                  pannable
+                  zoomable
+                  ariaLabel="Overview"
+                  style={{ width: 150, height: 100 }}
+                />
+              )}
             </ReactFlow>
             {quickAdd && (
               <QuickAdd

@@ -102,7 +102,18 @@ export function EditorToolbar({
       </div>
       <span className="spacer" />
       <div className="toolbar-group" role="group" aria-label="Run">
-        <span className="run-state small" aria-live="polite" data-testid="run-state">
+        <span
+          className="run-state small"
+          aria-live="polite"
+          data-testid="run-state"
+          title={
+            run
+              ? `Run ${run.status}${run.creditsUsed !== undefined ? `, ${run.creditsUsed} credits` : ""}${
+                  cachedCount > 0 ? `, ${cachedCount} cached` : ""
+                }`
+              : undefined
+          }
+        >
           {run ? (
             <>
               <Status status={run.status} />

@@ -36,6 +36,14 @@ export function SidePanel({
     const artifact = state?.status === "completed" && !state.items ? state.artifactId : undefined;
     content = (
       <>
+        <ParamsPanel
+          node={node}
+          nodes={nodes}
+          edges={edges}
+          onParam={onParam}
+          onConnectInput={onConnectInput}
+          onDelete={() => onDelete({ nodes: [node] })}
+        />
         {artifact && (
           <section className="node-output" aria-label="Output">
             <h3>Output{stale.has(node.id) ? " (stale)" : ""}</h3>
@@ -47,14 +55,6 @@ export function SidePanel({
             <ArtifactPreview key={artifact} artifactId={artifact} />
           </section>
         )}
-        <ParamsPanel
-          node={node}
-          nodes={nodes}
-          edges={edges}
-          onParam={onParam}
-          onConnectInput={onConnectInput}
-          onDelete={() => onDelete({ nodes: [node] })}
-        />
       </>
     );
   } else if (selectedNodes.length > 1) {

@@ -70,6 +70,10 @@ function warningText(count: number, general: string[], opening = false): string 
   }Running is refused until they are resolved.`;
 }
 
+/** "Fit view" leaves the bottom-right corner to the overview (150 × 100 px) and the bottom-left
+ * to the zoom controls, so no node is fitted under either. */
+const FIT_PADDING = { top: "40px", left: "70px", right: "190px", bottom: "130px" } as const;
+
 export function EditorPage() {
   const { workflowId = "" } = useParams();
   const workflow = useQuery({
@@ -797,7 +801,7 @@ function Editor({
             saving={saving}
             onSave={() => void save()}
             history={history}
-            onFitView={() => void rf.fitView({ padding: 0.2, duration: 200 })}
+            onFitView={() => void rf.fitView({ padding: FIT_PADDING, maxZoom: 1, duration: 200 })}
             run={runner.run}
             onCancel={() => void runner.cancel().catch((e: Error) => setToast(e.message))}
             onRun={() => void openRun()}
@@ -870,7 +874,7 @@ function Editor({
               onNodeDragStart={() => history.record()}
               defaultViewport={loaded.viewport}
               fitView={opened.fit === true}
-              fitViewOptions={{ padding: 0.2, maxZoom: 1 }}
+              fitViewOptions={{ padding: FIT_PADDING, maxZoom: 1 }}
               zoomOnDoubleClick={false}
               elevateNodesOnSelect={false}
               deleteKeyCode={["Backspace", "Delete"]}

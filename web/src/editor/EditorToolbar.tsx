@@ -116,7 +116,7 @@ export function EditorToolbar({
         >
           {run ? (
             <>
-              <Status status={run.status} />
+              Run <Status status={run.status} />
               {run.creditsUsed !== undefined && (
                 <span>
                   {run.creditsUsed} credits

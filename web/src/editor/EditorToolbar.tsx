@@ -47,8 +47,9 @@ export function EditorToolbar({
 }) {
   const running = run?.status === "running";
   // Every control is always there (disabled when it does not apply) and the run's state has a
-  // slot of its own, so starting or finishing a run never changes the toolbar's layout; on a
-  // narrow window the three groups wrap as wholes.
+  // slot of its own after the run buttons, wide enough for it, so starting or finishing a run
+  // does not move a button or add a row. The groups name the controls for assistive
+  // technology; the controls wrap as one row of items.
   return (
     <div className="toolbar" role="toolbar" aria-label="Editor">
       <div className="toolbar-group">
@@ -102,6 +103,31 @@ export function EditorToolbar({
       </div>
       <span className="spacer" />
       <div className="toolbar-group" role="group" aria-label="Run">
+        {running ? (
+          <button type="button" className="danger" onClick={onCancel}>
+            Cancel run
+          </button>
+        ) : (
+          <button type="button" className="primary" onClick={onRun} disabled={saving}>
+            Run
+          </button>
+        )}
+        <button
+          type="button"
+          onClick={() => onRunAgain(true)}
+          disabled={!run || running || saving}
+          title="The last run's input, no dialog"
+        >
+          Run again
+        </button>
+        <button
+          type="button"
+          onClick={() => onRunAgain(false)}
+          disabled={!run || running || saving}
+          title="The last run's input; every node computed and charged again"
+        >
+          Run without cache
+        </button>
         <span
           className="run-state small"
           aria-live="polite"
@@ -134,31 +160,6 @@ export function EditorToolbar({
             <span className="muted">Not run yet</span>
           )}
         </span>
-        {running ? (
-          <button type="button" className="danger" onClick={onCancel}>
-            Cancel run
-          </button>
-        ) : (
-          <button type="button" className="primary" onClick={onRun} disabled={saving}>
-            Run
-          </button>
-        )}
-        <button
-          type="button"
-          onClick={() => onRunAgain(true)}
-          disabled={!run || running || saving}
-          title="The last run's input, no dialog"
-        >
-          Run again
-        </button>
-        <button
-          type="button"
-          onClick={() => onRunAgain(false)}
-          disabled={!run || running || saving}
-          title="The last run's input; every node computed and charged again"
-        >
-          Run without cache
-        </button>
       </div>
       <div className="toolbar-group">
         <Link className="button" to={`/workflows/${workflowId}/runs`}>

@@ -121,6 +121,10 @@ def test_outputs_after_a_run(page: Page, server: ServerProcess) -> None:
     shot(page, "41-editor-stale-outputs-1400")
     page.keyboard.press("Control+s")
     expect(page.get_by_test_id("save-state")).to_contain_text("All changes saved")
+    # Opened again, the newest run (of version 1) is compared with its own version's graph.
+    page.reload()
+    for node_id in ("in", "long", "tail"):
+        expect(card(page, node_id)).to_have_attribute("data-stale", "true")
 
     # The run page: the outputs first, long text folded behind "Expand".
     toolbar.get_by_role("link", name="Run page").click()

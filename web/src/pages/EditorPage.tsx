@@ -237,7 +237,11 @@ function Editor({
   // opening), then the graph of each run started here. Outputs of nodes changed since, or
   // downstream of a change, are marked stale.
   const [overview, setOverview] = useState(true);
-  const [ranGraph, setRanGraph] = useState(() => ({ nodes: loaded.nodes, edges: loaded.edges }));
+  const [ranGraph, setRanGraph] = useState(() => ({
+    nodes: loaded.nodes,
+    edges: loaded.edges,
+    here: false,
+  }));
 
   const snapshot = useCallback(() => ({ nodes: nodesRef.current, edges: edgesRef.current }), []);
   const restore = useCallback(
@@ -586,7 +590,7 @@ function Editor({
           input,
           cache,
         );
-        setRanGraph({ nodes: nodesRef.current, edges: edgesRef.current });
+        setRanGraph({ nodes: nodesRef.current, edges: edgesRef.current, here: true });
         setRunOpen(false);
         return null;
       } catch (exc) {
@@ -760,7 +764,29 @@ function Editor({
       }),
     [edges, problems],
   );
-  const stale = useMemo(() => staleNodeIds(ranGraph, { nodes, edges }), [ranGraph, nodes, edges]);
+  // The newest run shown on opening may be of an older version than the one opened: then its
+  // own version's graph is the one to compare with (a version never changes: fetched once).
+  const shownVersion = runner.run?.workflowVersion ?? null;
+  const olderRun = !ranGraph.here && shownVersion !== null && shownVersion !== workflow.version;
+  const olderGraph = useQuery({
+    queryKey: keys.version(workflow.id, shownVersion ?? 0),
+    enabled: olderRun,
+    staleTime: Infinity,
+    retry: false,
+    queryFn: async () =>
+      unwrap(
+        await api.GET("/api/v1/workflows/{workflow_id}/versions/{version}", {
+          params: { path: { workflow_id: workflow.id, version: shownVersion ?? 0 } },
+        }),
+      ),
+  });
+  const stale = useMemo(() => {
+    const ran =
+      olderRun && olderGraph.data
+        ? fromGraph(olderGraph.data.graph_json as unknown as GraphJson)
+        : ranGraph;
+    return staleNodeIds(ran, { nodes, edges });
+  }, [olderRun, olderGraph.data, ranGraph, nodes, edges]);
   const context = useMemo(
     () => ({ catalog, live: runner.live, problems, warnings, refused, stale }),
     [catalog, runner.live, problems, warnings, refused, stale],

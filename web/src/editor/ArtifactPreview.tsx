@@ -1,4 +1,6 @@
+import { useState } from "react";
 import { useQuery } from "@tanstack/react-query";
+import { isLongText } from "../graph/outputs";
 import { api, sameOrigin, unwrap } from "../api/client";
 
 /** An artifact shown as what it is: text, an image, an audio or a video player. Media load
@@ -44,12 +46,34 @@ export function ArtifactPreview({
       {type.startsWith("video/") && (
         <video controls preload="auto" src={url} aria-label="Output video" playsInline />
       )}
-      {isText && <pre>{text.data ?? "…"}</pre>}
+      {isText && !compact && text.data !== undefined && isLongText(text.data) ? (
+        <LongText text={text.data} />
+      ) : (
+        isText && <pre>{text.data ?? "…"}</pre>
+      )}
       {!compact && (
         <a href={url} download className="small">
           Download ({(meta.data.size_bytes / 1024).toFixed(1)} KB, {type})
         </a>
       )}
     </div>
+  );
+}
+
+/** A long text output, folded to its first lines with a control that shows it all. */
+function LongText({ text }: { text: string }) {
+  const [expanded, setExpanded] = useState(false);
+  return (
+    <>
+      <pre className={expanded ? "long-text" : "long-text folded"}>{text}</pre>
+      <button
+        type="button"
+        className="small"
+        aria-expanded={expanded}
+        onClick={() => setExpanded(!expanded)}
+      >
+        {expanded ? "Collapse" : `Expand (${text.length.toLocaleString()} characters)`}
+      </button>
+    </>
   );
 }

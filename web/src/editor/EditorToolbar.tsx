@@ -46,95 +46,132 @@ export function EditorToolbar({
   onHistory: () => void;
 }) {
   const running = run?.status === "running";
+  // Every control is always there (disabled when it does not apply) and the run's state has a
+  // slot of its own after the run buttons, wide enough for it, so starting or finishing a run
+  // does not move a button or add a row. The groups name the controls for assistive
+  // technology; the controls wrap as one row of items.
   return (
     <div className="toolbar" role="toolbar" aria-label="Editor">
-      <button
-        type="button"
-        className="drawer-toggle"
-        aria-expanded={drawer === "palette"}
-        aria-controls="editor-palette"
-        onClick={() => onDrawer(drawer === "palette" ? null : "palette")}
-      >
-        Nodes
-      </button>
-      <button
-        type="button"
-        className="drawer-toggle"
-        aria-expanded={drawer === "details"}
-        aria-controls="editor-details"
-        onClick={() => onDrawer(drawer === "details" ? null : "details")}
-      >
-        Details
-      </button>
-      <input
-        className="name"
-        aria-label="Workflow name"
-        value={name}
-        onChange={(e) => onName(e.target.value)}
-      />
-      <button type="button" className={dirty ? "primary" : ""} onClick={onSave} disabled={saving}>
-        Save
-      </button>
-      <button type="button" onClick={history.undo} disabled={!history.canUndo} title="Ctrl+Z">
-        Undo
-      </button>
-      <button type="button" onClick={history.redo} disabled={!history.canRedo} title="Ctrl+Shift+Z">
-        Redo
-      </button>
-      <button type="button" onClick={onFitView}>
-        Fit view
-      </button>
-      <span className="muted small" data-testid="save-state">
-        {dirty ? "Unsaved changes" : "All changes saved"} · version {version}
-      </span>
-      <button type="button" aria-pressed={historyOpen} onClick={onHistory}>
-        History
-      </button>
+      <div className="toolbar-group">
+        <button
+          type="button"
+          className="drawer-toggle"
+          aria-expanded={drawer === "palette"}
+          aria-controls="editor-palette"
+          onClick={() => onDrawer(drawer === "palette" ? null : "palette")}
+        >
+          Nodes
+        </button>
+        <button
+          type="button"
+          className="drawer-toggle"
+          aria-expanded={drawer === "details"}
+          aria-controls="editor-details"
+          onClick={() => onDrawer(drawer === "details" ? null : "details")}
+        >
+          Details
+        </button>
+        <input
+          className="name"
+          aria-label="Workflow name"
+          value={name}
+          onChange={(e) => onName(e.target.value)}
+        />
+        <button type="button" className={dirty ? "primary" : ""} onClick={onSave} disabled={saving}>
+          Save
+        </button>
+        <button type="button" onClick={history.undo} disabled={!history.canUndo} title="Ctrl+Z">
+          Undo
+        </button>
+        <button
+          type="button"
+          onClick={history.redo}
+          disabled={!history.canRedo}
+          title="Ctrl+Shift+Z"
+        >
+          Redo
+        </button>
+        <button type="button" onClick={onFitView}>
+          Fit view
+        </button>
+        <span className="muted small save-state" data-testid="save-state">
+          {dirty ? "Unsaved changes" : "All changes saved"} · version {version}
+        </span>
+        <button type="button" aria-pressed={historyOpen} onClick={onHistory}>
+          History
+        </button>
+      </div>
       <span className="spacer" />
-      {run && (
-        <span className="row small" aria-live="polite">
-          Run <Status status={run.status} />
-          {run.creditsUsed !== undefined && (
-            <span>
-              {run.creditsUsed} credits
-              {cachedCount > 0 && (
-                <span className="muted" title={CACHED_NOTE}>
-                  {" "}
-                  · {cachedCount} node{cachedCount === 1 ? "" : "s"} cached
+      <div className="toolbar-group" role="group" aria-label="Run">
+        {running ? (
+          <button type="button" className="danger" onClick={onCancel}>
+            Cancel run
+          </button>
+        ) : (
+          <button type="button" className="primary" onClick={onRun} disabled={saving}>
+            Run
+          </button>
+        )}
+        <button
+          type="button"
+          onClick={() => onRunAgain(true)}
+          disabled={!run || running || saving}
+          title="The last run's input, no dialog"
+        >
+          Run again
+        </button>
+        <button
+          type="button"
+          onClick={() => onRunAgain(false)}
+          disabled={!run || running || saving}
+          title="The last run's input; every node computed and charged again"
+        >
+          Run without cache
+        </button>
+        <span
+          className="run-state small"
+          aria-live="polite"
+          data-testid="run-state"
+          title={
+            run
+              ? `Run ${run.status}${run.creditsUsed !== undefined ? `, ${run.creditsUsed} credits` : ""}${
+                  cachedCount > 0 ? `, ${cachedCount} cached` : ""
+                }`
+              : undefined
+          }
+        >
+          {run ? (
+            <>
+              Run <Status status={run.status} />
+              {run.creditsUsed !== undefined && (
+                <span>
+                  {run.creditsUsed} credits
+                  {cachedCount > 0 && (
+                    <span className="muted" title={CACHED_NOTE}>
+                      {" "}
+                      · {cachedCount} node{cachedCount === 1 ? "" : "s"} cached
+                    </span>
+                  )}
                 </span>
               )}
-            </span>
+              <Link to={`/workflows/${workflowId}/runs/${run.runId}`}>Run page</Link>
+            </>
+          ) : (
+            <span className="muted">Not run yet</span>
           )}
-          <Link to={`/workflows/${workflowId}/runs/${run.runId}`}>Run page</Link>
         </span>
-      )}
-      {running && (
-        <button type="button" className="danger" onClick={onCancel}>
-          Cancel run
-        </button>
-      )}
-      <button type="button" className="primary" onClick={onRun} disabled={running || saving}>
-        Run
-      </button>
-      {run && !running && (
-        <>
-          <button type="button" onClick={() => onRunAgain(true)} disabled={saving}>
-            Run again
-          </button>
-          <button type="button" onClick={() => onRunAgain(false)} disabled={saving}>
-            Run without cache
-          </button>
-        </>
-      )}
-      <Link className="button" to={`/workflows/${workflowId}/runs`}>
-        Runs
-      </Link>
-      <Link className="button" to={`/workflows/${workflowId}/webhooks`}>
-        Webhooks
-      </Link>
-      <Link className="button" to={`/workflows/${workflowId}/schedules`}>
-        Schedules
-      </Link>
+      </div>
+      <div className="toolbar-group">
+        <Link className="button" to={`/workflows/${workflowId}/runs`}>
+          Runs
+        </Link>
+        <Link className="button" to={`/workflows/${workflowId}/webhooks`}>
+          Webhooks
+        </Link>
+        <Link className="button" to={`/workflows/${workflowId}/schedules`}>
+          Schedules
+        </Link>
+      </div>
     </div>
   );
 }

@@ -13,7 +13,7 @@ import type { ItemsLive } from "../events/runEvents";
  * carrying its live run state in data-status; typed handles (red while a dragged connection
  * may not end on them), problems, warnings and output (which can be folded away). */
 function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
-  const { catalog, live, problems, warnings, refused } = useEditor();
+  const { catalog, live, problems, warnings, refused, stale } = useEditor();
   const [folded, setFolded] = useState(false);
   const spec = catalog.get(specKey({ type, data })) ?? catalog.get(type);
   const state = live[id];
@@ -21,6 +21,8 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
   const nodeProblems = problems?.nodes.get(id) ?? [];
   const nodeWarnings = warnings?.nodes.get(id) ?? [];
   const title = spec?.title ?? unknownTitle(type);
+  const hasOutput = state?.status === "completed" && Boolean(state.artifactId) && !state.items;
+  const isStale = hasOutput && stale.has(id);
   const handleClass = (handle: string) =>
     refused.has(handleKey(id, handle)) ? "refused" : undefined;
   const edges = useEdges();
@@ -41,6 +43,7 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
       data-cached={state?.cached ? "true" : undefined}
       data-node-id={id}
       data-unknown={spec ? undefined : "true"}
+      data-stale={isStale ? "true" : undefined}
       className={`nl-node${spec ? "" : " unknown"}${nodeProblems.length ? " has-problem" : ""}${
         nodeWarnings.length ? " has-warning" : ""
       }`}
@@ -121,8 +124,17 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
           )}
         </>
       )}
-      {state?.status === "completed" && state.artifactId && !state.items && (
+      {hasOutput && state?.artifactId && (
         <div className="body nodrag nowheel">
+          {isStale && (
+            <div
+              className="stale-note small"
+              role="note"
+              title="This node or one before it changed since the run: run again to update"
+            >
+              Stale: changed since this run
+            </div>
+          )}
           <button
             type="button"
             className="fold"
@@ -131,7 +143,11 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
           >
             {folded ? "Show output" : "Hide output"}
           </button>
-          {!folded && <ArtifactPreview artifactId={state.artifactId} compact />}
+          {!folded && (
+            <div className="canvas-preview" title="Select the node to see its output in full">
+              <ArtifactPreview artifactId={state.artifactId} compact />
+            </div>
+          )}
         </div>
       )}
     </div>

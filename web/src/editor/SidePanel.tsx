@@ -1,6 +1,7 @@
 import type { FlowEdge, FlowNode } from "../graph/convert";
 import { ParamsPanel } from "./ParamsPanel";
 import { useEditor } from "./context";
+import { ArtifactPreview } from "./ArtifactPreview";
 
 /** The right-hand panel: what is selected (one node, several, a connection), else the
  * workflow and how to use the editor. */
@@ -24,22 +25,37 @@ export function SidePanel({
   /** Closes the panel where it is a drawer (narrow screens). */
   onClose: () => void;
 }) {
-  const { problems } = useEditor();
+  const { problems, live, stale } = useEditor();
   const selectedNodes = nodes.filter((n) => n.selected);
   const selectedEdges = edges.filter((e) => e.selected);
   const [node] = selectedNodes;
   const [edge] = selectedEdges;
   let content: React.ReactNode;
   if (selectedNodes.length === 1 && node) {
+    const state = live[node.id];
+    const artifact = state?.status === "completed" && !state.items ? state.artifactId : undefined;
     content = (
-      <ParamsPanel
-        node={node}
-        nodes={nodes}
-        edges={edges}
-        onParam={onParam}
-        onConnectInput={onConnectInput}
-        onDelete={() => onDelete({ nodes: [node] })}
-      />
+      <>
+        <ParamsPanel
+          node={node}
+          nodes={nodes}
+          edges={edges}
+          onParam={onParam}
+          onConnectInput={onConnectInput}
+          onDelete={() => onDelete({ nodes: [node] })}
+        />
+        {artifact && (
+          <section className="node-output" aria-label="Output">
+            <h3>Output{stale.has(node.id) ? " (stale)" : ""}</h3>
+            {stale.has(node.id) && (
+              <p className="small stale-note">
+                Made before a change to this node or one before it: run again to update it.
+              </p>
+            )}
+            <ArtifactPreview key={artifact} artifactId={artifact} />
+          </section>
+        )}
+      </>
     );
   } else if (selectedNodes.length > 1) {
     content = (

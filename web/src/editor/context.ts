@@ -14,6 +14,8 @@ export interface EditorState {
   warnings: Placed | null;
   /** While a connection is dragged: the handles it may not end on, as `${nodeId}:${handleId}`. */
   refused: ReadonlySet<string>;
+  /** Nodes whose shown output predates an edit of them or of a node upstream (staleNodeIds). */
+  stale: ReadonlySet<string>;
 }
 
 export const EditorContext = createContext<EditorState>({
@@ -22,6 +24,7 @@ export const EditorContext = createContext<EditorState>({
   problems: null,
   warnings: null,
   refused: new Set(),
+  stale: new Set(),
 });
 
 export function useEditor(): EditorState {

@@ -52,6 +52,8 @@ export interface RunView {
   durationMs?: number;
   error?: string;
   input?: Record<string, unknown> | null;
+  /** The workflow version the run was started from, when read from its record. */
+  workflowVersion?: number | null;
 }
 
 export interface RunState {
@@ -166,6 +168,7 @@ function fromDrawnNodes(run: Run): RunState {
       durationMs: run.duration_ms,
       error: run.error?.message,
       input: run.input ?? null,
+      workflowVersion: run.workflow_version ?? null,
     },
     nodes: Object.fromEntries(
       run.node_runs

@@ -4,6 +4,7 @@ import { useQuery, useQueryClient } from "@tanstack/react-query";
 import {
   Background,
   Controls,
+  ControlButton,
   MiniMap,
   ReactFlow,
   ReactFlowProvider,
@@ -51,6 +52,7 @@ import { EditorToolbar } from "../editor/EditorToolbar";
 import { RunDialog } from "../editor/RunDialog";
 import { useHistory } from "../editor/useHistory";
 import { useRun } from "../editor/useRun";
+import { staleNodeIds } from "../graph/outputs";
 import { QuickAdd } from "../editor/QuickAdd";
 import { LeaveDialog } from "../editor/LeaveDialog";
 import { ConfirmDialog } from "../components/ConfirmDialog";
@@ -69,6 +71,10 @@ function warningText(count: number, general: string[], opening = false): string 
     general.length ? general.join(" ") + " " : ""
   }Running is refused until they are resolved.`;
 }
+
+/** "Fit view" leaves the bottom-right corner to the overview (150 × 100 px) and the bottom-left
+ * to the zoom controls, so no node is fitted under either. */
+const FIT_PADDING = { top: "40px", left: "70px", right: "190px", bottom: "130px" } as const;
 
 export function EditorPage() {
   const { workflowId = "" } = useParams();
@@ -229,6 +235,15 @@ function Editor({
   const canvas = useRef<HTMLDivElement>(null);
   const rf = useReactFlow<FlowNode, FlowEdge>();
   const runner = useRun(workflow.id);
+  // The graph the shown run was started from: the graph as opened (the newest run is shown on
+  // opening), then the graph of each run started here. Outputs of nodes changed since, or
+  // downstream of a change, are marked stale.
+  const [overview, setOverview] = useState(true);
+  const [ranGraph, setRanGraph] = useState(() => ({
+    nodes: loaded.nodes,
+    edges: loaded.edges,
+    here: false,
+  }));
 
   const snapshot = useCallback(() => ({ nodes: nodesRef.current, edges: edgesRef.current }), []);
   const restore = useCallback(
@@ -585,6 +600,7 @@ function Editor({
           input,
           cache,
         );
+        setRanGraph({ nodes: nodesRef.current, edges: edgesRef.current, here: true });
         setRunOpen(false);
         return null;
       } catch (exc) {
@@ -760,9 +776,32 @@ function Editor({
       }),
     [edges, problems],
   );
+  // The newest run shown on opening may be of an older version than the one opened: then its
+  // own version's graph is the one to compare with (a version never changes: fetched once).
+  const shownVersion = runner.run?.workflowVersion ?? null;
+  const olderRun = !ranGraph.here && shownVersion !== null && shownVersion !== workflow.version;
+  const olderGraph = useQuery({
+    queryKey: keys.version(workflow.id, shownVersion ?? 0),
+    enabled: olderRun,
+    staleTime: Infinity,
+    retry: false,
+    queryFn: async () =>
+      unwrap(
+        await api.GET("/api/v1/workflows/{workflow_id}/versions/{version}", {
+          params: { path: { workflow_id: workflow.id, version: shownVersion ?? 0 } },
+        }),
+      ),
+  });
+  const stale = useMemo(() => {
+    const ran =
+      olderRun && olderGraph.data
+        ? fromGraph(olderGraph.data.graph_json as unknown as GraphJson)
+        : ranGraph;
+    return staleNodeIds(ran, { nodes, edges });
+  }, [olderRun, olderGraph.data, ranGraph, nodes, edges]);
   const context = useMemo(
-    () => ({ catalog, live: runner.live, problems, warnings, refused }),
-    [catalog, runner.live, problems, warnings, refused],
+    () => ({ catalog, live: runner.live, problems, warnings, refused, stale }),
+    [catalog, runner.live, problems, warnings, refused, stale],
   );
   const cachedCount = Object.values(runner.live).filter(
     (n) => n.status === "completed" && n.cached,
@@ -800,7 +839,7 @@ function Editor({
             saving={saving}
             onSave={() => void save()}
             history={history}
-            onFitView={() => void rf.fitView({ padding: 0.2, duration: 200 })}
+            onFitView={() => void rf.fitView({ padding: FIT_PADDING, maxZoom: 1, duration: 200 })}
             run={runner.run}
             onCancel={() => void runner.cancel().catch((e: Error) => setToast(e.message))}
             onRun={() => void openRun()}
@@ -873,7 +912,7 @@ function Editor({
               onNodeDragStart={() => history.record()}
               defaultViewport={loaded.viewport}
               fitView={opened.fit === true}
-              fitViewOptions={{ padding: 0.2, maxZoom: 1 }}
+              fitViewOptions={{ padding: FIT_PADDING, maxZoom: 1 }}
               zoomOnDoubleClick={false}
               elevateNodesOnSelect={false}
               deleteKeyCode={["Backspace", "Delete"]}
@@ -882,8 +921,24 @@ function Editor({
               aria-label="Workflow canvas"
             >
               <Background gap={16} />
-              <Controls />
-              <MiniMap pannable zoomable ariaLabel="Overview" />
+              <Controls>
+                <ControlButton
+                  onClick={() => setOverview(!overview)}
+                  aria-pressed={overview}
+                  aria-label={overview ? "Hide overview" : "Show overview"}
+                  title={overview ? "Hide overview" : "Show overview"}
+                >
+                  ▣
+                </ControlButton>
+              </Controls>
+              {overview && (
+                <MiniMap
+                  pannable
+                  zoomable
+                  ariaLabel="Overview"
+                  style={{ width: 150, height: 100 }}
+                />
+              )}
             </ReactFlow>
             {quickAdd && (
               <QuickAdd

@@ -3,7 +3,7 @@ import { Link, useNavigate, useParams } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
 import { keys } from "../api/queries";
-import type { Run } from "../api/types";
+import type { GraphJson, Run } from "../api/types";
 import { watchRun } from "../events/runSocket";
 import { shortRunId } from "../format/runName";
 import {
@@ -14,6 +14,7 @@ import {
   type RunEvent,
 } from "../events/runEvents";
 import { ArtifactPreview } from "../editor/ArtifactPreview";
+import { outputNodeIds, outputsFirst } from "../graph/outputs";
 import { useAction, ErrorBanner } from "../components/forms";
 import {
   Status,
@@ -49,6 +50,7 @@ function RunDetails() {
         }),
       ),
   });
+  const graph = useRunGraph(workflowId, run.data);
   useEffect(() => {
     setEvents([]);
     return watchRun(runId, (event) => {
@@ -188,49 +190,48 @@ function RunDetails() {
           {r.error.node_id ? ` (node ${r.error.node_id})` : ""}
         </div>
       )}
-      {r.input && (
-        <>
-          <h2>Input</h2>
-          <pre className="card">{JSON.stringify(r.input, null, 2)}</pre>
-        </>
-      )}
-      <h2>Nodes and artifacts</h2>
-      <ul className="artifact-list">
-        {r.node_runs.map((node) => {
-          if (node.item_index != null) return null; // listed under their node, below
-          const now = live.nodes[node.node_id];
-          const nodeStatus = r.status === "running" && now ? now.status : node.status;
-          const cached = now?.cached ?? node.cached;
-          return (
-            <li key={node.node_id} className="card" data-node-id={node.node_id}>
-              <div className="row">
-                <b>{node.node_id}</b> <span className="muted">{node.type}</span>
-                <Status status={nodeStatus} cached={cached} />
-                <span className="muted small">
-                  {formatDuration(node.duration_ms)} ·{" "}
-                  {creditsLabel(now?.creditsUsed ?? node.credits_used, cached)}
-                </span>
-              </div>
-              {node.error && (
-                <div className="error-text">
-                  {String((node.error as { message?: string }).message ?? "")}
-                </div>
-              )}
-              {node.child_run_id && node.child_workflow_id && (
-                <div className="small">
-                  <Link to={`/workflows/${node.child_workflow_id}/runs/${node.child_run_id}`}>
-                    Sub-workflow run
-                  </Link>
-                </div>
-              )}
-              {node.artifact_id && <ArtifactPreview artifactId={node.artifact_id} />}
-            </li>
-          );
-        })}
-        {itemGroups(r.node_runs).map(([nodeId, items]) => (
-          <ItemGroup key={`items-${nodeId}`} nodeId={nodeId} items={items} />
-        ))}
-      </ul>
+      {(() => {
+        const outputs = graph ? new Set(outputNodeIds(graph)) : null;
+        const split = outputsFirst(
+          r.node_runs.filter((n) => n.item_index == null), // items are listed under their node
+          outputs,
+        );
+        const card = (node: NodeRunEntry) => (
+          <NodeRunCard
+            key={node.node_id}
+            node={node}
+            live={r.status === "running" ? live.nodes[node.node_id] : undefined}
+            liveCached={live.nodes[node.node_id]?.cached}
+            liveCredits={live.nodes[node.node_id]?.creditsUsed}
+          />
+        );
+        return (
+          <>
+            {split.outputs.length > 0 && (
+              <section aria-labelledby="run-outputs">
+                <h2 id="run-outputs">Outputs</h2>
+                <p className="muted small">What the run made: the nodes no connection leaves.</p>
+                <ul className="artifact-list" aria-label="Outputs">
+                  {split.outputs.map(card)}
+                </ul>
+              </section>
+            )}
+            {r.input && (
+              <>
+                <h2>Input</h2>
+                <pre className="card">{JSON.stringify(r.input, null, 2)}</pre>
+              </>
+            )}
+            <h2>{split.outputs.length > 0 ? "Other nodes" : "Nodes and artifacts"}</h2>
+            <ul className="artifact-list" aria-label="Nodes">
+              {split.others.map(card)}
+              {itemGroups(r.node_runs).map(([nodeId, items]) => (
+                <ItemGroup key={`items-${nodeId}`} nodeId={nodeId} items={items} />
+              ))}
+            </ul>
+          </>
+        );
+      })()}
       <h2>Events</h2>
       <ol className="small mono" aria-label="Run events">
         {events.map((event) => (
@@ -249,6 +250,75 @@ function RunDetails() {
 }
 
 type NodeRunEntry = Run["node_runs"][number];
+
+/** The graph the run was started from: its workflow version (immutable, so fetched once),
+ * or the workflow as saved now for runs older than versions. Null until known. The run
+ * record itself carries no graph (docs/webapp.md, "The run page"). */
+function useRunGraph(workflowId: string, run: Run | undefined): GraphJson | null {
+  const version = run?.workflow_version ?? null;
+  const query = useQuery({
+    // Not keys.workflow: the editor owns that entry (never refetched under it).
+    queryKey:
+      version === null ? ["run-graph", workflowId, "current"] : keys.version(workflowId, version),
+    enabled: run !== undefined,
+    staleTime: version === null ? 0 : Infinity,
+    retry: false,
+    queryFn: async (): Promise<{ graph_json: unknown }> =>
+      version === null
+        ? unwrap(
+            await api.GET("/api/v1/workflows/{workflow_id}", {
+              params: { path: { workflow_id: workflowId } },
+            }),
+          )
+        : unwrap(
+            await api.GET("/api/v1/workflows/{workflow_id}/versions/{version}", {
+              params: { path: { workflow_id: workflowId, version } },
+            }),
+          ),
+  });
+  return (query.data?.graph_json as GraphJson | undefined) ?? null;
+}
+
+/** One node of the run: status, duration, credits, error, sub-workflow link and its output. */
+function NodeRunCard({
+  node,
+  live,
+  liveCached,
+  liveCredits,
+}: {
+  node: NodeRunEntry;
+  live: { status: string } | undefined;
+  liveCached: boolean | undefined;
+  liveCredits: number | undefined;
+}) {
+  const nodeStatus = live ? live.status : node.status;
+  const cached = liveCached ?? node.cached;
+  return (
+    <li className="card" data-node-id={node.node_id}>
+      <div className="row">
+        <b>{node.node_id}</b> <span className="muted">{node.type}</span>
+        <Status status={nodeStatus} cached={cached} />
+        <span className="muted small">
+          {formatDuration(node.duration_ms)} ·{" "}
+          {creditsLabel(liveCredits ?? node.credits_used, cached)}
+        </span>
+      </div>
+      {node.error && (
+        <div className="error-text">
+          {String((node.error as { message?: string }).message ?? "")}
+        </div>
+      )}
+      {node.child_run_id && node.child_workflow_id && (
+        <div className="small">
+          <Link to={`/workflows/${node.child_workflow_id}/runs/${node.child_run_id}`}>
+            Sub-workflow run
+          </Link>
+        </div>
+      )}
+      {node.artifact_id && <ArtifactPreview artifactId={node.artifact_id} />}
+    </li>
+  );
+}
 
 /** A batch's item entries, by node, in record order (docs/batches.md). */
 function itemGroups(nodeRuns: NodeRunEntry[]): [string, NodeRunEntry[]][] {

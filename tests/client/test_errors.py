@@ -24,9 +24,9 @@ def _artifact(nl: Client) -> str:
     return artifact_id
 
 
-def _hook_token(nl: Client, active: bool) -> str:
+def _hook_token(nl: Client, active: bool, secret: str | None = None) -> str:
     wf = nl.workflows.create({"name": "g", "graph_json": greeting()})
-    return nl.webhooks.create(wf.id, "h", active=active).token
+    return nl.webhooks.create(wf.id, "h", active=active, secret=secret).token
 
 
 PROVOKE: dict[str, Callable[[Client, Live, Account], object]] = {
@@ -42,8 +42,9 @@ PROVOKE: dict[str, Callable[[Client, Live, Account], object]] = {
             }
         ).id
     ),
+    # A signed webhook triggered without its signature (a bad signed download URL is 401).
     "forbidden": lambda nl, live, acc: nl.request(
-        "GET", f"/artifacts/{_artifact(nl)}", params={"exp": "1", "sig": "bad"}, auth=False
+        "POST", f"/webhooks/{_hook_token(nl, True, secret='s' * 32)}", json={}, auth=False
     ),
     "jwt_required": lambda nl, live, acc: nl.keys.create("nope"),
     "webhook_inactive": lambda nl, live, acc: nl.request(

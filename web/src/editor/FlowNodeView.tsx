@@ -1,4 +1,4 @@
-import { memo, useEffect, useState } from "react";
+import { memo, useEffect, useRef, useState } from "react";
 import { Handle, Position, useEdges, useUpdateNodeInternals, type NodeProps } from "@xyflow/react";
 import type { FlowNode } from "../graph/convert";
 import { handleKey, outputsOf, showsErrorOutput } from "../graph/kinds";
@@ -32,9 +32,16 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
     : [];
   // Handles come and go with the params (a Switch's cases, the error output): React Flow
   // must measure them again for edges to attach to them.
+  // Not on mount: React Flow measures a new node itself, and a second measurement then
+  // raced the editor's fit-to-view of an opened graph (nodes left out of view).
   const updateNodeInternals = useUpdateNodeInternals();
   const handlesKey = outputs.map((output) => output.name).join("\n");
-  useEffect(() => updateNodeInternals(id), [id, handlesKey, updateNodeInternals]);
+  const measuredKey = useRef(handlesKey);
+  useEffect(() => {
+    if (measuredKey.current === handlesKey) return;
+    measuredKey.current = handlesKey;
+    updateNodeInternals(id);
+  }, [id, handlesKey, updateNodeInternals]);
   return (
     <div
       role="group"

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from tests.api.test_auth import assert_problem
 from tests.conftest import User, text_graph
+from tests.runs_helpers import create_workflow
 
 JSON = st.recursive(
     st.none()
@@ -98,13 +99,7 @@ class TestProblems:
     ) -> None:
         """Allow lists what each route at the path takes, not only the first route's; a
         path whose routes take only POST is 405 to a GET, not an unknown path."""
-        wf = (
-            await client.post(
-                "/api/v1/workflows",
-                json={"name": "w", "graph_json": text_graph()},
-                headers=owner.headers,
-            )
-        ).json()["id"]
+        wf = await create_workflow(client, owner, text_graph())
         run = f"/api/v1/workflows/{wf}/runs/{'0' * 8}-0000-0000-0000-{'0' * 12}"
         for method, path, allow in (
             ("PUT", f"/api/v1/workflows/{wf}", "DELETE, GET, PATCH"),

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from nodeloom.budget import BudgetLimits
 from nodeloom.errors import ConfigurationError
-from nodeloom.sandbox.budget import BudgetLimits
 
 SECRET_FILE_NAME = "secret_key"  # noqa: S105 - a file name
 MIN_SECRET_LENGTH = 32

@@ -15,8 +15,8 @@ from PIL import Image
 
 from nodeloom.nodes import media
 from nodeloom.nodes.adapters.policy import Credential
-from nodeloom.nodes.base import InputValue, Kind, NodeType, Produced
 from nodeloom.nodes.registry import build_registry, params_schema
+from nodeloom.sdk._node import InputValue, Kind, NodeType, Produced
 from nodeloom.settings import Settings
 from tests.comfyui_fake import (
     AUDIO_SECONDS,

@@ -267,9 +267,9 @@ def _source(batches: Batches, for_each: str, source: str, k: int) -> str:
 def count_at_submit(graph: Graph, run_input: Mapping[str, object] | None) -> dict[str, int]:
     """The item count of each ForEach fed straight by a TextInput, known before the run
     from its input data (the others are known when they run)."""
-    from nodeloom.nodes.base import NodeFailure
     from nodeloom.nodes.batch import split_items
     from nodeloom.nodes.text import TextInput, TextInputParams, text_input_value
+    from nodeloom.sdk._node import NodeFailure
 
     found: dict[str, int] = {}
     for for_each in graph.batches.regions:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
+from nodeloom import budget
 from nodeloom.artifacts.store import ArtifactStore, StoredBlob
 from nodeloom.auth.tokens import decrypt
 from nodeloom.db.engine import Database
@@ -31,13 +32,19 @@ from nodeloom.engine.context import ProviderNodeContext, RunNodeContext
 from nodeloom.engine.graph import GraphNode
 from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, artifact_info, failed
 from nodeloom.engine.scratch import ScratchSpace
-from nodeloom.engine.states import NodeStatus
 from nodeloom.events.bus import EventBus
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.adapters import hooks
 from nodeloom.nodes.adapters.policy import Credential, Signals
-from nodeloom.nodes.base import (
+from nodeloom.nodes.packages import PackagedNode
+from nodeloom.nodes.providers import api_key as provider_key
+from nodeloom.nodes.registry import Registry
+from nodeloom.nodes.subworkflow import WORKFLOW_TYPE
+from nodeloom.sandbox.fair import FairSlots
+from nodeloom.sandbox.pool import NodeJob, SandboxPool
+from nodeloom.sandbox.zygote import SandboxUnavailable
+from nodeloom.sdk._node import (
     ArtifactRef,
     InputValue,
     NeedsSandbox,
@@ -45,15 +52,8 @@ from nodeloom.nodes.base import (
     Produced,
     StoredMedia,
 )
-from nodeloom.nodes.packages import PackagedNode
-from nodeloom.nodes.providers import api_key as provider_key
-from nodeloom.nodes.registry import Registry
-from nodeloom.nodes.subworkflow import WORKFLOW_TYPE
-from nodeloom.sandbox import budget
-from nodeloom.sandbox.fair import FairSlots
-from nodeloom.sandbox.pool import NodeJob, SandboxPool
-from nodeloom.sandbox.zygote import SandboxUnavailable
 from nodeloom.settings import Settings
+from nodeloom.states import NodeStatus
 from nodeloom.store import Record, provider_jobs
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import assets as asset_store

@@ -33,8 +33,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import NodeRun, Run
-from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.nodes.batch import FOR_EACH_ITEM
+from nodeloom.states import NodeStatus, RunStatus
 
 _RUNS = cast(sa.Table, Run.__table__)
 _NODES = cast(sa.Table, NodeRun.__table__)

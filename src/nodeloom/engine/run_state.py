@@ -30,7 +30,9 @@ from typing import Any, NoReturn, cast
 
 from nodeloom.engine import branches
 from nodeloom.engine.graph import Graph
-from nodeloom.engine.states import (
+from nodeloom.engine.transitions import AddedNode, Batch, NewArtifact
+from nodeloom.ids import uuid7
+from nodeloom.states import (
     FINISHED_NODE_STATES,
     NODE_FROM,
     RUN_FROM,
@@ -38,8 +40,6 @@ from nodeloom.engine.states import (
     RunStatus,
     StaleTransition,
 )
-from nodeloom.engine.transitions import AddedNode, Batch, NewArtifact
-from nodeloom.ids import uuid7
 
 ArtifactInfo = NewArtifact  # an artifact as the engine needs it (no local path: see executor)
 

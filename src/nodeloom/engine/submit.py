@@ -38,7 +38,6 @@ from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_store
 from nodeloom.engine.graph import Children, Graph, unavailable_nodes, validate_graph
 from nodeloom.engine.retry import RetrySource
 from nodeloom.engine.run_state import Outcome, RunState
-from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.engine.stepper import INSTANT_PER_STEP, count_events, run_instant
 from nodeloom.engine.transitions import (
     Batch,
@@ -60,10 +59,11 @@ from nodeloom.events.bus import EventBus
 from nodeloom.events.model import Event, EventType
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
-from nodeloom.nodes.base import NeedsSandbox
 from nodeloom.nodes.batch import too_many
 from nodeloom.nodes.registry import Registry
+from nodeloom.sdk._node import NeedsSandbox
 from nodeloom.settings import Settings
+from nodeloom.states import NodeStatus, RunStatus
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import credentials as credential_store
 

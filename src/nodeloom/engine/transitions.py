@@ -39,7 +39,8 @@ from nodeloom.db.models import (
 )
 from nodeloom.db.prepared import Prepared, if_created, run_together
 from nodeloom.engine import credits
-from nodeloom.engine.states import (
+from nodeloom.events.model import Event, EventType
+from nodeloom.states import (
     FINISHED_RUN_STATES,
     NODE_FROM,
     RUN_FROM,
@@ -47,7 +48,6 @@ from nodeloom.engine.states import (
     RunStatus,
     StaleTransition,
 )
-from nodeloom.events.model import Event, EventType
 
 
 @dataclass(frozen=True)

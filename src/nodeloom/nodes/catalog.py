@@ -23,7 +23,7 @@ from nodeloom.nodes import (
     video,
 )
 from nodeloom.nodes.adapters import comfyui
-from nodeloom.nodes.base import NodeType
+from nodeloom.sdk._node import NodeType
 
 
 def all_nodes() -> list[NodeType]:

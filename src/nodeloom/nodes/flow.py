@@ -20,7 +20,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from nodeloom.nodes import conditions
-from nodeloom.nodes.base import (
+from nodeloom.nodes.conditions import Condition
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,
@@ -34,7 +35,6 @@ from nodeloom.nodes.base import (
     Produced,
     input_text,
 )
-from nodeloom.nodes.conditions import Condition
 
 TRUE, FALSE, DEFAULT = "true", "false", "default"
 MAX_CASES = 32

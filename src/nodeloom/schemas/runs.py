@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodeloom.engine.states import NodeStatus, RunStatus
-from nodeloom.schemas.common import Timestamp
+from nodeloom.states import NodeStatus, RunStatus
+from nodeloom.timestamps import Timestamp
 
-# One vocabulary: the state machines' own enums (engine/states.py) are the API's too, so the
+# One vocabulary: the state machines' own enums (states.py) are the API's too, so the
 # schemas, the OpenAPI document, the typed web client and the Python client cannot drift.
 RunStatusName = RunStatus
 NodeStatusName = NodeStatus

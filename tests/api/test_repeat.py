@@ -187,6 +187,23 @@ class TestLoop:
         assert json.loads(await text_of(client, owner, say[1]["artifact_id"])) == ["B", "ax"]
 
 
+class TestCache:
+    async def test_iterations_do_not_read_the_cache(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf = await create_workflow(client, owner, loop())
+        bodies = []
+        for _ in range(2):
+            r = await execute(client, owner, wf, {"input": {"text": "a"}, "cache": True})
+            assert r.status_code == 202, r.text
+            bodies.append(await wait_for_run(client, owner, wf, r.json()["run_id"], timeout=60))
+        second = bodies[1]
+        assert second["status"] == "completed", second
+        assert not any(nr["cached"] for nr in iterations(second, "grow").values())
+        assert second["credits_used"] == bodies[0]["credits_used"] - 1  # good was reused
+        assert nodes_of(second)["good"]["cached"] is True
+
+
 class TestEstimate:
     async def test_the_estimate_holds_max_iterations_within_the_server_cap(
         self, client: httpx.AsyncClient, owner: User

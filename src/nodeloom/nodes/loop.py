@@ -12,8 +12,8 @@ engine expand them. What each node does:
   passes on what iteration k starts from: the Repeat's output for the first, the value the
   previous iteration's Until tested for the others — so a judge's feedback reaches the next
   prompt.
-- ``Until`` tests its input with the condition an ``If`` has (nodes/conditions.py) and
-  passes it on down ``done`` (it holds) or ``exhausted`` (it does not). Each iteration has
+- ``Until`` is an ``If`` (nodes/flow.py, its condition and its check at save) that
+  passes its input on down ``done`` (it holds) or ``exhausted`` (it does not). Each iteration has
   its own instance (``U#k``), which tells the engine whether to run another iteration; the
   drawn Until runs once, after the last iteration, and routes the run on.
 """
@@ -25,7 +25,6 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from nodeloom.nodes import conditions
 from nodeloom.nodes.base import (
     Cost,
     Input,
@@ -35,12 +34,11 @@ from nodeloom.nodes.base import (
     NodeSpec,
     NodeType,
     Output,
-    ParamProblem,
     Params,
     Produced,
     input_text,
 )
-from nodeloom.nodes.conditions import Condition
+from nodeloom.nodes.flow import If, IfParams
 
 DONE, EXHAUSTED = "done", "exhausted"
 
@@ -54,7 +52,19 @@ class RepeatParams(Params):
     )
 
 
-class Repeat(NodeType):
+class _PassOn(NodeType):
+    """Outputs its input text as it is, at once on the event loop."""
+
+    def instant(self, params: Any) -> bool:
+        return True
+
+    async def run(
+        self, ctx: NodeContext, params: Any, inputs: Mapping[str, InputValue]
+    ) -> Produced:
+        return Produced.text(input_text(inputs) or "")
+
+
+class Repeat(_PassOn):
     """Passes its input on; the engine then runs the nodes after it (up to the Until) once,
     and again while the Until's condition does not hold."""
 
@@ -77,23 +87,12 @@ class Repeat(NodeType):
         sandboxed=False,  # it passes a text on
     )
 
-    def instant(self, params: Any) -> bool:
-        return True
-
-    def limit(self, params: RepeatParams, cap: int) -> int:
-        return min(params.max_iterations, cap)
-
-    async def run(
-        self, ctx: NodeContext, params: RepeatParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        return Produced.text(input_text(inputs) or "")
-
 
 class IterationParams(Params):
     index: int = Field(ge=0)
 
 
-class RepeatIteration(NodeType):
+class RepeatIteration(_PassOn):
     """What iteration ``index`` starts from (added by the engine, not in the catalog)."""
 
     spec = NodeSpec(
@@ -109,20 +108,10 @@ class RepeatIteration(NodeType):
         sandboxed=False,
     )
 
-    def instant(self, params: Any) -> bool:
-        return True
 
-    async def run(
-        self, ctx: NodeContext, params: IterationParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        return Produced.text(input_text(inputs) or "")
+class Until(If):
+    """An If whose outputs are ``done`` and ``exhausted``, that closes a Repeat region."""
 
-
-class UntilParams(Params, Condition):
-    """The condition that ends the loop (the forms an If tests)."""
-
-
-class Until(NodeType):
     batch_role: ClassVar[str | None] = "until"
     spec = NodeSpec(
         type="Until",
@@ -135,27 +124,11 @@ class Until(NodeType):
         "condition held) or `exhausted` (max_iterations reached without it).",
         inputs=(Input("text", Kind.TEXT),),
         output=Output(Kind.TEXT),
-        params=UntilParams,
+        params=IfParams,
         cost=Cost(credits=0),
         cacheable=False,  # which output it took is not part of a stored output
         branches=(DONE, EXHAUSTED),
     )
-
-    def param_problems(self, params: UntilParams) -> list[ParamProblem]:
-        return conditions.problems(params)
-
-    def runs_inline(self, params: UntilParams) -> bool:
-        return not params.path
-
-    def instant(self, params: UntilParams) -> bool:
-        return self.runs_inline(params)
-
-    async def run(
-        self, ctx: NodeContext, params: UntilParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        text = input_text(inputs) or ""
-        taken = DONE if conditions.evaluate(params, text) else EXHAUSTED
-        return Produced(data=text.encode("utf-8"), ports=(taken,))
 
 
 REPEAT_ITERATION = RepeatIteration()

@@ -316,6 +316,29 @@ class TestFailures:
         assert nodes["after"]["status"] == "skipped"
 
 
+class TestRetry:
+    async def test_a_retry_runs_the_loop_again_from_its_first_iteration(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        # A number test on text: iteration 1's Until fails the run (not_a_number).
+        wf, _, failed = await run(client, owner, loop(until={"operator": "gt", "value": 1}))
+        assert failed["status"] == "failed", failed
+        assert failed["error"]["code"] == "not_a_number"
+        assert failed["error"]["node_id"] == "until"
+        fix = {"until": {"operator": "contains", "value": "xx"}}
+        r = await client.post(
+            f"/api/v1/workflows/{wf}/runs/{failed['id']}/retry",
+            json={"params": fix},
+            headers=owner.headers,
+        )
+        assert r.status_code == 202, r.text
+        body = await wait_for_run(client, owner, wf, r.json()["run_id"], timeout=60)
+        assert body["status"] == "completed", body
+        assert sorted(iterations(body, "grow")) == [0, 1]
+        assert nodes_of(body)["good"]["status"] == "completed"
+        assert body["credits_used"] == 3
+
+
 class TestCancel:
     async def test_cancel_during_an_iteration(self, client: httpx.AsyncClient, owner: User) -> None:
         before = await balance(client, owner)

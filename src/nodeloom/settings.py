@@ -145,6 +145,13 @@ class Settings(BaseSettings):
         "known to be longer when the run is submitted is refused with 400, one found longer "
         "while it runs fails the ForEach node with batch_too_large.",
     )
+    repeat_max_iterations: int = Field(
+        default=20,
+        ge=1,
+        le=1000,
+        description="Most iterations one Repeat node of a run may have (docs/repeat.md): a "
+        "Repeat's max_iterations above it is held to it (the estimate too).",
+    )
     batch_items_in_flight_per_account: int = Field(
         default=64,
         ge=1,

@@ -206,6 +206,12 @@ def _cases() -> dict[str, CaseFactory]:
             {"items": [a.text("x"), None, a.text("é")]},  # type: ignore[list-item]
             text='["x", null, "é"]',
         ),
+        "Repeat": lambda a, s: Case({"max_iterations": 2}, {"text": a.text("start")}, text="start"),
+        "Until": lambda a, s: Case(
+            {"operator": "gte", "value": 7, "path": "score"},
+            {"text": a.text('{"score": 8}')},
+            text='{"score": 8}',
+        ),
         "GradientBackground": lambda a, s: Case({"width": 30, "height": 20}, {}, (30, 20)),
         "ToneGenerator": lambda a, s: Case({"seconds": 0.4}, {}, seconds=0.4),
         "AudioConcat": lambda a, s: Case(

@@ -105,6 +105,8 @@ class NodeTask:
     def of(cls, state: RunState, node_id: str) -> NodeTask:
         """Node ``node_id`` of the run ``state`` describes, with its inputs as they are."""
         region = state.graph.batches.regions.get(node_id)
+        if region is not None and region.repeat:
+            region = None  # its iterations are bounded by repeat_max_iterations
         return cls(
             run_id=state.run_id,
             account_id=state.account_id,
@@ -112,7 +114,8 @@ class NodeTask:
             node=state.graph.nodes[node_id],
             inputs=state.inputs_of(node_id),
             run_input=state.run_input,
-            use_cache=state.use_cache,
+            # An iteration runs again to produce something new: no stored output.
+            use_cache=state.use_cache and not state.graph.batches.in_repeat(node_id),
             per_item=len(region.nodes) + 1 if region is not None else 0,
         )
 

@@ -189,7 +189,9 @@ def validate_graph(
     graph.order = order
     if problems.items:
         return problems.items
-    problems.items.extend(find_regions(graph, settings.batch_max_items))
+    problems.items.extend(
+        find_regions(graph, settings.batch_max_items, settings.repeat_max_iterations)
+    )
     if problems.items:
         return problems.items
     return graph

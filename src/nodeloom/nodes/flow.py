@@ -104,7 +104,9 @@ class If(NodeType):
         self, ctx: NodeContext, params: IfParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
         text = input_text(inputs) or ""
-        taken = TRUE if conditions.evaluate(params, text) else FALSE
+        # Its first output when the condition holds, else its second (an Until reuses it).
+        holds, fails = self.spec.branches
+        taken = holds if conditions.evaluate(params, text) else fails
         return Produced(data=text.encode("utf-8"), ports=(taken,))
 
 

@@ -81,13 +81,16 @@ class NodeRunOut(BaseModel):
     node_id: str
     item_index: int | None = Field(
         default=None,
-        description="For a node run once per item of a ForEach: which item (0-based). "
-        "Each item has its own entry; null for nodes that run once.",
+        description="For a node run once per item of a ForEach: which item (0-based); in a "
+        "Repeat region: which iteration (0-based). Each item or iteration has its own entry; "
+        "null for nodes that run once.",
     )
     item_count: int | None = Field(
         default=None,
         description="For a node run once per item: how many items its ForEach has (so "
-        '"3/5" can be shown from the run alone); null for nodes that run once.',
+        '"3/5" can be shown from the run alone); in a Repeat region: how many iterations the '
+        "run has made so far (the bound is the Repeat's max_iterations); null for nodes that "
+        "run once.",
     )
     type: str
     status: NodeStatusName

@@ -174,12 +174,21 @@ class Load:
     machine_busy_pct: float  # all cores, 100 = every core busy
 
 
-def wrk_lua(paths: list[str], stop_after: int = 0, marker: str = "", nonce: str = "") -> str:
+def wrk_lua(
+    paths: list[str],
+    stop_after: int = 0,
+    marker: str = "",
+    nonce: str = "",
+    same_body: bool = False,
+) -> str:
     """POST a unique small JSON body per request (round-robin over ``paths``); with
     ``stop_after`` the (single) thread stops once that many 2xx responses arrived and writes
     ``marker`` (wrk's main thread sleeps for the whole -d anyway: the caller SIGINTs it).
-    The bodies of two wrk runs are the same unless their ``nonce`` differs."""
+    The bodies of two wrk runs are the same unless their ``nonce`` differs. ``same_body``:
+    every request of the run sends one body (Nodeloom's output cache answers all but the
+    first)."""
     listed = ", ".join(f'"{p}"' for p in paths)
+    counted = "0" if same_body else "counter"
     return f"""
 paths = {{{listed}}}
 counter = 0
@@ -191,7 +200,8 @@ wrk.headers["Content-Type"] = "application/json"
 request = function()
   counter = counter + 1
   local body = string.format(
-    '{{"text":"A sunset over the sea{nonce} %d","category":"travel","id":%d}}', counter, counter)
+    '{{"text":"A sunset over the sea{nonce} %d","category":"travel","id":%d}}',
+    {counted}, {counted})
   return wrk.format(nil, paths[(counter % #paths) + 1], nil, body)
 end
 response = function(status, headers, body)
@@ -219,20 +229,22 @@ def run_wrk(
     server_pid: int,
     stop_after: int = 0,
     nonce: str | None = None,
+    same_body: bool = False,
 ) -> Load:
     """One wrk run (1 thread). Counts come from wrk's own summary (the Lua ``done`` hook runs
     in another Lua state than the threads, so counters kept in Lua would not reach it).
     With ``stop_after``, ``Load.seconds`` is the time until that many 2xx responses.
     Bodies differ from every other run's unless ``nonce`` is given (the same nonce, the same
     bodies): wrk's counter starts at 1 each run, so without one a run repeated the bodies of
-    the runs before it and Nodeloom's node cache answered them."""
+    the runs before it and Nodeloom's node cache answered them. ``same_body``: one body for
+    every request of the run (``wrk_lua``), so the cache answers all but the first."""
     if nonce is None:
         nonce = f" {os.urandom(4).hex()}"
     assert base_url.startswith("http://127.0.0.1:"), "benchmarks target loopback only"
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         marker = Path(tmp) / "reached"
         script = Path(tmp) / "load.lua"
-        script.write_text(wrk_lua(paths, stop_after, str(marker), nonce))
+        script.write_text(wrk_lua(paths, stop_after, str(marker), nonce, same_body))
         out_file = Path(tmp) / "wrk.out"
         cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "60s"]
         cmd += ["--latency", "-s", str(script), base_url + paths[0]]

@@ -247,6 +247,23 @@ class CompletedRuns:
     transactions_per_run: float
 
 
+def _metered(f: scaleout.Fleet) -> tuple[str, worker_path.Poller, CpuMeter, int]:
+    """The fleet's database, a poller of its runs, a started meter of its CPU (the poller's
+    backend excluded) and its transactions so far."""
+    database = f.db_url.rsplit("/", 1)[1]
+    poller = worker_path.Poller(f.db_url.replace("+asyncpg", ""))
+    meter = CpuMeter(
+        {"API replica": [f.api.pid], "workers": [w.pid for w in f.workers]},
+        _pg_admin_dsn(),
+        database,
+        exclude={poller.pid},
+    )
+    time.sleep(worker_path.STATS_SETTLE_SECONDS)  # earlier counters reach the view
+    xacts0 = _transactions(_pg_admin_dsn(), database)
+    meter.start()
+    return database, poller, meter, xacts0
+
+
 def _completed_runs(
     f: scaleout.Fleet, paths: list[str], runs: int, *, same_body: bool
 ) -> CompletedRuns:
@@ -257,17 +274,7 @@ def _completed_runs(
     peers.log(f"Nodeloom scaled out: (b) {runs} runs at c=50, {bodies}")
     (mark,) = scaleout._sql(f.db_url, "select now()")[0]
     done0, failed0 = _completed(f.db_url)
-    database = f.db_url.rsplit("/", 1)[1]
-    poller = worker_path.Poller(f.db_url.replace("+asyncpg", ""))
-    meter = CpuMeter(
-        {"API replica": [f.api.pid], "workers": [w.pid for w in f.workers]},
-        _pg_admin_dsn(),
-        database,
-        exclude={poller.pid},
-    )
-    time.sleep(worker_path.STATS_SETTLE_SECONDS)  # the warm-up's counters reach the view
-    xacts0 = _transactions(_pg_admin_dsn(), database)
-    meter.start()
+    database, poller, meter, xacts0 = _metered(f)
     started = time.monotonic()
     peers.run_wrk(
         f.base_url,
@@ -325,17 +332,7 @@ def _queued_load(
     peers.log(f"Nodeloom scaled out: (e) {runs} runs through the workers at c=50")
     (mark,) = scaleout._sql(f.db_url, "select now()")[0]
     done0, failed0 = _completed(f.db_url)
-    database = f.db_url.rsplit("/", 1)[1]
-    poller = worker_path.Poller(f.db_url.replace("+asyncpg", ""))
-    meter = CpuMeter(
-        {"API replica": [f.api.pid], "workers": [w.pid for w in f.workers]},
-        _pg_admin_dsn(),
-        database,
-        exclude={poller.pid},
-    )
-    time.sleep(worker_path.STATS_SETTLE_SECONDS)
-    xacts0 = _transactions(_pg_admin_dsn(), database)
-    meter.start()
+    database, poller, meter, xacts0 = _metered(f)
     started = time.monotonic()
     peers.run_wrk(
         f.base_url, paths, connections=50, seconds=600, server_pid=f.api.pid, stop_after=runs

@@ -325,6 +325,10 @@ class NodeExecutor:
         NeedsSandbox when it turns out to need one after all."""
         return await self._instant(task, self.key_of(task))
 
+    async def execute_instant_keyed(self, task: NodeTask, key: str | None) -> Outcome:
+        """``execute_instant`` of a node whose cache key (``key_of``) the caller has."""
+        return await self._instant(task, key)
+
     async def execute_in_step(self, task: NodeTask) -> Outcome | None:
         """An instant node within the step that started it (the in-process driver): its
         stored output when the run reuses outputs, else executed as ``execute_instant`` does;

@@ -32,9 +32,10 @@ import statistics
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from fractions import Fraction
 from pathlib import Path
+from typing import Any
 
 import av
 import httpx
@@ -171,6 +172,23 @@ def _jpeg_12mp() -> bytes:
     return buffer.getvalue()
 
 
+def _audio_frame(samples: np.ndarray, fmt: str, layout: str, rate: int, pts: int) -> Any:
+    frame = av.AudioFrame.from_ndarray(samples, format=fmt, layout=layout)
+    frame.sample_rate = rate
+    frame.pts = pts
+    frame.time_base = Fraction(1, rate)
+    return frame
+
+
+def _mux(container: Any, stream: Any, frames: Iterable[Any]) -> None:
+    """Every frame encoded and muxed, then the encoder flushed."""
+    for frame in frames:
+        for packet in stream.encode(frame):
+            container.mux(packet)
+    for packet in stream.encode(None):
+        container.mux(packet)
+
+
 def _wav(seconds: int, folder: Path) -> bytes:
     path = folder / "voice.wav"
     rate = 44100
@@ -178,17 +196,11 @@ def _wav(seconds: int, folder: Path) -> bytes:
         stream = container.add_stream("pcm_s16le", rate=rate, layout="mono")
         t = np.arange(rate * seconds) / rate
         samples = (np.sin(2 * np.pi * 220 * t) * 8000).astype(np.int16)
-        for start in range(0, len(samples), rate):
-            frame = av.AudioFrame.from_ndarray(
-                samples[start : start + rate].reshape(1, -1), format="s16", layout="mono"
-            )
-            frame.sample_rate = rate
-            frame.pts = start
-            frame.time_base = Fraction(1, rate)
-            for packet in stream.encode(frame):
-                container.mux(packet)
-        for packet in stream.encode(None):
-            container.mux(packet)
+        frames = (
+            _audio_frame(samples[s : s + rate].reshape(1, -1), "s16", "mono", rate, s)
+            for s in range(0, len(samples), rate)
+        )
+        _mux(container, stream, frames)
     return path.read_bytes()
 
 
@@ -203,28 +215,21 @@ def _mov(seconds: int, folder: Path) -> bytes:
         video.bit_rate = 8_000_000
         audio = container.add_stream("aac", rate=48000, layout="stereo")
         y, x = np.mgrid[0:1080, 0:1920]
-        for i in range(seconds * fps):
+
+        def picture(i: int) -> Any:
             shade = ((x + i * 8) // 8 % 256).astype(np.uint8)
             rgb = np.stack([shade, (y // 5 % 256).astype(np.uint8), 255 - shade], axis=-1)
-            frame = av.VideoFrame.from_ndarray(rgb, format="rgb24")
-            for packet in video.encode(frame):
-                container.mux(packet)
-        for packet in video.encode(None):
-            container.mux(packet)
+            return av.VideoFrame.from_ndarray(rgb, format="rgb24")
+
+        _mux(container, video, (picture(i) for i in range(seconds * fps)))
         rate = 48000
-        for second in range(seconds):
+
+        def sound(second: int) -> Any:
             t = (np.arange(rate) + second * rate) / rate
             tone = (np.sin(2 * np.pi * 330 * t) * 0.2).astype(np.float32)
-            frame = av.AudioFrame.from_ndarray(
-                np.stack([tone, tone]), format="fltp", layout="stereo"
-            )
-            frame.sample_rate = rate
-            frame.pts = second * rate
-            frame.time_base = Fraction(1, rate)
-            for packet in audio.encode(frame):
-                container.mux(packet)
-        for packet in audio.encode(None):
-            container.mux(packet)
+            return _audio_frame(np.stack([tone, tone]), "fltp", "stereo", rate, second * rate)
+
+        _mux(container, audio, (sound(s) for s in range(seconds)))
     return path.read_bytes()
 
 

@@ -22,6 +22,9 @@ from tests.conftest import User
 from tests.fakes import FakeServer, serve
 from tests.runs_helpers import create_workflow, execute, g, n
 
+# Every test on both databases (the conftest's `backend` fixture, parametrized here).
+pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+
 PHOTO = _noise_png(41)
 BIG = 3 * 1024 * 1024  # over the file size these tests give the free plan
 
@@ -64,11 +67,6 @@ def site() -> Iterator[FakeServer]:
         yield server
     finally:
         server.stop()
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def backend(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
 
 
 @pytest.fixture

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import base64
 import gzip
+import json
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
-from typing import Any
+from typing import Any, ClassVar
 
 import httpx
 import pytest
@@ -20,7 +21,7 @@ from tests.api.test_auth import assert_problem
 from tests.api.test_media_inputs import artifacts_of, resize_graph, run_to_end
 from tests.conftest import User
 from tests.fakes import FakeServer, serve
-from tests.runs_helpers import create_workflow, execute, g, n
+from tests.runs_helpers import create_workflow, execute, g, n, wait_for_run
 
 # Every test on both databases (the conftest's `backend` fixture, parametrized here).
 pytestmark = pytest.mark.parametrize("backend", ["sqlite", "postgres"])
@@ -34,8 +35,11 @@ class _Files(BaseHTTPRequestHandler):
     body that inflates past the limit), /page.html, /missing (404), /moved (a redirect to
     a refused address)."""
 
+    fetched: ClassVar[list[str]] = []  # the paths asked for, in order
+
     def do_GET(self) -> None:
         path = self.path.split("?")[0]
+        _Files.fetched.append(path)
         if path == "/photo.png":
             self._answer(200, PHOTO, {"Content-Type": "text/plain"})
         elif path == "/big":
@@ -62,6 +66,7 @@ class _Files(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def site() -> Iterator[FakeServer]:
+    _Files.fetched.clear()
     server = serve(_Files)
     try:
         yield server
@@ -121,7 +126,7 @@ async def test_a_url_given_to_a_text_input_stays_text(
     assert run["status"] == "completed", run
     assert run["input"]["link"] == f"{site.url}/page.html"
     assert run["input"]["photo"] != photo
-    assert len(site.requests) == 0 or all("page.html" not in r.path for r in site.requests)
+    assert _Files.fetched == ["/photo.png"]
 
 
 async def test_refusals_are_problems_before_any_run(
@@ -166,3 +171,27 @@ async def test_refusals_are_problems_before_any_run(
     assert runs.json() == []
     assets = await client.get("/api/v1/assets", headers=user.headers)
     assert assets.json() == []
+
+
+async def test_multipart_input_and_unknown_workflows(
+    client: httpx.AsyncClient, owner: User, other: User, site: FakeServer
+) -> None:
+    """A URL in a multipart execute's JSON `input` part is fetched too; an unknown (or
+    another account's) workflow is 404 without anything fetched."""
+    workflow_id = await create_workflow(client, owner, resize_graph(key="photo"))
+    form = {"input": (None, json.dumps({"photo": f"{site.url}/photo.png"}).encode())}
+    r = await client.post(
+        f"/api/v1/workflows/{workflow_id}/execute", files=form, headers=owner.headers
+    )
+    assert r.status_code == 202, r.text
+    run = await wait_for_run(client, owner, workflow_id, r.json()["run_id"], timeout=60)
+    assert run["status"] == "completed", run
+    assert not run["input"]["photo"].startswith("http")
+
+    fetched = len(_Files.fetched)
+    assert fetched == 1
+    for user in (owner, other):
+        missing = "00000000-0000-4000-8000-000000000000" if user is owner else workflow_id
+        r = await execute(client, user, missing, {"input": {"photo": f"{site.url}/photo.png"}})
+        assert_problem(r, 404, "not_found")
+    assert len(_Files.fetched) == fetched

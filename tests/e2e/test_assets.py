@@ -180,3 +180,27 @@ def test_a_photo_dropped_on_the_canvas_runs(page: Page, server: ServerProcess) -
         other = newest["input"]["product_photo"]
         assert other != first_asset
         assert client.get(f"/assets/{other}").json()["name"] == "other.png"
+
+
+def test_a_pasted_image_becomes_an_input_node(page: Page, server: ServerProcess) -> None:
+    """Ctrl+V of an image (a screenshot, say) on the canvas: uploaded, then an Image input
+    node bound to it. (The editor of the test above is still open.)"""
+    page.evaluate(
+        """(b64) => {
+            const bytes = Uint8Array.from(atob(b64), (c) => c.charCodeAt(0));
+            const data = new DataTransfer();
+            data.items.add(new File([bytes], "image.png", { type: "image/png" }));
+            document.body.dispatchEvent(
+                new ClipboardEvent("paste", { clipboardData: data, bubbles: true }),
+            );
+        }""",
+        base64.b64encode(noise("PNG", (60, 40), 4)).decode(),
+    )
+    expect(node(page, "Image input")).to_have_count(2)
+    page.keyboard.press("Control+s")
+    expect(page.get_by_role("toolbar", name="Editor")).to_contain_text("All changes saved")
+    wf = page.url.rsplit("/", 1)[-1]
+    with api(server, token(page)) as client:
+        saved = client.get(f"/workflows/{wf}").json()["graph_json"]["nodes"]
+    keys = sorted(n["data"]["key"] for n in saved if n["type"] == "ImageInput")
+    assert keys == ["image", "product_photo"]

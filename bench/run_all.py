@@ -23,6 +23,7 @@ SCENARIOS: dict[str, list[str]] = {
     "media": ["-m", "bench.bench_media", "--write"],
     "soak": ["-m", "bench.bench_soak", "--write"],
     "scaleout": ["-m", "bench.bench_scaleout", "--write"],
+    "uploads": ["-m", "bench.bench_uploads", "--write"],
 }
 # Scripts that print their results instead of writing their own section.
 PRINTED = {

@@ -25,6 +25,7 @@ RFC 9457 problem+json responses.
         ├── UnsupportedMediaType    415 unsupported_media_type
         │   └── UnsupportedMedia    415 unsupported_media (content we do not take)
         ├── MediaUnreadable         422 media_unreadable (damaged, truncated)
+        ├── MediaFetchFailed        422 media_fetch_failed (a run input's URL not fetched)
         ├── RangeNotSatisfiable     416 range_not_satisfiable
         ├── IdempotencyKeyReused    422 idempotency_key_reused (same key, another request)
         ├── RateLimited             429 rate_limited
@@ -207,6 +208,12 @@ class MediaUnreadable(ProblemError):
     status = 422
     code = "media_unreadable"
     title = "Media unreadable"
+
+
+class MediaFetchFailed(ProblemError):
+    status = 422
+    code = "media_fetch_failed"
+    title = "Media fetch failed"
 
 
 class RangeNotSatisfiable(ProblemError):

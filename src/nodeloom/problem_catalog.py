@@ -231,6 +231,16 @@ CATALOG: tuple[ProblemType, ...] = (
         "Check that the file opens in a player or viewer, and upload a complete copy.",
     ),
     _p(
+        "media_fetch_failed",
+        422,
+        "Media fetch failed",
+        "A run input given as a URL could not be fetched: its host is a private or local "
+        "address this server refuses, it did not answer in time, or it answered with an "
+        "error status.",
+        "Give a public https URL that answers 200 with the file, upload the file and give "
+        "its asset id, or send it with the execute as multipart/form-data.",
+    ),
+    _p(
         "range_not_satisfiable",
         416,
         "Range not satisfiable",

@@ -151,3 +151,21 @@ class TestMultipartExecute:
             headers=owner.headers,
         )
         assert_problem(r, 415, "unsupported_media")
+
+
+async def test_openapi_documents_the_file_bodies(client: httpx.AsyncClient) -> None:
+    """Schemathesis, the generated clients and the API docs read the bodies from the
+    document: uploads take multipart or raw bytes, execute takes JSON or multipart."""
+    doc = (await client.get("/api/v1/openapi.json")).json()
+    upload_body = doc["paths"]["/api/v1/uploads"]["post"]["requestBody"]["content"]
+    assert upload_body["multipart/form-data"]["schema"]["properties"]["file"] == {
+        "type": "string",
+        "format": "binary",
+    }
+    assert upload_body["application/octet-stream"]["schema"]["format"] == "binary"
+    execute_body = doc["paths"]["/api/v1/workflows/{workflow_id}/execute"]["post"]["requestBody"]
+    assert execute_body["required"] is False
+    assert set(execute_body["content"]) == {"application/json", "multipart/form-data"}
+    form = execute_body["content"]["multipart/form-data"]["schema"]
+    assert set(form["properties"]) == {"input", "cache"}
+    assert form["additionalProperties"]["format"] == "binary"

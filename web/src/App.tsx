@@ -11,6 +11,7 @@ import { EditorPage } from "./pages/EditorPage";
 import { RunsPage } from "./pages/RunsPage";
 import { RunPage } from "./pages/RunPage";
 import { ProfilePage } from "./pages/ProfilePage";
+import { AssetsPage } from "./pages/AssetsPage";
 import { SchedulesPage } from "./pages/SchedulesPage";
 import { WebhooksPage } from "./pages/WebhooksPage";
 
@@ -70,6 +71,7 @@ export function App() {
         <Route path="/workflows/:workflowId/webhooks" element={<WebhooksPage />} />
         <Route path="/workflows/:workflowId/schedules" element={<SchedulesPage />} />
         <Route path="/runs" element={<RunsPage />} />
+        <Route path="/assets" element={<AssetsPage />} />
         <Route path="/profile" element={<ProfilePage />} />
         <Route path="/login" element={<BackToWhereItWas />} />
         <Route path="/setup" element={<BackToWhereItWas />} />

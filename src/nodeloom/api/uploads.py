@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import os
 import uuid
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -104,18 +105,26 @@ async def receive_raw(
     """The request body as one file in ``directory``."""
     _declared_too_large(request, max_bytes)
     received = ReceivedFile(directory / f"raw-{uuid.uuid4().hex}", "body", filename)
+    await receive_stream(request.stream(), received, max_bytes)
+    if received.size == 0:
+        raise InvalidRequest("The body is empty.", errors=[FieldError("", "no file was sent")])
+    return received
+
+
+async def receive_stream(
+    chunks: AsyncIterator[bytes], received: ReceivedFile, max_bytes: int
+) -> None:
+    """``chunks`` written to ``received.path``, its size, sha256 and head filled in;
+    PayloadTooLarge past ``max_bytes``."""
     sink = _Sink(received.path, max_bytes)
     try:
-        async for chunk in request.stream():
+        async for chunk in chunks:
             sink.add(chunk)
             if sink.full:
                 await sink.flush()
         await sink.close(received)
     finally:
         sink.abort()
-    if received.size == 0:
-        raise InvalidRequest("The body is empty.", errors=[FieldError("", "no file was sent")])
-    return received
 
 
 @dataclass

@@ -28,6 +28,7 @@ named after its problem ``code`` (docs/errors.md lists them all):
         ├── UnsupportedMediaType      415 unsupported_media_type
         │   └── UnsupportedMedia      415 unsupported_media
         ├── MediaUnreadable           422 media_unreadable
+        ├── MediaFetchFailed          422 media_fetch_failed
         ├── RangeNotSatisfiable       416 range_not_satisfiable
         ├── IdempotencyKeyReused      422 idempotency_key_reused
         ├── RateLimited               429 rate_limited (.retry_after)
@@ -243,6 +244,10 @@ class IdempotencyKeyReused(APIError):
 
 class MediaUnreadable(APIError):
     status, code = 422, "media_unreadable"
+
+
+class MediaFetchFailed(APIError):
+    status, code = 422, "media_fetch_failed"
 
 
 class RateLimited(APIError):

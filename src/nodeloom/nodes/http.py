@@ -20,9 +20,9 @@ import asyncio
 import ipaddress
 import json
 import socket
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Annotated, Literal, TypeVar
 
 import httpx
 from pydantic import Field
@@ -44,6 +44,7 @@ from nodeloom.sdk._node import (
 from nodeloom.settings import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+_T = TypeVar("_T")
 MAX_REDIRECTS = 5
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
@@ -182,6 +183,29 @@ async def fetch(
 async def _fetch(
     settings: Settings, method: str, url: str, headers: dict[str, str], body: str | None
 ) -> Fetched:
+    async def read(response: httpx.Response, final: httpx.URL) -> Fetched:
+        data = await _read_limited(response, settings.http_max_response_bytes)
+        return Fetched(
+            status=response.status_code,
+            headers=dict(response.headers),
+            body=data.decode(response.encoding or "utf-8", errors="replace"),
+            url=str(final),
+        )
+
+    return await exchange(settings, method, url, headers, body, read)
+
+
+async def exchange(
+    settings: Settings,
+    method: str,
+    url: str,
+    headers: dict[str, str],
+    body: str | None,
+    read: Callable[[httpx.Response, httpx.URL], Awaitable[_T]],
+) -> _T:
+    """The SSRF-safe exchange: every hop's addresses checked, redirects followed by hand,
+    and the final response (streamed, not yet read) handed to ``read`` with its URL. The
+    caller bounds the time."""
     allow = Allowlist.from_settings(settings)
     try:
         current = httpx.URL(url)
@@ -221,15 +245,9 @@ async def _fetch(
                         }
                     current = target
                     continue
-                data = await _read_limited(response, settings.http_max_response_bytes)
+                return await read(response, current)
             finally:
                 await response.aclose()
-            return Fetched(
-                status=response.status_code,
-                headers=dict(response.headers),
-                body=data.decode(response.encoding or "utf-8", errors="replace"),
-                url=str(current),
-            )
     raise NodeFailure(f"more than {MAX_REDIRECTS} redirects")
 
 

@@ -28,6 +28,8 @@ export const keys = {
   versions: (workflowId: string) => ["versions", workflowId] as const,
   version: (workflowId: string, version: number) => ["version", workflowId, version] as const,
   schedules: (workflowId: string) => ["schedules", workflowId] as const,
+  assets: (kind?: string) => ["assets", kind ?? "all"] as const,
+  storage: ["storage"] as const,
 };
 
 export function useMe() {
@@ -129,5 +131,27 @@ export function useModelSchema(lookup: { credential: string; model: string } | n
           },
         }),
       ),
+  });
+}
+
+/** The account's assets, newest first (the first 200), of one kind or all. */
+export function useAssets(kind?: "image" | "audio" | "video", enabled = true) {
+  return useQuery({
+    queryKey: keys.assets(kind),
+    enabled,
+    queryFn: async () =>
+      unwrap(
+        await api.GET("/api/v1/assets", {
+          params: { query: { limit: 200, ...(kind ? { kind } : {}) } },
+        }),
+      ),
+  });
+}
+
+/** The account's storage: used, quota, largest file. */
+export function useStorage() {
+  return useQuery({
+    queryKey: keys.storage,
+    queryFn: async () => unwrap(await api.GET("/api/v1/storage")),
   });
 }

@@ -25,6 +25,8 @@ export type Credential = Schemas["CredentialOut"];
 export type CredentialTestResult = Schemas["CredentialTestResult"];
 export type CredentialKindInfo = Schemas["CredentialKindOut"];
 export type NodePackage = Schemas["NodePackageOut"];
+export type Asset = Schemas["AssetOut"];
+export type Storage = Schemas["StorageOut"];
 /** A run's status. `cancelled` is added here, the one place, for servers whose document does
  * not list it yet; once it does, the union is unchanged and this line can stay as it is. */
 export type RunStatus = RunSummary["status"] | "cancelled";

@@ -1,6 +1,7 @@
 import { NavLink, Outlet } from "react-router";
 import { clearToken } from "../api/session";
 import { useMe } from "../api/queries";
+import { UploadIndicator } from "../assets/UploadList";
 
 export function Layout() {
   const me = useMe();
@@ -16,10 +17,12 @@ export function Layout() {
           <NavLink to="/runs" end>
             Runs
           </NavLink>
+          <NavLink to="/assets">Assets</NavLink>
           <NavLink to="/profile">Profile</NavLink>
           <a href="/api/v1/docs">API docs</a>
         </nav>
         <span className="spacer" />
+        <UploadIndicator />
         {me.data && (
           <span className="muted small who">
             {me.data.email} · {me.data.credits_balance.toLocaleString()} credits

@@ -2,6 +2,8 @@ import { useEffect, useRef, useState } from "react";
 import type { RunEstimate } from "../api/types";
 import type { FlowNode } from "../graph/convert";
 import { inputFields } from "./runInput";
+import { mediaFields, runInput } from "../assets/media";
+import { MediaPicker } from "./MediaPicker";
 
 export function RunDialog({
   open,
@@ -20,12 +22,15 @@ export function RunDialog({
 }) {
   const ref = useRef<HTMLDialogElement>(null);
   const fields = inputFields(nodes);
+  const media = mediaFields(nodes);
   const [values, setValues] = useState<Record<string, string>>({});
+  const [files, setFiles] = useState<Record<string, string>>({});
   useEffect(() => {
     const dialog = ref.current;
     if (!dialog) return;
     if (open && !dialog.open) {
       setValues(Object.fromEntries(inputFields(nodes).map((f) => [f.key, f.initial])));
+      setFiles(Object.fromEntries(mediaFields(nodes).map((f) => [f.key, f.initial])));
       dialog.showModal();
     }
     if (!open && dialog.open) dialog.close();
@@ -38,13 +43,19 @@ export function RunDialog({
           e.preventDefault();
           // The submitter says which: "Start run" uses the cache, the other does not.
           const submitter = (e.nativeEvent as SubmitEvent).submitter;
-          onStart(fields.length ? values : null, submitter?.dataset.cache !== "false");
+          const input = runInput(
+            values,
+            fields.map((f) => f.key),
+            files,
+            media.map((f) => f.key),
+          );
+          onStart(input, submitter?.dataset.cache !== "false");
         }}
       >
         <h2 id="run-title">Run this workflow</h2>
-        {fields.length === 0 && (
+        {fields.length === 0 && media.length === 0 && (
           <p className="muted small">
-            This graph has no TextInput node: it runs without input data.
+            This graph has no input node with a key: it runs without input data.
           </p>
         )}
         {fields.map((field) => (
@@ -56,6 +67,15 @@ export function RunDialog({
               onChange={(e) => setValues({ ...values, [field.key]: e.target.value })}
             />
           </div>
+        ))}
+        {media.map((field) => (
+          <MediaPicker
+            key={field.key}
+            field={field}
+            value={files[field.key] ?? ""}
+            enabled={open}
+            onChange={(assetId) => setFiles((now) => ({ ...now, [field.key]: assetId }))}
+          />
         ))}
         <p aria-live="polite">
           {estimate === null ? (

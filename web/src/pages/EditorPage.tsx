@@ -57,6 +57,9 @@ import { repeatBounds } from "../graph/repeat";
 import { QuickAdd } from "../editor/QuickAdd";
 import { LeaveDialog } from "../editor/LeaveDialog";
 import { ConfirmDialog } from "../components/ConfirmDialog";
+import { messageOf } from "../components/forms";
+import { INPUT_NODE, keyForFile } from "../assets/media";
+import { startUpload } from "../assets/uploads";
 import { HistoryPanel } from "../versions/HistoryPanel";
 
 /** What the workflows page passes when it opens a workflow it just made (import, template):
@@ -671,6 +674,33 @@ function Editor({
     [addNode, catalog],
   );
 
+  /** Files dropped on the canvas (or a pasted image): each is uploaded (the top bar shows
+   * the progress) and, once the server has read what it is, becomes an Image, Audio or
+   * Video input node bound to its asset, with a key made from the file's name, so the run
+   * dialog offers it and other files can be given for it. */
+  const addMediaNodes = useCallback(
+    async (files: File[], position?: { x: number; y: number }) => {
+      let offset = 0;
+      await Promise.all(
+        files.map(async (file) => {
+          try {
+            const { asset } = await startUpload(file);
+            const type = INPUT_NODE[asset.kind];
+            const at = position
+              ? { x: position.x + offset * 40, y: position.y + offset * 160 }
+              : undefined;
+            offset++;
+            addNode(type, at, { key: keyForFile(file.name, nodesRef.current), asset: asset.id });
+            void client.invalidateQueries({ queryKey: ["assets"] });
+          } catch (exc) {
+            setToast(`${file.name} not uploaded: ${messageOf(exc)}`);
+          }
+        }),
+      );
+    },
+    [addNode, client],
+  );
+
   // Ctrl+V pastes what the browser's clipboard holds when it is a ComfyUI workflow, else the
   // nodes copied on the canvas: the paste event (which carries the clipboard's text) decides,
   // and a browser that sends none gets the copied nodes after the key press.
@@ -679,6 +709,12 @@ function Editor({
     const onPaste = (event: ClipboardEvent) => {
       if (isTyping(event.target) || runOpen) return;
       pendingPaste.current = false;
+      const files = [...(event.clipboardData?.files ?? [])];
+      if (files.length) {
+        event.preventDefault();
+        void addMediaNodes(files);
+        return;
+      }
       if (importComfy(event.clipboardData?.getData("text/plain") ?? "")) {
         event.preventDefault();
         return;
@@ -687,7 +723,7 @@ function Editor({
     };
     window.addEventListener("paste", onPaste);
     return () => window.removeEventListener("paste", onPaste);
-  }, [importComfy, pasteCopy, runOpen]);
+  }, [addMediaNodes, importComfy, pasteCopy, runOpen]);
 
   useEffect(() => {
     const onKey = (event: KeyboardEvent) => {
@@ -888,6 +924,9 @@ function Editor({
               if (e.dataTransfer.types.includes(DRAG_TYPE)) {
                 e.preventDefault();
                 e.dataTransfer.dropEffect = "move";
+              } else if (e.dataTransfer.types.includes("Files")) {
+                e.preventDefault();
+                e.dataTransfer.dropEffect = "copy";
               }
             }}
             onDoubleClick={(e) => {
@@ -896,10 +935,16 @@ function Editor({
               }
             }}
             onDrop={(e) => {
+              const at = rf.screenToFlowPosition({ x: e.clientX, y: e.clientY });
+              if (e.dataTransfer.files.length && !e.dataTransfer.types.includes(DRAG_TYPE)) {
+                e.preventDefault();
+                void addMediaNodes([...e.dataTransfer.files], at);
+                return;
+              }
               const type = e.dataTransfer.getData(DRAG_TYPE);
               if (!type) return;
               e.preventDefault();
-              addNode(type, rf.screenToFlowPosition({ x: e.clientX, y: e.clientY }));
+              addNode(type, at);
             }}
           >
             <ReactFlow

@@ -12,8 +12,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials
+from pydantic import BaseModel
 
-from nodeloom.api.body import parse_json_off_loop, read_json, validated
+from nodeloom.api.body import body_doc, parse_json_off_loop, read_json, validated
 from nodeloom.api.deps import CtxDep, PrincipalDep, bearer
 from nodeloom.api.paging import page_of
 from nodeloom.api.routes.artifacts import blob_response, owned_or_signed
@@ -69,6 +70,32 @@ _UPLOAD_DOC: dict[str, Any] = {
         },
     }
 }
+
+
+# The run's input object, the cache switch, and any number of file parts named by their keys.
+EXECUTE_FORM_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "input": {
+            "type": "string",
+            "description": "The run's input object, as JSON; each file part adds its key.",
+        },
+        "cache": {"type": "string", "enum": ["true", "false"]},
+    },
+    "additionalProperties": {
+        "type": "string",
+        "format": "binary",
+        "description": "A file for the input key named by the part: made an asset first.",
+    },
+}
+
+
+def execute_doc(model: type[BaseModel]) -> dict[str, Any]:
+    """The ``openapi_extra`` of execute: the optional JSON body ``model``, or multipart with
+    files (:func:`execute_form`)."""
+    doc = body_doc(model, required=False)
+    doc["requestBody"]["content"]["multipart/form-data"] = {"schema": EXECUTE_FORM_SCHEMA}
+    return doc
 
 
 def _content_path(asset_id: str, part: str) -> str:

@@ -13,8 +13,9 @@ from sqlalchemy.engine import Connection
 from nodeloom.api.body import body_doc, read_json, validated
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.paging import page_of
+from nodeloom.api.remote_media import bring_media
 from nodeloom.api.responses import OrjsonResponse
-from nodeloom.api.routes.assets import execute_form
+from nodeloom.api.routes.assets import execute_doc, execute_form
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.uploads import is_multipart
@@ -67,7 +68,7 @@ def _run_location(workflow_id: str, run_id: str) -> str:
     "/workflows/{workflow_id}/execute",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=ExecuteResponse,
-    openapi_extra=body_doc(ExecuteRequest, required=False),
+    openapi_extra=execute_doc(ExecuteRequest),
     responses={
         402: {"description": "Insufficient credits (insufficient_credits)"},
         **KEY_REUSED,
@@ -89,6 +90,7 @@ async def execute(
         body = await execute_form(request, ctx, principal)
     else:
         body = await _body(request, ExecuteRequest)
+    body = await bring_media(ctx, principal, workflow_id, body)
     if body.callback_url is not None:
         await callbacks.check_url(ctx.settings, body.callback_url, "/callback_url")
         await ctx.db.read(

@@ -8,6 +8,7 @@ No database or HTTP here: the same input always gives the same answer.
 from __future__ import annotations
 
 import functools
+import unicodedata
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -319,6 +320,7 @@ def _check_nodes(
             and _is_number(position.get("y"))
         ):
             problems.add(f"{at}/position", "position must be an object {x, y} of numbers")
+        _check_label(raw.get("data"), at, problems)
         checked = _check_node_type(raw, index, registry, settings, problems)
         if checked is not None and checked[0].spec.type == WORKFLOW_TYPE:
             checked = _bind_child(checked, children, f"{at}/data/workflow_id", problems)
@@ -329,6 +331,25 @@ def _check_nodes(
                 else None
             )
     return nodes
+
+
+LABEL_MAX = 80  # characters of a node's name (``data.label``)
+
+
+def _check_label(data: Any, at: str, problems: _Problems) -> None:
+    """A node's name, React Flow's ``data.label`` (kept beside the params, not one of them):
+    when present, 1 to LABEL_MAX characters on one line, no control characters, not blank."""
+    if not isinstance(data, dict) or "label" not in data:
+        return
+    label = data["label"]
+    if not isinstance(label, str):
+        problems.add(f"{at}/data/label", "label must be a string (the node's name)")
+    elif not label.strip() or len(label) > LABEL_MAX:
+        problems.add(f"{at}/data/label", f"label must be 1 to {LABEL_MAX} characters, not blank")
+    elif any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in label):
+        problems.add(
+            f"{at}/data/label", "label must be one line without control or format characters"
+        )
 
 
 def _check_node_type(

@@ -16,6 +16,8 @@ export interface EditorState {
   refused: ReadonlySet<string>;
   /** Nodes whose shown output predates an edit of them or of a node upstream (staleNodeIds). */
   stale: ReadonlySet<string>;
+  /** Names a node (data.label); "" removes its name. */
+  rename: (nodeId: string, label: string) => void;
 }
 
 export const EditorContext = createContext<EditorState>({
@@ -25,6 +27,7 @@ export const EditorContext = createContext<EditorState>({
   warnings: null,
   refused: new Set(),
   stale: new Set(),
+  rename: () => undefined,
 });
 
 export function useEditor(): EditorState {

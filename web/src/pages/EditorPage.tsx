@@ -465,6 +465,11 @@ function Editor({
     [history, setNodes],
   );
 
+  const rename = useCallback(
+    (nodeId: string, label: string) => setParam(nodeId, "label", label === "" ? REMOVE : label),
+    [setParam],
+  );
+
   const save = useCallback(async (): Promise<boolean> => {
     const graph = toGraph(nodesRef.current, edgesRef.current, rf.getViewport(), original.current);
     setSaving(true);
@@ -800,8 +805,8 @@ function Editor({
     return staleNodeIds(ran, { nodes, edges });
   }, [olderRun, olderGraph.data, ranGraph, nodes, edges]);
   const context = useMemo(
-    () => ({ catalog, live: runner.live, problems, warnings, refused, stale }),
-    [catalog, runner.live, problems, warnings, refused, stale],
+    () => ({ catalog, live: runner.live, problems, warnings, refused, stale, rename }),
+    [catalog, runner.live, problems, warnings, refused, stale, rename],
   );
   const cachedCount = Object.values(runner.live).filter(
     (n) => n.status === "completed" && n.cached,

@@ -15,6 +15,7 @@ import {
 } from "../events/runEvents";
 import { ArtifactPreview } from "../editor/ArtifactPreview";
 import { outputNodeIds, outputsFirst } from "../graph/outputs";
+import { labelsOf } from "../graph/label";
 import { useAction, ErrorBanner } from "../components/forms";
 import {
   Status,
@@ -51,6 +52,7 @@ function RunDetails() {
       ),
   });
   const graph = useRunGraph(workflowId, run.data);
+  const labels = labelsOf(graph);
   useEffect(() => {
     setEvents([]);
     return watchRun(runId, (event) => {
@@ -187,7 +189,7 @@ function RunDetails() {
       {r.error && (
         <div className={`banner ${status === "cancelled" ? "warn" : "error"}`}>
           {r.error.code}: {r.error.message}
-          {r.error.node_id ? ` (node ${r.error.node_id})` : ""}
+          {r.error.node_id ? ` (node ${labels.get(r.error.node_id) ?? r.error.node_id})` : ""}
         </div>
       )}
       {(() => {
@@ -200,6 +202,7 @@ function RunDetails() {
           <NodeRunCard
             key={node.node_id}
             node={node}
+            label={labels.get(node.node_id)}
             live={r.status === "running" ? live.nodes[node.node_id] : undefined}
             liveCached={live.nodes[node.node_id]?.cached}
             liveCredits={live.nodes[node.node_id]?.creditsUsed}
@@ -226,7 +229,12 @@ function RunDetails() {
             <ul className="artifact-list" aria-label="Nodes">
               {split.others.map(card)}
               {itemGroups(r.node_runs).map(([nodeId, items]) => (
-                <ItemGroup key={`items-${nodeId}`} nodeId={nodeId} items={items} />
+                <ItemGroup
+                  key={`items-${nodeId}`}
+                  nodeId={nodeId}
+                  label={labels.get(nodeId)}
+                  items={items}
+                />
               ))}
             </ul>
           </>
@@ -282,11 +290,14 @@ function useRunGraph(workflowId: string, run: Run | undefined): GraphJson | null
 /** One node of the run: status, duration, credits, error, sub-workflow link and its output. */
 function NodeRunCard({
   node,
+  label,
   live,
   liveCached,
   liveCredits,
 }: {
   node: NodeRunEntry;
+  /** The node's name in the run's graph (data.label), when it has one. */
+  label: string | undefined;
   live: { status: string } | undefined;
   liveCached: boolean | undefined;
   liveCredits: number | undefined;
@@ -296,7 +307,7 @@ function NodeRunCard({
   return (
     <li className="card" data-node-id={node.node_id}>
       <div className="row">
-        <b>{node.node_id}</b> <span className="muted">{node.type}</span>
+        <NodeName id={node.node_id} label={label} /> <span className="muted">{node.type}</span>
         <Status status={nodeStatus} cached={cached} />
         <span className="muted small">
           {formatDuration(node.duration_ms)} ·{" "}
@@ -320,6 +331,16 @@ function NodeRunCard({
   );
 }
 
+/** A node as the run page names it: its name (the id beside it), else its id. */
+function NodeName({ id, label }: { id: string; label: string | undefined }) {
+  if (!label) return <b>{id}</b>;
+  return (
+    <>
+      <b className="node-label">{label}</b> <span className="muted mono small">{id}</span>
+    </>
+  );
+}
+
 /** A batch's item entries, by node, in record order (docs/batches.md). */
 function itemGroups(nodeRuns: NodeRunEntry[]): [string, NodeRunEntry[]][] {
   const groups = new Map<string, NodeRunEntry[]>();
@@ -334,13 +355,21 @@ const ITEM_DONE = new Set(["completed", "failed", "skipped", "cancelled"]);
 
 /** The node runs of one node run once per item: a count, and each item with its status;
  * an item's output is loaded when it is opened (a batch may have a thousand). */
-function ItemGroup({ nodeId, items }: { nodeId: string; items: NodeRunEntry[] }) {
+function ItemGroup({
+  nodeId,
+  label,
+  items,
+}: {
+  nodeId: string;
+  label: string | undefined;
+  items: NodeRunEntry[];
+}) {
   const done = items.filter((i) => ITEM_DONE.has(i.status)).length;
   return (
     <li className="card" data-node-id={nodeId} data-items={items.length}>
       <details>
         <summary>
-          <b>{nodeId}</b> <span className="muted">{items[0]?.type}</span>{" "}
+          <NodeName id={nodeId} label={label} /> <span className="muted">{items[0]?.type}</span>{" "}
           <span aria-label="Items done">
             {done}/{items.length} items
           </span>

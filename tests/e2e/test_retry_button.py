@@ -123,3 +123,56 @@ def test_retry_with_the_saved_workflow_runs_the_fix(signed_up: Page, server: Ser
     expect(bad.locator(".status")).to_have_attribute("data-status", "completed", timeout=20_000)
     expect(bad).to_contain_text("fixed A x")
     shot(page, "retry-3-with-the-saved-workflow")
+
+
+def test_the_editor_retries_its_failed_run_with_the_fix(
+    signed_up: Page, server: ServerProcess
+) -> None:
+    """Issue 37 item 15: in the editor, after a run failed, the user fixes the failed node's
+    param and presses "Retry with this version": the edit is saved, the run retried with it,
+    the unchanged node reused (cached) and the fixed one completed."""
+    page = signed_up
+    graph = {
+        "nodes": [
+            {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {"text": "x"}},
+            {"id": "a", "type": "TextTemplate", "position": {"x": 300, "y": 0},
+             "data": {"template": "A {{ text }}"}},
+            {"id": "bad", "type": "TextTemplate", "position": {"x": 600, "y": 0},
+             "data": {"template": "{{ 1/0 }}"}},
+        ],
+        "edges": [
+            {"id": "e1", "source": "in", "target": "a"},
+            {"id": "e2", "source": "a", "target": "bad"},
+        ],
+        "viewport": {"x": 0, "y": 0, "zoom": 1},
+    }  # fmt: skip
+    with api(server, token(page)) as client:
+        made = client.post("/workflows", json={"name": "Editor retry", "graph_json": graph})
+        wf = made.json()["id"]
+        run_id = client.post(f"/workflows/{wf}/execute", json={}).json()["run_id"]
+        assert wait_for_run(client, wf, run_id)["status"] == "failed"
+
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"/workflows/{wf}")
+    toolbar = page.get_by_role("toolbar", name="Editor")
+    retry = toolbar.get_by_role("button", name="Retry with this version")
+    expect(toolbar.get_by_test_id("run-state")).to_contain_text("failed")
+    expect(retry).to_be_enabled()
+    bad = page.locator('.nl-node[data-node-id="bad"]')
+    expect(bad).to_have_attribute("data-status", "failed")
+    bad.locator("header").click()
+    page.get_by_role("complementary", name="Details").get_by_label(
+        "Template", exact=True
+    ).fill("fixed {{ text }}")
+    retry.click()
+    expect(bad).to_have_attribute("data-status", "completed", timeout=20_000)
+    expect(page.locator('.nl-node[data-node-id="a"]')).to_have_attribute("data-cached", "true")
+    expect(bad).to_contain_text("fixed A x")
+    expect(page.get_by_test_id("save-state")).to_contain_text("All changes saved · version 2")
+    # A completed run has nothing to retry.
+    expect(retry).to_be_disabled()
+    shot(page, "retry-4-editor-with-this-version")
+    with api(server, token(page)) as client:
+        runs = client.get(f"/workflows/{wf}/runs").json()
+        newest = client.get(f"/workflows/{wf}/runs/{runs[0]['id']}").json()
+        assert newest["retried_from"] == run_id and newest["status"] == "completed", newest

@@ -631,6 +631,24 @@ function Editor({
     [dirty, runner.run, save, startRun],
   );
 
+  /** "Retry with this version": the shown failed or cancelled run, retried with the
+   * workflow as saved now (saved first), reusing what still matches. */
+  const retryCurrent = useCallback(async () => {
+    if (dirty && !(await save())) return;
+    setRunError(null);
+    try {
+      await runner.retryCurrent(nodesRef.current.map((n) => n.id));
+      setRanGraph({ nodes: nodesRef.current, edges: edgesRef.current, here: true });
+    } catch (exc) {
+      if (exc instanceof ApiError && exc.problem.errors?.length) {
+        setProblems(placeProblems(exc.problem.errors, original.current));
+      }
+      const why = exc instanceof Error ? exc.message : String(exc);
+      setRunError(why);
+      setToast(`Not retried: ${why}`);
+    }
+  }, [dirty, runner, save]);
+
   const copy = useCallback(() => {
     const copied = copySelection(nodesRef.current, edgesRef.current);
     if (!copied) return;
@@ -849,6 +867,7 @@ function Editor({
             onCancel={() => void runner.cancel().catch((e: Error) => setToast(e.message))}
             onRun={() => void openRun()}
             onRunAgain={(cache) => void runAgain(cache)}
+            onRetryCurrent={() => void retryCurrent()}
             cachedCount={cachedCount}
             version={version}
             historyOpen={historyOpen}

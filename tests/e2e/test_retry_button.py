@@ -176,3 +176,50 @@ def test_the_editor_retries_its_failed_run_with_the_fix(
         runs = client.get(f"/workflows/{wf}/runs").json()
         newest = client.get(f"/workflows/{wf}/runs/{runs[0]['id']}").json()
         assert newest["retried_from"] == run_id and newest["status"] == "completed", newest
+
+
+def test_the_run_page_retries_with_changed_params(signed_up: Page, server: ServerProcess) -> None:
+    """Issue 37 item 15: on a failed run's page, "Change params and retry" opens the failed
+    node's params as the run used them; one edited param and the retry runs it, reusing the
+    node before it. The saved workflow is not changed."""
+    page = signed_up
+    graph = {
+        "nodes": [
+            {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {"text": "x"}},
+            {"id": "a", "type": "TextTemplate", "position": {"x": 300, "y": 0},
+             "data": {"template": "A {{ text }}"}},
+            {"id": "bad", "type": "TextTemplate", "position": {"x": 600, "y": 0},
+             "data": {"template": "{{ 1/0 }}"}},
+        ],
+        "edges": [
+            {"id": "e1", "source": "in", "target": "a"},
+            {"id": "e2", "source": "a", "target": "bad"},
+        ],
+        "viewport": {"x": 0, "y": 0, "zoom": 1},
+    }  # fmt: skip
+    with api(server, token(page)) as client:
+        made = client.post("/workflows", json={"name": "Params retry", "graph_json": graph})
+        wf = made.json()["id"]
+        run_id = client.post(f"/workflows/{wf}/execute", json={}).json()["run_id"]
+        assert wait_for_run(client, wf, run_id)["status"] == "failed"
+
+    page.goto(f"/workflows/{wf}/runs/{run_id}")
+    page.get_by_text("Change params and retry").click()
+    expect(page.get_by_label("Node", exact=True)).to_have_value("bad")
+    template = page.get_by_label("Template", exact=True)
+    expect(template).to_have_value("{{ 1/0 }}")
+    retry = page.get_by_role("button", name="Retry with 0 changed params")
+    expect(retry).to_be_disabled()
+    template.fill("mended {{ text }}")
+    page.get_by_role("button", name="Retry with 1 changed param").click()
+    expect(page).not_to_have_url(re.compile(rf"/runs/{run_id}$"))
+    expect(page.get_by_label("Retries")).to_contain_text(f"Retry of run {run_id}")
+    node_a = page.locator('[data-node-id="a"]')
+    expect(node_a.locator(".status")).to_have_attribute("data-status", "cached")
+    bad = page.locator('[data-node-id="bad"]')
+    expect(bad.locator(".status")).to_have_attribute("data-status", "completed", timeout=20_000)
+    expect(bad).to_contain_text("mended A x")
+    shot(page, "retry-5-run-page-changed-params")
+    with api(server, token(page)) as client:
+        saved = client.get(f"/workflows/{wf}").json()["graph_json"]
+        assert saved["nodes"][2]["data"]["template"] == "{{ 1/0 }}"

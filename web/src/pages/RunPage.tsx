@@ -2,7 +2,6 @@ import { useEffect, useReducer, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
-import { keys } from "../api/queries";
 import type { GraphJson, Run } from "../api/types";
 import { watchRun } from "../events/runSocket";
 import { shortRunId } from "../format/runName";
@@ -16,6 +15,9 @@ import {
 import { ArtifactPreview } from "../editor/ArtifactPreview";
 import { outputNodeIds, outputsFirst } from "../graph/outputs";
 import { labelsOf } from "../graph/label";
+import { REMOVE, SchemaForm } from "../forms/SchemaForm";
+import type { JsonSchema } from "../forms/schema";
+import { catalogMap, keys, useNodeTypes } from "../api/queries";
 import { useAction, ErrorBanner } from "../components/forms";
 import {
   Status,
@@ -79,12 +81,13 @@ function RunDetails() {
   // A failed or cancelled run goes on from where it stopped: completed nodes are reused
   // (no credits), the failed node and everything after it run again.
   // graph "current": the workflow as saved now (a fix saved since the run failed).
-  const retry = (graph: "run" | "current") =>
+  // `params`: node id -> params changed for the retry (merged into the run's graph).
+  const retry = (graph: "run" | "current", params?: Record<string, Record<string, unknown>>) =>
     act(async () => {
       const accepted = unwrap(
         await api.POST("/api/v1/workflows/{workflow_id}/runs/{run_id}/retry", {
           params: { path: { workflow_id: workflowId, run_id: runId } },
-          body: { trigger: "editor", graph } as never,
+          body: { trigger: "editor", graph, ...(params ? { params } : {}) } as never,
         }),
       );
       void client.invalidateQueries({ queryKey: keys.runs(workflowId) });
@@ -185,6 +188,14 @@ function RunDetails() {
           Same input. Without cache, every node is computed and charged again.
         </span>
       </div>
+      {retryable && graph && (
+        <RetryWithParams
+          graph={graph}
+          failedNode={r.error?.node_id ?? null}
+          labels={labels}
+          onRetry={(params) => void retry("run", params)}
+        />
+      )}
       <ErrorBanner error={actionError} />
       {r.error && (
         <div className={`banner ${status === "cancelled" ? "warn" : "error"}`}>
@@ -328,6 +339,65 @@ function NodeRunCard({
       )}
       {node.artifact_id && <ArtifactPreview artifactId={node.artifact_id} />}
     </li>
+  );
+}
+
+/** "Change params and retry": one node of the run's graph at a time (the failed one first),
+ * its params as the editor's form, pre-filled with what the run used; the retry runs the
+ * run's graph with the changes merged in, reusing what they do not touch. */
+function RetryWithParams({
+  graph,
+  failedNode,
+  labels,
+  onRetry,
+}: {
+  graph: GraphJson;
+  failedNode: string | null;
+  labels: Map<string, string>;
+  onRetry: (params: Record<string, Record<string, unknown>>) => void;
+}) {
+  const catalog = catalogMap(useNodeTypes().data);
+  const [chosen, setChosen] = useState(failedNode ?? graph.nodes[0]?.id ?? "");
+  const [edits, setEdits] = useState<Record<string, Record<string, unknown>>>({});
+  const node = graph.nodes.find((n) => n.id === chosen);
+  const spec = node ? catalog.get(node.type) : undefined;
+  const changed = Object.values(edits).reduce((sum, e) => sum + Object.keys(e).length, 0);
+  return (
+    <details className="card retry-params">
+      <summary>Change params and retry</summary>
+      <label htmlFor="retry-node">Node</label>
+      <select id="retry-node" value={chosen} onChange={(e) => setChosen(e.target.value)}>
+        {graph.nodes.map((n) => (
+          <option key={n.id} value={n.id}>
+            {labels.get(n.id) ?? n.id} ({n.type}){n.id === failedNode ? " — failed" : ""}
+          </option>
+        ))}
+      </select>
+      {node && spec ? (
+        <SchemaForm
+          key={node.id}
+          schema={spec.params_schema as JsonSchema}
+          nodeType={spec.type}
+          data={{ ...node.data, ...(edits[node.id] ?? {}) }}
+          idPrefix={`retry-${node.id}`}
+          onChange={(name, value) => {
+            if (value === REMOVE) return; // a retry changes params, it cannot unset one
+            setEdits((all) => ({ ...all, [node.id]: { ...(all[node.id] ?? {}), [name]: value } }));
+          }}
+        />
+      ) : (
+        <p className="muted small">No params to change here.</p>
+      )}
+      <button
+        type="button"
+        className="primary"
+        disabled={changed === 0}
+        onClick={() => onRetry(edits)}
+        title="Reuse every completed node these changes do not affect; run the rest"
+      >
+        Retry with {changed} changed param{changed === 1 ? "" : "s"}
+      </button>
+    </details>
   );
 }
 

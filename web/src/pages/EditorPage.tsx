@@ -44,6 +44,7 @@ import {
 } from "../graph/kinds";
 import { placeProblems, type Placed } from "../graph/problems";
 import { REMOVE } from "../forms/SchemaForm";
+import { ShortcutSheet } from "../editor/ShortcutSheet";
 import { EditorContext } from "../editor/context";
 import { FlowNodeView } from "../editor/FlowNodeView";
 import { DRAG_TYPE, NodePalette } from "../editor/NodePalette";
@@ -465,6 +466,8 @@ function Editor({
     [history, setNodes],
   );
 
+  const [shortcutsOpen, setShortcutsOpen] = useState(false);
+
   const rename = useCallback(
     (nodeId: string, label: string) => setParam(nodeId, "label", label === "" ? REMOVE : label),
     [setParam],
@@ -714,6 +717,11 @@ function Editor({
   useEffect(() => {
     const onKey = (event: KeyboardEvent) => {
       const mod = event.ctrlKey || event.metaKey;
+      if (!mod && !event.altKey && event.key === "?" && !isTyping(event.target) && !runOpen) {
+        event.preventDefault();
+        setShortcutsOpen(true);
+        return;
+      }
       if (!mod) return;
       const key = event.key.toLowerCase();
       if (key === "s") {
@@ -1004,6 +1012,7 @@ function Editor({
           />
         )}
       </div>
+      <ShortcutSheet open={shortcutsOpen} onClose={() => setShortcutsOpen(false)} />
       <ConfirmDialog
         open={confirmRestore !== null}
         title={`Restore version ${confirmRestore ?? ""}?`}

@@ -9,6 +9,7 @@ import {
 } from "../graph/kinds";
 import { REMOVE, SchemaForm } from "../forms/SchemaForm";
 import { LABEL_MAX, labelProblem, nodeLabel } from "../graph/label";
+import { isNote } from "../graph/note";
 import { useEffect, useState } from "react";
 import type { JsonSchema } from "../forms/schema";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
@@ -39,6 +40,20 @@ export function ParamsPanel({
 }) {
   const { catalog, problems, warnings } = useEditor();
   const spec = catalog.get(specKey(node)) ?? catalog.get(node.type ?? "");
+  if (isNote(node)) {
+    return (
+      <div>
+        <h2>Sticky note</h2>
+        <p className="small muted">
+          A note for whoever reads this workflow: write on it on the canvas. It is saved with the
+          workflow, never run, and cannot be connected.
+        </p>
+        <button type="button" className="danger" onClick={onDelete}>
+          Delete note
+        </button>
+      </div>
+    );
+  }
   if (!spec) {
     return (
       <div>

@@ -18,6 +18,8 @@ export interface EditorState {
   stale: ReadonlySet<string>;
   /** Names a node (data.label); "" removes its name. */
   rename: (nodeId: string, label: string) => void;
+  /** Sets a sticky note's text. */
+  editNote: (nodeId: string, text: string) => void;
 }
 
 export const EditorContext = createContext<EditorState>({
@@ -28,6 +30,7 @@ export const EditorContext = createContext<EditorState>({
   refused: new Set(),
   stale: new Set(),
   rename: () => undefined,
+  editNote: () => undefined,
 });
 
 export function useEditor(): EditorState {

@@ -45,6 +45,8 @@ import {
 import { placeProblems, type Placed } from "../graph/problems";
 import { REMOVE } from "../forms/SchemaForm";
 import { ShortcutSheet } from "../editor/ShortcutSheet";
+import { NoteView } from "../editor/NoteView";
+import { NOTE_TYPE } from "../graph/note";
 import { EditorContext } from "../editor/context";
 import { FlowNodeView } from "../editor/FlowNodeView";
 import { DRAG_TYPE, NodePalette } from "../editor/NodePalette";
@@ -155,17 +157,19 @@ function Editor({
   // lists (its package was removed): it gets the "Unknown node" placeholder, not React Flow's
   // default node. The key changes only when such a type appears or goes.
   const unknownKey = [...new Set(nodes.map((n) => n.type ?? ""))]
-    .filter((t) => !baseCatalog.has(t))
+    .filter((t) => !baseCatalog.has(t) && t !== NOTE_TYPE)
     .sort()
     .join("\n");
   const nodeTypes = useMemo<NodeTypes>(
-    () =>
-      Object.fromEntries(
+    () => ({
+      ...Object.fromEntries(
         [...types.map((t) => t.type), ...(unknownKey ? unknownKey.split("\n") : [])].map((t) => [
           t,
           FlowNodeView,
         ]),
       ),
+      [NOTE_TYPE]: NoteView,
+    }),
     [types, unknownKey],
   );
   const [edges, setEdges, onEdgesChange] = useEdgesState<FlowEdge>(loaded.edges);
@@ -467,6 +471,11 @@ function Editor({
   );
 
   const [shortcutsOpen, setShortcutsOpen] = useState(false);
+
+  const editNote = useCallback(
+    (nodeId: string, text: string) => setParam(nodeId, "text", text),
+    [setParam],
+  );
 
   const rename = useCallback(
     (nodeId: string, label: string) => setParam(nodeId, "label", label === "" ? REMOVE : label),
@@ -831,8 +840,8 @@ function Editor({
     return staleNodeIds(ran, { nodes, edges });
   }, [olderRun, olderGraph.data, ranGraph, nodes, edges]);
   const context = useMemo(
-    () => ({ catalog, live: runner.live, problems, warnings, refused, stale, rename }),
-    [catalog, runner.live, problems, warnings, refused, stale, rename],
+    () => ({ catalog, live: runner.live, problems, warnings, refused, stale, rename, editNote }),
+    [catalog, runner.live, problems, warnings, refused, stale, rename, editNote],
   );
   const cachedCount = Object.values(runner.live).filter(
     (n) => n.status === "completed" && n.cached,

@@ -341,7 +341,9 @@ class TestNodeLabels:
         found = [e for e in errors if e["pointer"] == "/graph_json/nodes/1/data/label"]
         assert found and words in found[0]["message"], errors
 
-    async def test_a_label_is_kept_and_renamed(self, client: httpx.AsyncClient, owner: User) -> None:
+    async def test_a_label_is_kept_and_renamed(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
         g = graph([node("a", label="Prompt ✍ für Füchse")], [])
         r = await client.post(
             "/api/v1/workflows", json={"name": "ok", "graph_json": g}, headers=owner.headers

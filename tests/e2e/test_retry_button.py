@@ -161,9 +161,9 @@ def test_the_editor_retries_its_failed_run_with_the_fix(
     bad = page.locator('.nl-node[data-node-id="bad"]')
     expect(bad).to_have_attribute("data-status", "failed")
     bad.locator("header").click()
-    page.get_by_role("complementary", name="Details").get_by_label(
-        "Template", exact=True
-    ).fill("fixed {{ text }}")
+    page.get_by_role("complementary", name="Details").get_by_label("Template", exact=True).fill(
+        "fixed {{ text }}"
+    )
     retry.click()
     expect(bad).to_have_attribute("data-status", "completed", timeout=20_000)
     expect(page.locator('.nl-node[data-node-id="a"]')).to_have_attribute("data-cached", "true")

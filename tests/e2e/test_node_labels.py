@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import api, enter, shot, token, wait_for_run
+from tests.e2e.test_run_outputs import card
 from tests.server import ServerProcess
 
 pytest.importorskip("playwright")
-from playwright.sync_api import Locator, Page, expect
+from playwright.sync_api import Page, expect
 
 EMAIL = "labels@example.com"
 PASSWORD = "a long password"
@@ -29,10 +30,6 @@ def graph() -> dict[str, Any]:
         "edges": [{"id": "e1", "source": "in", "target": "tpl"}],
         "viewport": {"x": 40, "y": 80, "zoom": 1},
     }  # fmt: skip
-
-
-def card(page: Page, node_id: str) -> Locator:
-    return page.locator(f'.nl-node[data-node-id="{node_id}"]')
 
 
 def test_a_node_is_renamed_and_named_everywhere(page: Page, server: ServerProcess) -> None:

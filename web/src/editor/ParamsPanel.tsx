@@ -257,7 +257,7 @@ function NameField({
     setValue((typed) => (labelProblem(typed) === null && typed !== label ? label : typed));
   }, [label]);
   return (
-    <div className="field">
+    <div className="node-name-field">
       <label htmlFor={id}>Name</label>
       <input
         id={id}

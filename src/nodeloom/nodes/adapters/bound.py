@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from nodeloom.nodes.base import ArtifactRef
+from nodeloom.sdk import ArtifactRef
 
 Upload = Callable[[ArtifactRef], Awaitable[str]]
 

@@ -324,6 +324,18 @@ class Settings(BaseSettings):
         default="https://api.fal.ai/v1",
         description="fal's platform API: credential tests (model pricing) and model schemas.",
     )
+    fal_rest_url: str = Field(
+        default="https://rest.fal.ai",
+        description="fal's REST API: its storage, where an input too large to send inline is "
+        "uploaded (POST /storage/upload/initiate, then a PUT to the URL it answers).",
+    )
+    provider_inline_max_bytes: int = Field(
+        default=1_000_000,
+        ge=0,
+        description="Bytes of media a Replicate or fal call sends inline as data: URIs, all "
+        "its bound files together; the files past it are uploaded to the provider first "
+        "(Replicate's POST /v1/files, fal's storage) and sent as URLs. 0 uploads every file.",
+    )
     provider_credits_per_usd: float = Field(
         default=100.0,
         gt=0,

@@ -315,3 +315,49 @@ class TestInvalidGraphs:
         )
         assert r.status_code == 201, r.text
         assert r.json()["graph_json"] == g
+
+
+class TestNodeLabels:
+    """A node's name is React Flow's ``data.label``, beside its params: kept as saved,
+    refused at save (with a pointer to it) when it is not one short line of text."""
+
+    @pytest.mark.parametrize(
+        ("label", "words"),
+        [
+            (42, "must be a string"),
+            ("", "1 to 80 characters"),
+            ("   ", "1 to 80 characters"),
+            ("x" * 81, "1 to 80 characters"),
+            ("two\nlines", "one line"),
+            ("tab\there", "one line"),
+            ("bidi\u202eflip", "one line"),
+        ],
+    )
+    async def test_a_bad_label_is_refused_with_its_pointer(
+        self, client: httpx.AsyncClient, owner: User, label: Any, words: str
+    ) -> None:
+        body = {"name": "x", "graph_json": graph([node("a"), node("b", label=label)], [])}
+        errors = await problems_for(client, owner, body)
+        found = [e for e in errors if e["pointer"] == "/graph_json/nodes/1/data/label"]
+        assert found and words in found[0]["message"], errors
+
+    async def test_a_label_is_kept_and_renamed(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        g = graph([node("a", label="Prompt ✍ für Füchse")], [])
+        r = await client.post(
+            "/api/v1/workflows", json={"name": "ok", "graph_json": g}, headers=owner.headers
+        )
+        assert r.status_code == 201, r.text
+        wf = r.json()["id"]
+        g["nodes"][0]["data"]["label"] = "x" * 80
+        r = await client.patch(
+            f"/api/v1/workflows/{wf}", json={"graph_json": g}, headers=owner.headers
+        )
+        assert r.status_code == 200, r.text
+        assert r.json()["graph_json"]["nodes"][0]["data"]["label"] == "x" * 80
+        g["nodes"][0]["data"]["label"] = "bell\x07"
+        r = await client.patch(
+            f"/api/v1/workflows/{wf}", json={"graph_json": g}, headers=owner.headers
+        )
+        assert_problem(r, 400, "invalid_graph")

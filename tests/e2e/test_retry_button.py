@@ -83,43 +83,115 @@ def test_retry_a_cancelled_run_from_where_it_stopped(
     expect(page.get_by_label("Retries")).to_contain_text(f"Retried as run {new_id}")
 
 
-def test_retry_with_the_saved_workflow_runs_the_fix(signed_up: Page, server: ServerProcess) -> None:
-    """The user fixes the failed node and saves; "Retry with the saved workflow" runs the fix
-    and reuses the node that did not change."""
-    page = signed_up
+def fixable(template: str) -> dict[str, object]:
+    """in -> a -> bad, where bad's template is ``template`` ("{{ 1/0 }}" fails)."""
+    return {
+        "nodes": [
+            {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0},
+             "data": {"text": "x"}},
+            {"id": "a", "type": "TextTemplate", "position": {"x": 300, "y": 0},
+             "data": {"template": "A {{ text }}"}},
+            {"id": "bad", "type": "TextTemplate", "position": {"x": 600, "y": 0},
+             "data": {"template": template}},
+        ],
+        "edges": [
+            {"id": "e1", "source": "in", "target": "a"},
+            {"id": "e2", "source": "a", "target": "bad"},
+        ],
+        "viewport": {"x": 0, "y": 0, "zoom": 1},
+    }  # fmt: skip
 
-    def graph(template: str) -> dict[str, object]:
-        return {
-            "nodes": [
-                {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0},
-                 "data": {"text": "x"}},
-                {"id": "a", "type": "TextTemplate", "position": {"x": 300, "y": 0},
-                 "data": {"template": "A {{ text }}"}},
-                {"id": "bad", "type": "TextTemplate", "position": {"x": 600, "y": 0},
-                 "data": {"template": template}},
-            ],
-            "edges": [
-                {"id": "e1", "source": "in", "target": "a"},
-                {"id": "e2", "source": "a", "target": "bad"},
-            ],
-            "viewport": {"x": 0, "y": 0, "zoom": 1},
-        }  # fmt: skip
 
+def failed_run(page: Page, server: ServerProcess, name: str) -> tuple[str, str]:
+    """A workflow ``fixable("{{ 1/0 }}")`` named ``name`` and its failed run."""
     with api(server, token(page)) as client:
-        made = client.post("/workflows", json={"name": "Fixed", "graph_json": graph("{{ 1/0 }}")})
+        made = client.post("/workflows", json={"name": name, "graph_json": fixable("{{ 1/0 }}")})
         wf = made.json()["id"]
         run_id = client.post(f"/workflows/{wf}/execute", json={}).json()["run_id"]
         assert wait_for_run(client, wf, run_id)["status"] == "failed"
-        fixed = client.patch(f"/workflows/{wf}", json={"graph_json": graph("fixed {{ text }}")})
-        assert fixed.status_code == 200, fixed.text
+    return str(wf), str(run_id)
 
-    page.goto(f"/workflows/{wf}/runs/{run_id}")
-    page.get_by_role("button", name="Retry with the saved workflow").click()
+
+def retried_with(page: Page, run_id: str, made: str) -> None:
+    """The page moved to the retry of ``run_id``: node a reused, node bad made ``made``."""
     expect(page).not_to_have_url(re.compile(rf"/runs/{run_id}$"))
     expect(page.get_by_label("Retries")).to_contain_text(f"Retry of run {run_id}")
     node_a = page.locator('[data-node-id="a"]')
     expect(node_a.locator(".status")).to_have_attribute("data-status", "cached")
     bad = page.locator('[data-node-id="bad"]')
     expect(bad.locator(".status")).to_have_attribute("data-status", "completed", timeout=20_000)
-    expect(bad).to_contain_text("fixed A x")
+    expect(bad).to_contain_text(made)
+
+
+def test_retry_with_the_saved_workflow_runs_the_fix(signed_up: Page, server: ServerProcess) -> None:
+    """The user fixes the failed node and saves; "Retry with the saved workflow" runs the fix
+    and reuses the node that did not change."""
+    page = signed_up
+
+    wf, run_id = failed_run(page, server, "Fixed")
+    with api(server, token(page)) as client:
+        fixed = client.patch(f"/workflows/{wf}", json={"graph_json": fixable("fixed {{ text }}")})
+        assert fixed.status_code == 200, fixed.text
+
+    page.goto(f"/workflows/{wf}/runs/{run_id}")
+    page.get_by_role("button", name="Retry with the saved workflow").click()
+    retried_with(page, run_id, "fixed A x")
     shot(page, "retry-3-with-the-saved-workflow")
+
+
+def test_the_editor_retries_its_failed_run_with_the_fix(
+    signed_up: Page, server: ServerProcess
+) -> None:
+    """Issue 37 item 15: in the editor, after a run failed, the user fixes the failed node's
+    param and presses "Retry with this version": the edit is saved, the run retried with it,
+    the unchanged node reused (cached) and the fixed one completed."""
+    page = signed_up
+    wf, run_id = failed_run(page, server, "Editor retry")
+
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"/workflows/{wf}")
+    toolbar = page.get_by_role("toolbar", name="Editor")
+    retry = toolbar.get_by_role("button", name="Retry with this version")
+    expect(toolbar.get_by_test_id("run-state")).to_contain_text("failed")
+    expect(retry).to_be_enabled()
+    bad = page.locator('.nl-node[data-node-id="bad"]')
+    expect(bad).to_have_attribute("data-status", "failed")
+    bad.locator("header").click()
+    page.get_by_role("complementary", name="Details").get_by_label("Template", exact=True).fill(
+        "fixed {{ text }}"
+    )
+    retry.click()
+    expect(bad).to_have_attribute("data-status", "completed", timeout=20_000)
+    expect(page.locator('.nl-node[data-node-id="a"]')).to_have_attribute("data-cached", "true")
+    expect(bad).to_contain_text("fixed A x")
+    expect(page.get_by_test_id("save-state")).to_contain_text("All changes saved · version 2")
+    # A completed run has nothing to retry.
+    expect(retry).to_be_disabled()
+    shot(page, "retry-4-editor-with-this-version")
+    with api(server, token(page)) as client:
+        runs = client.get(f"/workflows/{wf}/runs").json()
+        newest = client.get(f"/workflows/{wf}/runs/{runs[0]['id']}").json()
+        assert newest["retried_from"] == run_id and newest["status"] == "completed", newest
+
+
+def test_the_run_page_retries_with_changed_params(signed_up: Page, server: ServerProcess) -> None:
+    """Issue 37 item 15: on a failed run's page, "Change params and retry" opens the failed
+    node's params as the run used them; one edited param and the retry runs it, reusing the
+    node before it. The saved workflow is not changed."""
+    page = signed_up
+    wf, run_id = failed_run(page, server, "Params retry")
+
+    page.goto(f"/workflows/{wf}/runs/{run_id}")
+    page.get_by_text("Change params and retry").click()
+    expect(page.get_by_label("Node", exact=True)).to_have_value("bad")
+    template = page.get_by_label("Template", exact=True)
+    expect(template).to_have_value("{{ 1/0 }}")
+    retry = page.get_by_role("button", name="Retry with 0 changed params")
+    expect(retry).to_be_disabled()
+    template.fill("mended {{ text }}")
+    page.get_by_role("button", name="Retry with 1 changed param").click()
+    retried_with(page, run_id, "mended A x")
+    shot(page, "retry-5-run-page-changed-params")
+    with api(server, token(page)) as client:
+        saved = client.get(f"/workflows/{wf}").json()["graph_json"]
+        assert saved["nodes"][2]["data"]["template"] == "{{ 1/0 }}"

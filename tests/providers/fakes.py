@@ -2,11 +2,23 @@
 (https://replicate.com/docs/reference/http, https://docs.fal.ai/model-endpoints/queue),
 returning real PNG/JPEG/MP4/MP3/WAV bytes made with Pillow and PyAV. They count paid
 submissions, record every request, and can be scripted: slow jobs, 429 with Retry-After,
-5xx, failures, output URLs at private addresses, oversized outputs."""
+5xx, failures, output URLs at private addresses, oversized outputs.
+
+Files sent to a model are taken the ways the official clients send them: inline as data:
+URIs (a request carrying more than ``Script.data_uri_max`` bytes of them is refused, 413:
+replicate-javascript refuses to inline more than 10 MB, and Replicate's documentation
+recommends data URIs only below 1 MB), or uploaded first: Replicate's ``POST /v1/files``
+(multipart, the file in the ``content`` part; 201 with the file object and its
+``urls.get``), fal's storage (``POST /storage/upload/initiate?storage_type=gcs`` answering a
+signed ``upload_url`` and the ``file_url``; the PUT to the signed URL refused with another
+credential or another Content-Type than the one signed). A job whose input names a file URL
+of the fake that was never uploaded fails, as the model could not fetch it."""
 
 from __future__ import annotations
 
 import base64
+import email
+import email.policy
 import hashlib
 import hmac
 import io
@@ -89,6 +101,7 @@ class Job:
     cancelled: bool = False
     webhook: str | None = None
     events: tuple[str, ...] = ()
+    error: str | None = None  # the job fails with this (an input it could not fetch)
 
 
 @dataclass
@@ -118,6 +131,7 @@ class Script:
     webhooks: bool = False
     webhooks_lost: bool = False
     webhook_signing: str | None = None
+    data_uri_max: int = 10_000_000  # bytes of data: URIs one submission may carry
 
 
 class _Fake:
@@ -131,6 +145,8 @@ class _Fake:
         self.cancels: list[str] = []
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
         self.lock = threading.Lock()
+        # Files uploaded to the provider: id -> (name, content type, bytes).
+        self.uploads: dict[str, tuple[str, str, bytes]] = {}
         self.files: dict[str, tuple[str, bytes]] = {
             "image": ("image/png", png_bytes()),
             "jpeg": ("image/jpeg", jpeg_bytes()),
@@ -170,6 +186,10 @@ class _Fake:
                     kind = self.path.removeprefix("/files/")
                     content_type, data = fake.files[kind]
                     self.answer(200, data, {"Content-Type": content_type})
+                    return
+                unsigned = fake.open_route(method, self.path, dict(self.headers), raw)
+                if unsigned is not None:
+                    self.answer(*unsigned)
                     return
                 if self.headers.get("Authorization") != fake.token_header:
                     self.answer(401, {"detail": "Invalid token."})
@@ -238,6 +258,59 @@ class _Fake:
 
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
         raise NotImplementedError
+
+    def open_route(
+        self, method: str, path: str, headers: dict[str, str], raw: bytes
+    ) -> tuple[int, Any, dict[str, str]] | None:
+        """An answer to a request that carries no API key (a signed URL), else None."""
+        return None
+
+    def input_problem(self, payload: Any) -> tuple[int, Any] | None:
+        """A submission's input refused as the provider refuses it: more data: URI bytes
+        than ``data_uri_max`` (413)."""
+        inline = sum(len(v) * 3 // 4 for v in _strings(payload) if v.startswith("data:"))
+        if inline > self.script.data_uri_max:
+            return 413, {"detail": f"Request body too large: {inline} bytes of data URIs"}
+        return None
+
+    def unfetchable(self, payload: Any) -> str | None:
+        """The first URL of this fake's uploads in ``payload`` that names no uploaded file."""
+        for value in _strings(payload):
+            found = re.search(r"/(?:v1/files|gcs/files)/([^/?]+)", value)
+            if value.startswith(self.url) and found and found.group(1) not in self.uploads:
+                return value
+        return None
+
+    def upload_of(self, url: str) -> tuple[str, str, bytes]:
+        """The file a URL of this fake names (for the tests' checks)."""
+        found = re.search(r"/(?:v1/files|gcs/files)/([^/?]+)", url)
+        assert found and url.startswith(self.url), url
+        return self.uploads[found.group(1)]
+
+
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for inner in value.values() for s in _strings(inner)]
+    if isinstance(value, list):
+        return [s for inner in value for s in _strings(inner)]
+    return []
+
+
+def multipart_parts(content_type: str, raw: bytes) -> list[tuple[str, str | None, str, bytes]]:
+    """(name, filename, content type, bytes) of each part of a multipart/form-data body."""
+    message = email.message_from_bytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw, policy=email.policy.HTTP
+    )
+    if not message.is_multipart():
+        return []
+    parts = []
+    for part in message.iter_parts():
+        name = part.get_param("name", header="content-disposition")
+        data = part.get_payload(decode=True)
+        parts.append((str(name), part.get_filename(), part.get_content_type(), bytes(data or b"")))
+    return parts
 
 
 FLUX_VERSION = "5c7d5dc6dd8bf75c1acaa8565735e7986bc5b66206b55cca93cb72c9bf15ccaa"
@@ -408,8 +481,8 @@ class FakeReplicate(_Fake):
         if job.cancelled:
             status = "canceled"
         elif self.done(job):
-            if self.script.fail:
-                status, error = "failed", self.script.fail
+            if job.error or self.script.fail:
+                status, error = "failed", job.error or self.script.fail
             else:
                 status = "succeeded"
                 if self.output_of(job) == "text":
@@ -431,8 +504,51 @@ class FakeReplicate(_Fake):
             "metrics": {"predict_time": self.script.seconds} if status == "succeeded" else {},
         }
 
+    FILE_MAX = 100 * 1024 * 1024  # "files up to 100MB" (Replicate's input-files guide)
+
+    def file_object(self, file_id: str) -> dict[str, Any]:
+        name, content_type, data = self.uploads[file_id]
+        return {
+            "id": file_id,
+            "name": name,
+            "content_type": content_type,
+            "size": len(data),
+            "etag": hashlib.md5(data).hexdigest(),
+            "checksums": {
+                "sha256": hashlib.sha256(data).hexdigest(),
+                "md5": hashlib.md5(data).hexdigest(),
+            },
+            "metadata": {},
+            "created_at": "2026-11-25T12:00:00.000Z",
+            "expires_at": "2026-11-26T12:00:00.000Z",
+            "urls": {"get": f"{self.url}/v1/files/{file_id}"},
+        }
+
+    def create_file(self, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
+        """``POST /v1/files``: multipart/form-data with the file in the ``content`` part."""
+        content_type = headers.get("Content-Type", "")
+        if not content_type.startswith("multipart/form-data") or not isinstance(body, bytes):
+            return 415, {"detail": "Unsupported media type: send multipart/form-data"}
+        parts = multipart_parts(content_type, body)
+        found = next((p for p in parts if p[0] == "content"), None)
+        if found is None:
+            return 400, {"detail": "content: This field is required."}
+        _, filename, part_type, data = found
+        if len(data) > self.FILE_MAX:
+            return 413, {"detail": "File too large"}
+        file_id = uuid.uuid4().hex[:12]
+        self.uploads[file_id] = (filename or "file", part_type, data)
+        return 201, self.file_object(file_id)
+
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
         path = path.split("?")[0]
+        if path == "/v1/files" and method == "POST":
+            return self.create_file(body, headers)
+        found = re.fullmatch(r"/v1/files/([^/]+)", path)
+        if found and method == "GET":
+            if found.group(1) not in self.uploads:
+                return 404, {"detail": "Not found."}
+            return 200, self.file_object(found.group(1))
         if method == "GET" and path == "/v1/account":
             return 200, {"type": "user", "username": "fakeuser", "name": "Fake User"}
         if method == "GET" and path == "/v1/webhooks/default/secret" and self.script.webhooks:
@@ -449,8 +565,14 @@ class FakeReplicate(_Fake):
         ):
             if not isinstance(body, dict) or not isinstance(body.get("input"), dict):
                 return 422, {"detail": "input is required", "status": 422}
+            refused = self.input_problem(body["input"])
+            if refused is not None:
+                return refused
             model = body.get("version") or path.split("/")[3] + "/" + path.split("/")[4]
             job = self.new_job(str(model), body["input"])
+            missing = self.unfetchable(body["input"])
+            if missing is not None:
+                job.error = f"Failed to download input file {missing}: 404 Not Found"
             if isinstance(body.get("webhook"), str):
                 job.webhook = body["webhook"]
                 job.events = tuple(body.get("webhook_events_filter") or ())
@@ -564,6 +686,13 @@ def fal_flux_openapi() -> dict[str, Any]:
 
 class FakeFal(_Fake):
     token_header = f"Key {FAL_KEY}"
+    # Uploads initiated and not yet PUT: id -> (name, content type).
+    pending: dict[str, tuple[str, str]]
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__(tmp)
+        self.pending = {}
+
     # Endpoints the platform API (GET /v1/models) describes; the others are not found.
     models: tuple[str, ...] = ("fal-ai/flux/dev",)
 
@@ -610,8 +739,57 @@ class FakeFal(_Fake):
             return {"output": "Once upon a time"}
         return {"audio_file": {"url": url, "content_type": self.files[kind][0]}}
 
+    def initiate_upload(self, query: str, body: Any) -> tuple[int, Any]:
+        """fal's storage: ``POST /storage/upload/initiate?storage_type=gcs`` with
+        ``{file_name, content_type}`` answers a signed ``upload_url`` (for one PUT of that
+        content type) and the ``file_url`` the file will be read at."""
+        if urllib.parse.parse_qs(query).get("storage_type") != ["gcs"]:
+            return 400, {"detail": "storage_type: unsupported"}
+        if not isinstance(body, dict) or not all(
+            isinstance(body.get(k), str) and body.get(k) for k in ("file_name", "content_type")
+        ):
+            return 422, {
+                "detail": [
+                    {"loc": ["body", "file_name"], "msg": "field required", "type": "missing"}
+                ]
+            }
+        file_id = uuid.uuid4().hex[:12]
+        name = urllib.parse.quote(body["file_name"])
+        self.pending[file_id] = (body["file_name"], body["content_type"])
+        signature = hashlib.sha256(f"{file_id}:{body['content_type']}".encode()).hexdigest()
+        return 200, {
+            "upload_url": f"{self.url}/gcs/upload/{file_id}?X-Goog-Signature={signature}",
+            "file_url": f"{self.url}/gcs/files/{file_id}/{name}",
+        }
+
+    def open_route(
+        self, method: str, path: str, headers: dict[str, str], raw: bytes
+    ) -> tuple[int, Any, dict[str, str]] | None:
+        """The signed storage URLs: the PUT of an upload, the GET of a stored file."""
+        found = re.fullmatch(r"/gcs/(upload|files)/([^/?]+)(?:/[^?]*)?(\?.*)?", path)
+        if found is None:
+            return None
+        kind, file_id = found.group(1), found.group(2)
+        if kind == "files":
+            if method != "GET" or file_id not in self.uploads:
+                return 404, b"Not Found", {"Content-Type": "text/plain"}
+            _, content_type, data = self.uploads[file_id]
+            return 200, data, {"Content-Type": content_type}
+        if method != "PUT" or file_id not in self.pending:
+            return 404, b"Not Found", {"Content-Type": "text/plain"}
+        if "Authorization" in headers:  # a signed URL takes no other credential
+            return 400, b"InvalidAuthenticationInfo", {"Content-Type": "application/xml"}
+        name, content_type = self.pending[file_id]
+        if headers.get("Content-Type") != content_type:
+            return 403, b"SignatureDoesNotMatch", {"Content-Type": "application/xml"}
+        self.uploads[file_id] = (name, content_type, raw)
+        del self.pending[file_id]
+        return 200, b"", {}
+
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
         path, _, query = path.partition("?")
+        if method == "POST" and path == "/storage/upload/initiate":
+            return self.initiate_upload(query, body)
         if method == "GET" and path in ("/v1/models", "/v1/models/pricing"):
             time.sleep(self.script.model_delay)
             return self.platform(path, urllib.parse.parse_qs(query))
@@ -647,6 +825,17 @@ class FakeFal(_Fake):
                 return 400, {"detail": "Request was cancelled"}
             if not self.done(job):
                 return 400, {"detail": "Request is still in progress"}
+            if job.error:
+                return 422, {
+                    "detail": [
+                        {
+                            "loc": ["body"],
+                            "msg": job.error,
+                            "type": "file_download_error",
+                            "url": "https://docs.fal.ai/errors#file_download_error",
+                        }
+                    ]
+                }
             if self.script.fal_error_type:
                 detail = self.script.fail or "Internal Server Error"
                 return 500, {"detail": detail, "error_type": self.script.fal_error_type}
@@ -656,8 +845,14 @@ class FakeFal(_Fake):
         if method == "POST" and re.fullmatch(r"/[\w.-]+(/[\w.-]+){1,4}", path):
             if not isinstance(body, dict):
                 return 422, {"detail": "the body must be a JSON object"}
+            refused = self.input_problem(body)
+            if refused is not None:
+                return refused
             model = path.lstrip("/")
             job = self.new_job(model, body)
+            missing = self.unfetchable(body)
+            if missing is not None:
+                job.error = f"Failed to download the file at {missing}"
             app = "/".join(model.split("/")[:2])
             base = f"{self.url}/{app}/requests/{job.id}"
             return 200, {

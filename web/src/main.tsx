@@ -6,6 +6,9 @@ import "@xyflow/react/dist/style.css";
 import "./styles.css";
 import { App } from "./App";
 import { ApiError } from "./api/client";
+import { startTheme } from "./theme/theme";
+
+startTheme();
 
 const queryClient = new QueryClient({
   defaultOptions: {

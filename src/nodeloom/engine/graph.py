@@ -8,6 +8,7 @@ No database or HTTP here: the same input always gives the same answer.
 from __future__ import annotations
 
 import functools
+import unicodedata
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -160,8 +161,9 @@ def validate_graph(
     if problems.items:
         return problems.items
 
-    nodes = _check_nodes(raw_nodes, registry, settings, problems, children or {})
-    inputs, ports = _check_edges(raw_edges, nodes, problems)
+    notes: set[str] = set()
+    nodes = _check_nodes(raw_nodes, registry, settings, problems, children or {}, notes)
+    inputs, ports = _check_edges(raw_edges, nodes, problems, notes)
     _check_required_inputs(nodes, inputs, problems)
     graph = Graph(
         nodes={n.id: n for n in nodes.values() if n is not None},
@@ -299,8 +301,10 @@ def _check_nodes(
     settings: Settings,
     problems: _Problems,
     children: Children,
+    notes: set[str],
 ) -> dict[str, GraphNode | None]:
-    """Node id -> checked node (None when the node itself is invalid but has a usable id)."""
+    """Node id -> checked node (None when the node itself is invalid but has a usable id).
+    Sticky notes (``NOTE_TYPE``) are checked but left out: their ids go to ``notes``."""
     nodes: dict[str, GraphNode | None] = {}
     for index, raw in enumerate(raw_nodes):
         at = f"{ROOT}/nodes/{index}"
@@ -311,7 +315,7 @@ def _check_nodes(
         if not isinstance(node_id, str) or not node_id or len(node_id) > 200:
             problems.add(f"{at}/id", "id must be a non-empty string of at most 200 characters")
             node_id = None
-        elif node_id in nodes:
+        elif node_id in nodes or node_id in notes:
             problems.add(f"{at}/id", f"duplicate node id {node_id!r}")
             node_id = None
         position = raw.get("position")
@@ -321,6 +325,12 @@ def _check_nodes(
             and _is_number(position.get("y"))
         ):
             problems.add(f"{at}/position", "position must be an object {x, y} of numbers")
+        _check_label(raw.get("data"), at, problems)
+        if raw.get("type") == NOTE_TYPE:
+            _check_note(raw.get("data"), at, problems)
+            if node_id is not None:
+                notes.add(node_id)
+            continue
         checked = _check_node_type(raw, index, registry, settings, problems)
         if checked is not None and checked[0].spec.type == WORKFLOW_TYPE:
             checked = _bind_child(checked, children, f"{at}/data/workflow_id", problems)
@@ -331,6 +341,43 @@ def _check_nodes(
                 else None
             )
     return nodes
+
+
+LABEL_MAX = 80  # characters of a node's name (``data.label``)
+# A sticky note on the canvas: kept in the graph, never run, estimated or connected.
+NOTE_TYPE = "Note"
+NOTE_TEXT_MAX = 10_000
+
+
+def _check_note(data: Any, at: str, problems: _Problems) -> None:
+    """A note's ``data``: its ``text`` (a string of at most NOTE_TEXT_MAX characters), and
+    any field of the editor's beside it."""
+    if data is None:
+        return
+    if not isinstance(data, dict):
+        problems.add(f"{at}/data", "data must be an object {text}")
+        return
+    text = data.get("text", "")
+    if not isinstance(text, str) or len(text) > NOTE_TEXT_MAX:
+        problems.add(
+            f"{at}/data/text", f"a note's text is a string of at most {NOTE_TEXT_MAX} characters"
+        )
+
+
+def _check_label(data: Any, at: str, problems: _Problems) -> None:
+    """A node's name, React Flow's ``data.label`` (kept beside the params, not one of them):
+    when present, 1 to LABEL_MAX characters on one line, no control characters, not blank."""
+    if not isinstance(data, dict) or "label" not in data:
+        return
+    label = data["label"]
+    if not isinstance(label, str):
+        problems.add(f"{at}/data/label", "label must be a string (the node's name)")
+    elif not label.strip() or len(label) > LABEL_MAX:
+        problems.add(f"{at}/data/label", f"label must be 1 to {LABEL_MAX} characters, not blank")
+    elif any(unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") for ch in label):
+        problems.add(
+            f"{at}/data/label", "label must be one line without control or format characters"
+        )
 
 
 def _check_node_type(
@@ -381,7 +428,10 @@ def _bind_child(
 
 
 def _check_edges(
-    raw_edges: list[Any], nodes: dict[str, GraphNode | None], problems: _Problems
+    raw_edges: list[Any],
+    nodes: dict[str, GraphNode | None],
+    problems: _Problems,
+    notes: set[str],
 ) -> tuple[dict[str, dict[str, list[str]]], dict[str, dict[str, list[str]]]]:
     """Each node's inputs (input name -> source nodes, in edge order) and the source output
     each of those comes from."""
@@ -403,7 +453,10 @@ def _check_edges(
         source, target = raw.get("source"), raw.get("target")
         ok = True
         for key, value in (("source", source), ("target", target)):
-            if not isinstance(value, str) or value not in nodes:
+            if isinstance(value, str) and value in notes:
+                problems.add(f"{at}/{key}", f"{value!r} is a note: notes cannot be connected")
+                ok = False
+            elif not isinstance(value, str) or value not in nodes:
                 problems.add(f"{at}/{key}", f"{key} {value!r} is not a node of this graph")
                 ok = False
         if not ok:

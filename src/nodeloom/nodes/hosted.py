@@ -4,9 +4,10 @@ families ``ImageToVideo``, ``TextToVideo`` and ``TextToMusic``, whose provider i
 the credential they name (replicate or fal).
 
 A binding names a field of the model's input and one of the node's inputs: text is sent as
-a string, an image, audio or video as a ``data:`` URI (both Replicate and fal accept files
-that way). What the model returns is downloaded (SSRF-checked, bounded) and converted to the
-node's output type in a sandbox process. See docs/providers.md.
+a string, an image, audio or video as a ``data:`` URI when small, else uploaded to the
+provider first and sent as its URL (adapters/bound.py). What the model returns is
+downloaded (SSRF-checked, bounded) and converted to the node's output type in a sandbox
+process. See docs/providers.md.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from nodeloom.nodes.adapters import fal, policy, replicate
+from nodeloom.nodes.adapters.bound import BoundFile
 from nodeloom.sdk._node import (
     ArtifactRef,
     Cost,
@@ -62,7 +64,7 @@ async def bound_value(inputs: Mapping[str, InputValue], name: str) -> Any:
     assert isinstance(ref, ArtifactRef)
     if name == "text":
         return input_text(inputs, "text")
-    return await policy.data_uri(ref)
+    return BoundFile(ref)
 
 
 async def model_input(
@@ -91,7 +93,8 @@ class _ModelParams(Params):
         default_factory=dict,
         max_length=20,
         description="Fields of the input set from the node's inputs: field name -> text, "
-        "image, audio or video (media are sent as data: URIs).",
+        "image, audio or video (media go inline as data: URIs up to "
+        "NODELOOM_PROVIDER_INLINE_MAX_BYTES, else uploaded to the provider and sent as URLs).",
     )
     output_index: int = Field(
         default=0, ge=0, le=99, description="Which of the files the model returns to keep."

@@ -2,6 +2,8 @@ import { NavLink, Outlet } from "react-router";
 import { clearToken } from "../api/session";
 import { useMe } from "../api/queries";
 import { UploadIndicator } from "../assets/UploadList";
+import { useState } from "react";
+import { chooseTheme, storedTheme, type ThemeChoice } from "../theme/theme";
 
 export function Layout() {
   const me = useMe();
@@ -28,11 +30,39 @@ export function Layout() {
             {me.data.email} · {me.data.credits_balance.toLocaleString()} credits
           </span>
         )}
+        <ThemePicker />
         <button type="button" onClick={clearToken}>
           Log out
         </button>
       </header>
       <Outlet />
     </div>
+  );
+}
+
+/** Light, dark, or as the system says (the default); kept in this browser. */
+function ThemePicker() {
+  const [choice, setChoice] = useState<ThemeChoice>(() => {
+    try {
+      return storedTheme(window.localStorage);
+    } catch {
+      return "system";
+    }
+  });
+  return (
+    <select
+      aria-label="Theme"
+      className="theme-picker"
+      value={choice}
+      onChange={(event) => {
+        const next = event.target.value as ThemeChoice;
+        setChoice(next);
+        chooseTheme(next);
+      }}
+    >
+      <option value="system">Theme: system</option>
+      <option value="light">Theme: light</option>
+      <option value="dark">Theme: dark</option>
+    </select>
   );
 }

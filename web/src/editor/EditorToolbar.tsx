@@ -19,6 +19,7 @@ export function EditorToolbar({
   onCancel,
   onRun,
   onRunAgain,
+  onRetryCurrent,
   cachedCount,
   version,
   historyOpen,
@@ -38,6 +39,8 @@ export function EditorToolbar({
   onCancel: () => void;
   onRun: () => void;
   onRunAgain: (cache: boolean) => void;
+  /** Retry the shown failed or cancelled run with the workflow as saved now. */
+  onRetryCurrent: () => void;
   /** How many nodes of the shown run were cached. */
   cachedCount: number;
   /** The saved version the editor holds. */
@@ -46,6 +49,7 @@ export function EditorToolbar({
   onHistory: () => void;
 }) {
   const running = run?.status === "running";
+  const retryable = run?.status === "failed" || run?.status === "cancelled";
   // Every control is always there (disabled when it does not apply) and the run's state has a
   // slot of its own after the run buttons, wide enough for it, so starting or finishing a run
   // does not move a button or add a row. The groups name the controls for assistive
@@ -127,6 +131,18 @@ export function EditorToolbar({
           title="The last run's input; every node computed and charged again"
         >
           Run without cache
+        </button>
+        <button
+          type="button"
+          onClick={onRetryCurrent}
+          disabled={!retryable || saving}
+          title={
+            retryable
+              ? "Save, then retry this run with the workflow as it is now: nodes unchanged since the run are reused (no credits), the rest run again"
+              : "For a failed or cancelled run"
+          }
+        >
+          Retry with this version
         </button>
         <span
           className="run-state small"

@@ -8,13 +8,16 @@ import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
 import { useEditor } from "./context";
 import { specKey } from "../graph/subworkflow";
 import type { ItemsLive } from "../events/runEvents";
+import { labelProblem, nodeLabel } from "../graph/label";
 import { iterationLabel } from "../graph/repeat";
 
 /** One node on the canvas: an element with role "group" named by the node type's title,
  * carrying its live run state in data-status; typed handles (red while a dragged connection
  * may not end on them), problems, warnings and output (which can be folded away). */
 function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
-  const { catalog, live, problems, warnings, refused, stale, repeats } = useEditor();
+  const { catalog, live, problems, warnings, refused, stale, repeats, rename } = useEditor();
+  const [renaming, setRenaming] = useState(false);
+  const label = nodeLabel(data);
   const [folded, setFolded] = useState(false);
   const spec = catalog.get(specKey({ type, data })) ?? catalog.get(type);
   const state = live[id];
@@ -46,7 +49,7 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
   return (
     <div
       role="group"
-      aria-label={title}
+      aria-label={label ? `${label}: ${title}` : title}
       data-status={status}
       data-cached={state?.cached ? "true" : undefined}
       data-node-id={id}
@@ -56,8 +59,28 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
         nodeWarnings.length ? " has-warning" : ""
       }`}
     >
-      <header>
-        <span>{title}</span>
+      <header
+        onDoubleClick={(event) => {
+          event.stopPropagation();
+          setRenaming(true);
+        }}
+        title="Double-click to rename"
+      >
+        {renaming ? (
+          <LabelEditor
+            initial={label ?? ""}
+            onDone={(value) => {
+              setRenaming(false);
+              if (value !== null && value !== (label ?? "")) rename(id, value);
+            }}
+          />
+        ) : label ? (
+          <span className="node-title">
+            <span className="node-label">{label}</span> <span className="muted small">{title}</span>
+          </span>
+        ) : (
+          <span>{title}</span>
+        )}
         {state && <Status status={state.status} cached={state.cached} />}
       </header>
       <div className="ports">
@@ -254,3 +277,34 @@ function UnknownHandles({ id }: { id: string }) {
 }
 
 export const FlowNodeView = memo(FlowNodeViewInner);
+
+/** The inline rename of a node's header: Enter keeps the name (if the server would take
+ * it), Escape leaves it as it was; an empty name removes it. */
+function LabelEditor({
+  initial,
+  onDone,
+}: {
+  initial: string;
+  onDone: (value: string | null) => void;
+}) {
+  const [value, setValue] = useState(initial);
+  const problem = labelProblem(value);
+  const finish = (keep: boolean) => onDone(keep && !problem ? value : null);
+  return (
+    <input
+      className="nodrag label-input"
+      aria-label="Node name"
+      aria-invalid={problem ? true : undefined}
+      title={problem ?? "Enter keeps the name, Escape cancels"}
+      autoFocus
+      value={value}
+      onChange={(event) => setValue(event.target.value)}
+      onKeyDown={(event) => {
+        event.stopPropagation(); // not the editor's shortcuts (Delete, Ctrl+Z...)
+        if (event.key === "Enter") finish(true);
+        if (event.key === "Escape") finish(false);
+      }}
+      onBlur={() => finish(true)}
+    />
+  );
+}

@@ -1,3 +1,4 @@
+import { NOTE_TYPE } from "../graph/note";
 import { useMemo, useState } from "react";
 import type { NodeType } from "../api/types";
 import {
@@ -44,6 +45,9 @@ export function NodePalette({
           Close
         </button>
       </div>
+      <button type="button" className="add-note" onClick={() => onAdd(NOTE_TYPE)}>
+        Add a sticky note
+      </button>
       <input
         id="palette-search"
         type="search"

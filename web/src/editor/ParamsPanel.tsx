@@ -7,7 +7,10 @@ import {
   showsErrorOutput,
   targetInput,
 } from "../graph/kinds";
-import { SchemaForm } from "../forms/SchemaForm";
+import { REMOVE, SchemaForm } from "../forms/SchemaForm";
+import { LABEL_MAX, labelProblem, nodeLabel } from "../graph/label";
+import { isNote } from "../graph/note";
+import { useEffect, useState } from "react";
 import type { JsonSchema } from "../forms/schema";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
 import { credentialRequired, nodeCredentialKinds, takesCredential } from "../credentials/kinds";
@@ -37,6 +40,20 @@ export function ParamsPanel({
 }) {
   const { catalog, problems, warnings } = useEditor();
   const spec = catalog.get(specKey(node)) ?? catalog.get(node.type ?? "");
+  if (isNote(node)) {
+    return (
+      <div>
+        <h2>Sticky note</h2>
+        <p className="small muted">
+          A note for whoever reads this workflow: write on it on the canvas. It is saved with the
+          workflow, never run, and cannot be connected.
+        </p>
+        <button type="button" className="danger" onClick={onDelete}>
+          Delete note
+        </button>
+      </div>
+    );
+  }
   if (!spec) {
     return (
       <div>
@@ -56,10 +73,16 @@ export function ParamsPanel({
   const nodeWarnings = warnings?.nodes.get(node.id) ?? [];
   return (
     <div>
-      <h2>{spec.title}</h2>
+      <h2>{nodeLabel(node.data) ?? spec.title}</h2>
       <p className="muted small">
         {spec.description} <span className="mono">({node.id})</span>
       </p>
+      <NameField
+        key={node.id}
+        nodeId={node.id}
+        label={nodeLabel(node.data) ?? ""}
+        onRename={(value) => onParam(node.id, "label", value === "" ? REMOVE : value)}
+      />
       {nodeProblems.length > 0 && (
         <div className="banner error" role="alert">
           {nodeProblems.map((p, i) => (
@@ -211,6 +234,48 @@ function InputPicker({
           </option>
         ))}
       </select>
+    </div>
+  );
+}
+
+/** The node's name (data.label), beside its type: kept as it is typed when the server
+ * would take it; its problem shown under it otherwise. */
+function NameField({
+  nodeId,
+  label,
+  onRename,
+}: {
+  nodeId: string;
+  label: string;
+  onRename: (value: string) => void;
+}) {
+  const [value, setValue] = useState(label);
+  const problem = labelProblem(value);
+  const id = `label-${nodeId}`;
+  // Renamed elsewhere (a double-click on the canvas, undo): show the name kept.
+  useEffect(() => {
+    setValue((typed) => (labelProblem(typed) === null && typed !== label ? label : typed));
+  }, [label]);
+  return (
+    <div className="node-name-field">
+      <label htmlFor={id}>Name</label>
+      <input
+        id={id}
+        value={value}
+        maxLength={LABEL_MAX * 2}
+        placeholder="Name this node (shown on the canvas, the run page and in history)"
+        aria-invalid={problem ? true : undefined}
+        aria-describedby={problem ? `${id}-problem` : undefined}
+        onChange={(event) => {
+          setValue(event.target.value);
+          if (!labelProblem(event.target.value)) onRename(event.target.value);
+        }}
+      />
+      {problem && (
+        <div className="error-text small" id={`${id}-problem`} role="alert">
+          {problem}
+        </div>
+      )}
     </div>
   );
 }

@@ -103,6 +103,9 @@ export function SidePanel({
             Ctrl+S saves, Ctrl+Z undoes, Ctrl+C / Ctrl+V copy and paste, Shift+drag selects several.
             Pasting a ComfyUI workflow saved with Export (API) adds it as a ComfyUI node.
           </li>
+          <li>
+            Press <kbd>?</kbd> for every keyboard shortcut.
+          </li>
         </ul>
         {runError && <div className="banner error">{runError}</div>}
       </>

@@ -18,6 +18,10 @@ export interface EditorState {
   stale: ReadonlySet<string>;
   /** Nodes of Repeat regions, with their Repeat's max_iterations (graph/repeat.ts). */
   repeats: ReadonlyMap<string, number>;
+  /** Names a node (data.label); "" removes its name. */
+  rename: (nodeId: string, label: string) => void;
+  /** Sets a sticky note's text. */
+  editNote: (nodeId: string, text: string) => void;
 }
 
 export const EditorContext = createContext<EditorState>({
@@ -28,6 +32,8 @@ export const EditorContext = createContext<EditorState>({
   refused: new Set(),
   stale: new Set(),
   repeats: new Map(),
+  rename: () => undefined,
+  editNote: () => undefined,
 });
 
 export function useEditor(): EditorState {

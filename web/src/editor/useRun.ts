@@ -79,6 +79,26 @@ export function useRun(workflowId: string) {
     [workflowId, apply],
   );
 
+  /** Retry the shown (failed or cancelled) run with the workflow as saved now: the
+   * server reuses every completed node whose type, params and inputs are unchanged. */
+  const retryCurrent = useCallback(
+    async (nodeIds: string[]) => {
+      const shown = state.run;
+      if (!shown) return null;
+      stop.current?.();
+      const accepted = unwrap(
+        await api.POST("/api/v1/workflows/{workflow_id}/runs/{run_id}/retry", {
+          params: { path: { workflow_id: workflowId, run_id: shown.runId } },
+          body: { trigger: "editor", graph: "current" } as never,
+        }),
+      );
+      setState(startedRun(accepted.run_id, nodeIds, shown.input ?? null));
+      stop.current = watchRun(accepted.run_id, apply);
+      return accepted;
+    },
+    [state.run, workflowId, apply],
+  );
+
   const cancel = useCallback(async () => {
     if (!state.run) return;
     unwrap(
@@ -88,5 +108,5 @@ export function useRun(workflowId: string) {
     );
   }, [state.run, workflowId]);
 
-  return { run: state.run, live: state.nodes, start, cancel };
+  return { run: state.run, live: state.nodes, start, retryCurrent, cancel };
 }

@@ -21,6 +21,10 @@ describe("outputNodeIds", () => {
   it("is every node of a graph without edges", () => {
     expect(outputNodeIds({ nodes: graph.nodes, edges: [] })).toEqual(["a", "b", "c", "d"]);
   });
+  it("never takes a sticky note for an output", () => {
+    const noted = { ...graph, nodes: [...graph.nodes, { id: "n", type: "Note", data: {} }] };
+    expect(outputNodeIds(noted)).toEqual(["b", "c", "d"]);
+  });
 });
 
 describe("outputsFirst", () => {

@@ -1,6 +1,8 @@
 // Which nodes make a run's outputs, and which outputs a later edit has made stale: pure
 // functions over graph_json's node and edge shapes (the run page and the editor share them).
 
+import { isNote } from "./note";
+
 /** The fields of a node that decide what it computes (its position does not). */
 export interface NodeLike {
   id: string;
@@ -14,10 +16,11 @@ export interface EdgeLike {
   targetHandle?: string | null;
 }
 
-/** A run's outputs: the nodes no edge leaves (README, "Outputs"), in graph order. */
+/** A run's outputs: the nodes no edge leaves (README, "Outputs"), in graph order; a sticky
+ * note is no node of the run. */
 export function outputNodeIds(graph: { nodes: NodeLike[]; edges: EdgeLike[] }): string[] {
   const sources = new Set(graph.edges.map((e) => e.source));
-  return graph.nodes.filter((n) => !sources.has(n.id)).map((n) => n.id);
+  return graph.nodes.filter((n) => !sources.has(n.id) && !isNote(n)).map((n) => n.id);
 }
 
 /** The node runs of a run, outputs first (in the order the run lists them), then the rest.

@@ -44,6 +44,9 @@ import {
 } from "../graph/kinds";
 import { placeProblems, type Placed } from "../graph/problems";
 import { REMOVE } from "../forms/SchemaForm";
+import { ShortcutSheet } from "../editor/ShortcutSheet";
+import { NoteView } from "../editor/NoteView";
+import { NOTE_TYPE } from "../graph/note";
 import { EditorContext } from "../editor/context";
 import { FlowNodeView } from "../editor/FlowNodeView";
 import { DRAG_TYPE, NodePalette } from "../editor/NodePalette";
@@ -158,17 +161,19 @@ function Editor({
   // lists (its package was removed): it gets the "Unknown node" placeholder, not React Flow's
   // default node. The key changes only when such a type appears or goes.
   const unknownKey = [...new Set(nodes.map((n) => n.type ?? ""))]
-    .filter((t) => !baseCatalog.has(t))
+    .filter((t) => !baseCatalog.has(t) && t !== NOTE_TYPE)
     .sort()
     .join("\n");
   const nodeTypes = useMemo<NodeTypes>(
-    () =>
-      Object.fromEntries(
+    () => ({
+      ...Object.fromEntries(
         [...types.map((t) => t.type), ...(unknownKey ? unknownKey.split("\n") : [])].map((t) => [
           t,
           FlowNodeView,
         ]),
       ),
+      [NOTE_TYPE]: NoteView,
+    }),
     [types, unknownKey],
   );
   const [edges, setEdges, onEdgesChange] = useEdgesState<FlowEdge>(loaded.edges);
@@ -469,6 +474,18 @@ function Editor({
     [history, setNodes],
   );
 
+  const [shortcutsOpen, setShortcutsOpen] = useState(false);
+
+  const editNote = useCallback(
+    (nodeId: string, text: string) => setParam(nodeId, "text", text),
+    [setParam],
+  );
+
+  const rename = useCallback(
+    (nodeId: string, label: string) => setParam(nodeId, "label", label === "" ? REMOVE : label),
+    [setParam],
+  );
+
   const save = useCallback(async (): Promise<boolean> => {
     const graph = toGraph(nodesRef.current, edgesRef.current, rf.getViewport(), original.current);
     setSaving(true);
@@ -630,6 +647,24 @@ function Editor({
     [dirty, runner.run, save, startRun],
   );
 
+  /** "Retry with this version": the shown failed or cancelled run, retried with the
+   * workflow as saved now (saved first), reusing what still matches. */
+  const retryCurrent = useCallback(async () => {
+    if (dirty && !(await save())) return;
+    setRunError(null);
+    try {
+      await runner.retryCurrent(nodesRef.current.map((n) => n.id));
+      setRanGraph({ nodes: nodesRef.current, edges: edgesRef.current, here: true });
+    } catch (exc) {
+      if (exc instanceof ApiError && exc.problem.errors?.length) {
+        setProblems(placeProblems(exc.problem.errors, original.current));
+      }
+      const why = exc instanceof Error ? exc.message : String(exc);
+      setRunError(why);
+      setToast(`Not retried: ${why}`);
+    }
+  }, [dirty, runner, save]);
+
   const copy = useCallback(() => {
     const copied = copySelection(nodesRef.current, edgesRef.current);
     if (!copied) return;
@@ -728,6 +763,11 @@ function Editor({
   useEffect(() => {
     const onKey = (event: KeyboardEvent) => {
       const mod = event.ctrlKey || event.metaKey;
+      if (!mod && !event.altKey && event.key === "?" && !isTyping(event.target) && !runOpen) {
+        event.preventDefault();
+        setShortcutsOpen(true);
+        return;
+      }
       if (!mod) return;
       const key = event.key.toLowerCase();
       if (key === "s") {
@@ -838,8 +878,18 @@ function Editor({
   }, [olderRun, olderGraph.data, ranGraph, nodes, edges]);
   const repeats = useMemo(() => repeatBounds({ nodes, edges }), [nodes, edges]);
   const context = useMemo(
-    () => ({ catalog, live: runner.live, problems, warnings, refused, stale, repeats }),
-    [catalog, runner.live, problems, warnings, refused, stale, repeats],
+    () => ({
+      catalog,
+      live: runner.live,
+      problems,
+      warnings,
+      refused,
+      stale,
+      repeats,
+      rename,
+      editNote,
+    }),
+    [catalog, runner.live, problems, warnings, refused, stale, repeats, rename, editNote],
   );
   const cachedCount = Object.values(runner.live).filter(
     (n) => n.status === "completed" && n.cached,
@@ -882,6 +932,7 @@ function Editor({
             onCancel={() => void runner.cancel().catch((e: Error) => setToast(e.message))}
             onRun={() => void openRun()}
             onRunAgain={(cache) => void runAgain(cache)}
+            onRetryCurrent={() => void retryCurrent()}
             cachedCount={cachedCount}
             version={version}
             historyOpen={historyOpen}
@@ -1027,6 +1078,7 @@ function Editor({
           />
         )}
       </div>
+      <ShortcutSheet open={shortcutsOpen} onClose={() => setShortcutsOpen(false)} />
       <ConfirmDialog
         open={confirmRestore !== null}
         title={`Restore version ${confirmRestore ?? ""}?`}

@@ -2,7 +2,6 @@ import { useEffect, useMemo, useReducer, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
-import { keys } from "../api/queries";
 import type { GraphJson, Run } from "../api/types";
 import { watchRun } from "../events/runSocket";
 import { shortRunId } from "../format/runName";
@@ -16,6 +15,10 @@ import {
 import { ArtifactPreview } from "../editor/ArtifactPreview";
 import { outputNodeIds, outputsFirst } from "../graph/outputs";
 import { iterationLabel, repeatBounds } from "../graph/repeat";
+import { labelsOf } from "../graph/label";
+import { REMOVE, SchemaForm } from "../forms/SchemaForm";
+import type { JsonSchema } from "../forms/schema";
+import { catalogMap, keys, useNodeTypes } from "../api/queries";
 import { useAction, ErrorBanner } from "../components/forms";
 import {
   Status,
@@ -53,6 +56,7 @@ function RunDetails() {
   });
   const graph = useRunGraph(workflowId, run.data);
   const repeats = useMemo(() => (graph ? repeatBounds(graph) : new Map<string, number>()), [graph]);
+  const labels = labelsOf(graph);
   useEffect(() => {
     setEvents([]);
     return watchRun(runId, (event) => {
@@ -79,12 +83,13 @@ function RunDetails() {
   // A failed or cancelled run goes on from where it stopped: completed nodes are reused
   // (no credits), the failed node and everything after it run again.
   // graph "current": the workflow as saved now (a fix saved since the run failed).
-  const retry = (graph: "run" | "current") =>
+  // `params`: node id -> params changed for the retry (merged into the run's graph).
+  const retry = (graph: "run" | "current", params?: Record<string, Record<string, unknown>>) =>
     act(async () => {
       const accepted = unwrap(
         await api.POST("/api/v1/workflows/{workflow_id}/runs/{run_id}/retry", {
           params: { path: { workflow_id: workflowId, run_id: runId } },
-          body: { trigger: "editor", graph } as never,
+          body: { trigger: "editor", graph, ...(params ? { params } : {}) } as never,
         }),
       );
       void client.invalidateQueries({ queryKey: keys.runs(workflowId) });
@@ -185,11 +190,19 @@ function RunDetails() {
           Same input. Without cache, every node is computed and charged again.
         </span>
       </div>
+      {retryable && graph && (
+        <RetryWithParams
+          graph={graph}
+          failedNode={r.error?.node_id ?? null}
+          labels={labels}
+          onRetry={(params) => void retry("run", params)}
+        />
+      )}
       <ErrorBanner error={actionError} />
       {r.error && (
         <div className={`banner ${status === "cancelled" ? "warn" : "error"}`}>
           {r.error.code}: {r.error.message}
-          {r.error.node_id ? ` (node ${r.error.node_id})` : ""}
+          {r.error.node_id ? ` (node ${labels.get(r.error.node_id) ?? r.error.node_id})` : ""}
         </div>
       )}
       {(() => {
@@ -202,6 +215,7 @@ function RunDetails() {
           <NodeRunCard
             key={node.node_id}
             node={node}
+            label={labels.get(node.node_id)}
             live={r.status === "running" ? live.nodes[node.node_id] : undefined}
             liveCached={live.nodes[node.node_id]?.cached}
             liveCredits={live.nodes[node.node_id]?.creditsUsed}
@@ -231,6 +245,7 @@ function RunDetails() {
                 <ItemGroup
                   key={`items-${nodeId}`}
                   nodeId={nodeId}
+                  label={labels.get(nodeId)}
                   items={items}
                   bound={repeats.get(nodeId)}
                 />
@@ -291,11 +306,14 @@ function useRunGraph(workflowId: string, run: Run | undefined): GraphJson | null
 /** One node of the run: status, duration, credits, error, sub-workflow link and its output. */
 function NodeRunCard({
   node,
+  label,
   live,
   liveCached,
   liveCredits,
 }: {
   node: NodeRunEntry;
+  /** The node's name in the run's graph (data.label), when it has one. */
+  label: string | undefined;
   live: { status: string } | undefined;
   liveCached: boolean | undefined;
   liveCredits: number | undefined;
@@ -305,7 +323,7 @@ function NodeRunCard({
   return (
     <li className="card" data-node-id={node.node_id}>
       <div className="row">
-        <b>{node.node_id}</b> <span className="muted">{node.type}</span>
+        <NodeName id={node.node_id} label={label} /> <span className="muted">{node.type}</span>
         <Status status={nodeStatus} cached={cached} />
         <span className="muted small">
           {formatDuration(node.duration_ms)} ·{" "}
@@ -329,6 +347,75 @@ function NodeRunCard({
   );
 }
 
+/** "Change params and retry": one node of the run's graph at a time (the failed one first),
+ * its params as the editor's form, pre-filled with what the run used; the retry runs the
+ * run's graph with the changes merged in, reusing what they do not touch. */
+function RetryWithParams({
+  graph,
+  failedNode,
+  labels,
+  onRetry,
+}: {
+  graph: GraphJson;
+  failedNode: string | null;
+  labels: Map<string, string>;
+  onRetry: (params: Record<string, Record<string, unknown>>) => void;
+}) {
+  const catalog = catalogMap(useNodeTypes().data);
+  const [chosen, setChosen] = useState(failedNode ?? graph.nodes[0]?.id ?? "");
+  const [edits, setEdits] = useState<Record<string, Record<string, unknown>>>({});
+  const node = graph.nodes.find((n) => n.id === chosen);
+  const spec = node ? catalog.get(node.type) : undefined;
+  const changed = Object.values(edits).reduce((sum, e) => sum + Object.keys(e).length, 0);
+  return (
+    <details className="card retry-params">
+      <summary>Change params and retry</summary>
+      <label htmlFor="retry-node">Node</label>
+      <select id="retry-node" value={chosen} onChange={(e) => setChosen(e.target.value)}>
+        {graph.nodes.map((n) => (
+          <option key={n.id} value={n.id}>
+            {labels.get(n.id) ?? n.id} ({n.type}){n.id === failedNode ? " — failed" : ""}
+          </option>
+        ))}
+      </select>
+      {node && spec ? (
+        <SchemaForm
+          key={node.id}
+          schema={spec.params_schema as JsonSchema}
+          nodeType={spec.type}
+          data={{ ...node.data, ...(edits[node.id] ?? {}) }}
+          idPrefix={`retry-${node.id}`}
+          onChange={(name, value) => {
+            if (value === REMOVE) return; // a retry changes params, it cannot unset one
+            setEdits((all) => ({ ...all, [node.id]: { ...(all[node.id] ?? {}), [name]: value } }));
+          }}
+        />
+      ) : (
+        <p className="muted small">No params to change here.</p>
+      )}
+      <button
+        type="button"
+        className="primary"
+        disabled={changed === 0}
+        onClick={() => onRetry(edits)}
+        title="Reuse every completed node these changes do not affect; run the rest"
+      >
+        Retry with {changed} changed param{changed === 1 ? "" : "s"}
+      </button>
+    </details>
+  );
+}
+
+/** A node as the run page names it: its name (the id beside it), else its id. */
+function NodeName({ id, label }: { id: string; label: string | undefined }) {
+  if (!label) return <b>{id}</b>;
+  return (
+    <>
+      <b className="node-label">{label}</b> <span className="muted mono small">{id}</span>
+    </>
+  );
+}
+
 /** A batch's item entries, by node, in record order (docs/batches.md). */
 function itemGroups(nodeRuns: NodeRunEntry[]): [string, NodeRunEntry[]][] {
   const groups = new Map<string, NodeRunEntry[]>();
@@ -346,10 +433,12 @@ const ITEM_DONE = new Set(["completed", "failed", "skipped", "cancelled"]);
  * region (`bound`, its max_iterations) the items are iterations (docs/repeat.md). */
 function ItemGroup({
   nodeId,
+  label,
   items,
   bound,
 }: {
   nodeId: string;
+  label: string | undefined;
   items: NodeRunEntry[];
   bound?: number;
 }) {
@@ -358,7 +447,7 @@ function ItemGroup({
     <li className="card" data-node-id={nodeId} data-items={items.length}>
       <details>
         <summary>
-          <b>{nodeId}</b> <span className="muted">{items[0]?.type}</span>{" "}
+          <NodeName id={nodeId} label={label} /> <span className="muted">{items[0]?.type}</span>{" "}
           {bound === undefined ? (
             <span aria-label="Items done">
               {done}/{items.length} items

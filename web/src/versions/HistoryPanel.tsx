@@ -1,3 +1,4 @@
+import { shownName } from "../graph/label";
 import { useState } from "react";
 import { useQuery } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
@@ -160,18 +161,28 @@ function DiffView({ diff }: { diff: GraphDiff }) {
       )}
       {diff.added.map((n) => (
         <li key={`+${n.id}`} className="added">
-          + node {n.id} ({n.type})
+          + node {shownName(n)} ({n.type})
         </li>
       ))}
       {diff.removed.map((n) => (
         <li key={`-${n.id}`} className="removed">
-          − node {n.id} ({n.type})
+          − node {shownName(n)} ({n.type})
         </li>
       ))}
       {diff.changed.map((c) => (
         <li key={`~${c.id}`}>
-          ~ node {c.id} ({c.type}){c.typeBefore && <span> type was {c.typeBefore}</span>}
-          {c.moved && !c.params.length && !c.typeBefore && <span className="muted"> moved</span>}
+          ~ node {c.renamed?.after ?? c.renamed?.before ?? c.id} ({c.type})
+          {c.typeBefore && <span> type was {c.typeBefore}</span>}
+          {c.renamed && (
+            <span>
+              {" "}
+              renamed {c.renamed.before ? `“${c.renamed.before}”` : c.id} →{" "}
+              {c.renamed.after ? `“${c.renamed.after}”` : c.id}
+            </span>
+          )}
+          {c.moved && !c.params.length && !c.typeBefore && !c.renamed && (
+            <span className="muted"> moved</span>
+          )}
           {c.params.length > 0 && (
             <ul>
               {c.params.map((p) => (

@@ -1,7 +1,8 @@
 // What changed between two saved versions of a workflow: nodes added, removed or changed
-// (type, params, position), connections added or removed, the name. Pure: graph_json in,
+// (type, params, name, position), connections added or removed, the workflow's name. Pure: graph_json in,
 // a description out, so the History panel only draws it.
 import type { GraphEdge, GraphJson, GraphNode } from "../api/types";
+import { nodeLabel } from "../graph/label";
 
 export interface ParamChange {
   name: string;
@@ -16,6 +17,8 @@ export interface NodeChange {
   /** The type before, when it changed. */
   typeBefore?: string;
   params: ParamChange[];
+  /** The node's name (data.label) before and after, when it changed. */
+  renamed?: { before: string | undefined; after: string | undefined };
   moved: boolean;
 }
 
@@ -50,7 +53,7 @@ function paramChanges(before: GraphNode, after: GraphNode): ParamChange[] {
   const b = after.data ?? {};
   const names = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
   return names
-    .filter((name) => !sameValue(a[name], b[name]))
+    .filter((name) => name !== "label" && !sameValue(a[name], b[name]))
     .map((name) => ({ name, before: a[name], after: b[name] }));
 }
 
@@ -78,11 +81,15 @@ export function diffGraphs(
     const params = paramChanges(was, node);
     const moved = !sameValue(was.position, node.position);
     const typeChanged = was.type !== node.type;
-    if (params.length || moved || typeChanged) {
+    const labelBefore = nodeLabel(was.data);
+    const labelAfter = nodeLabel(node.data);
+    const renamed = labelBefore !== labelAfter;
+    if (params.length || moved || typeChanged || renamed) {
       changed.push({
         id: node.id,
         type: node.type,
         ...(typeChanged ? { typeBefore: was.type } : {}),
+        ...(renamed ? { renamed: { before: labelBefore, after: labelAfter } } : {}),
         params,
         moved,
       });
@@ -109,7 +116,7 @@ export function onlyLayout(diff: GraphDiff): boolean {
     !diff.removed.length &&
     !diff.edgesAdded.length &&
     !diff.edgesRemoved.length &&
-    diff.changed.every((c) => !c.params.length && !c.typeBefore)
+    diff.changed.every((c) => !c.params.length && !c.typeBefore && !c.renamed)
   );
 }
 

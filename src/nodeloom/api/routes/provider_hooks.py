@@ -43,7 +43,8 @@ from nodeloom.store import provider_jobs
 
 router = APIRouter(route_class=GuardedRoute, tags=["provider hooks"])
 
-# A delivery is the whole prediction, its input included: our bound inputs as data: URIs.
+# A delivery is the whole prediction, its input included: bound files are inline only up to
+# NODELOOM_PROVIDER_INLINE_MAX_BYTES (adapters/bound.py), the larger ones are URLs.
 MAX_HOOK_BODY = 16 * 1024 * 1024
 
 

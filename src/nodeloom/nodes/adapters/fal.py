@@ -8,6 +8,9 @@ the model's output (its files as ``{"url": ...}`` objects) or the model's error;
 {cancel_url}`` cancels. The URLs fal hands back are checked like any other (and the key goes
 only to the queue's own origin).
 
+A bound file past ``NODELOOM_PROVIDER_INLINE_MAX_BYTES`` is put in fal's storage first
+(``upload_file``) and sent as its URL; smaller ones go inline as data: URIs.
+
 The platform API (``https://api.fal.ai/v1``, ``NODELOOM_FAL_API_URL``) serves the credential
 test (``GET /models/pricing``) and the model schemas for the editor (``GET /models`` with
 ``expand=openapi-3.0``: the endpoint's OpenAPI document).
@@ -20,11 +23,11 @@ import re
 import urllib.parse
 from typing import Any
 
-from nodeloom.nodes.adapters import policy
+from nodeloom.nodes.adapters import bound, policy
 from nodeloom.nodes.adapters.openapi import json_body as openapi_body
 from nodeloom.nodes.adapters.openapi import ordered, resolve_refs
 from nodeloom.nodes.adapters.outputs import pick_output
-from nodeloom.sdk._node import Kind, NodeFailure, Produced
+from nodeloom.sdk._node import ArtifactRef, Kind, NodeFailure, Produced
 from nodeloom.settings import Settings
 
 NAME = "fal"
@@ -58,6 +61,33 @@ def _url(job: dict[str, Any], name: str, default: str) -> str:
     return value if isinstance(value, str) and value else default
 
 
+async def upload_file(api: policy.Provider, settings: Settings, key: str, ref: ArtifactRef) -> str:
+    """``ref`` put in fal's storage as fal_client's storage upload does: ``POST
+    {fal_rest_url}/storage/upload/initiate?storage_type=gcs`` with the file's name and type
+    (the key sent there, fal's own REST origin) answers a signed ``upload_url`` and the
+    ``file_url``; the bytes go to ``upload_url`` by ``PUT`` with that Content-Type and no
+    key (the signature is the URL's); the model is given ``file_url``. Both URLs are
+    checked like any other. Not a paid call: sent again on 429 or 5xx."""
+    data = await asyncio.to_thread(ref.read_bytes)
+    content_type = ref.content_type
+    answer = await api.json(
+        "POST",
+        settings.fal_rest_url.rstrip("/") + "/storage/upload/initiate?storage_type=gcs",
+        json_body={"file_name": bound.file_name(ref), "content_type": content_type},
+        headers={"Authorization": f"Key {key}"},
+    )
+    upload_url, file_url = answer.get("upload_url"), answer.get("file_url")
+    if not all(
+        isinstance(u, str) and u.startswith(("https://", "http://")) for u in (upload_url, file_url)
+    ):
+        raise policy.ProviderError(f"{NAME} answered an upload without upload_url and file_url")
+    assert isinstance(upload_url, str) and isinstance(file_url, str)
+    # A client that holds no key: the signed URL is its own credential.
+    async with policy.Provider(settings, name=NAME, base_url=upload_url, secrets=(key,)) as put:
+        await put.request("PUT", upload_url, content=data, headers={"Content-Type": content_type})
+    return file_url
+
+
 async def run(
     ctx: policy.ProviderContext,
     model: str,
@@ -81,8 +111,12 @@ async def run(
         secrets=(key,),
     ) as api:
 
+        async def upload(ref: ArtifactRef) -> str:
+            return await upload_file(api, settings, key, ref)
+
         async def submit() -> dict[str, Any]:
-            answer = await api.json("POST", f"/{model}", json_body=payload, idempotent=False)
+            sent = await bound.resolve(payload, settings.provider_inline_max_bytes, upload)
+            answer = await api.json("POST", f"/{model}", json_body=sent, idempotent=False)
             request_id = answer.get("request_id")
             if not isinstance(request_id, str):
                 raise policy.ProviderError(f"{NAME} answered without a request_id")

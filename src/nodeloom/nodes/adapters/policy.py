@@ -62,7 +62,7 @@ from pydantic import Field
 
 from nodeloom import masking
 from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
-from nodeloom.sdk._node import ArtifactRef, Kind, NodeContext, NodeFailure, Produced
+from nodeloom.sdk._node import Kind, NodeContext, NodeFailure, Produced
 from nodeloom.settings import Settings
 
 BACKOFF_BASE = 0.5  # seconds; doubled per attempt, with jitter
@@ -543,18 +543,6 @@ def _write_data_uri(uri: str, path: Path, limit: int) -> None:
     except (binascii.Error, ValueError) as exc:
         raise ProviderError("the provider handed back a malformed data: URI") from exc
     path.write_bytes(data)
-
-
-# ----------------------------------------------------------------------------- inputs
-
-
-async def data_uri(ref: ArtifactRef) -> str:
-    """An input artifact as a ``data:`` URI (how Replicate and fal take files inline)."""
-
-    def encode() -> str:
-        return f"data:{ref.content_type};base64," + base64.b64encode(ref.read_bytes()).decode()
-
-    return await asyncio.to_thread(encode)
 
 
 # ----------------------------------------------------------------------------- jobs

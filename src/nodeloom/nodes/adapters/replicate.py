@@ -14,6 +14,10 @@ N seconds): fewer round trips for a fast model, but the prediction's id is known
 the call returns, so a crash during those seconds cannot be resumed and the prediction is
 created again. It is used only when a node asks for it (``wait_seconds``).
 
+**Files**: a bound input past ``NODELOOM_PROVIDER_INLINE_MAX_BYTES`` is uploaded first
+with ``POST /v1/files`` (``upload_file``) and the prediction names it by its ``urls.get``;
+smaller ones go inline as data: URIs (adapters/bound.py).
+
 **Webhooks**: when the server has a public base URL (adapters/hooks.py) and Replicate hands
 out the account's signing secret (``GET /v1/webhooks/default/secret``), the prediction is
 created with ``webhook`` (this node run's URL) and ``webhook_events_filter`` (start, output,
@@ -33,11 +37,13 @@ import time
 from collections import OrderedDict
 from typing import Any
 
+import httpx
+
 from nodeloom.auth.tokens import encrypt
-from nodeloom.nodes.adapters import policy
+from nodeloom.nodes.adapters import bound, policy
 from nodeloom.nodes.adapters.openapi import resolve_refs
 from nodeloom.nodes.adapters.outputs import pick_output
-from nodeloom.sdk._node import Kind, NodeFailure, Produced
+from nodeloom.sdk._node import ArtifactRef, Kind, NodeFailure, Produced
 from nodeloom.settings import Settings
 
 NAME = "Replicate"
@@ -128,6 +134,24 @@ async def signing_secret(api: policy.Provider, token: str) -> str | None:
     return secret
 
 
+async def upload_file(api: policy.Provider, ref: ArtifactRef) -> str:
+    """``ref`` uploaded with ``POST /v1/files`` (multipart, the file in the ``content``
+    part, as replicate-python's ``files.create``): the file's ``urls.get``, the URL a
+    prediction's input names it by. Not a paid call: sent again on 429 or 5xx."""
+    data = await asyncio.to_thread(ref.read_bytes)
+    form = httpx.Request(
+        "POST", api.url("/files"), files={"content": (bound.file_name(ref), data, ref.content_type)}
+    )
+    content = form.read()
+    headers = {"Content-Type": form.headers["Content-Type"]}
+    answer = await api.json("POST", "/files", content=content, headers=headers)
+    urls = answer.get("urls")
+    url = urls.get("get") if isinstance(urls, dict) else None
+    if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+        raise policy.ProviderError(f"{NAME} took the file but gave no URL for it (urls.get)")
+    return url
+
+
 async def run(
     ctx: policy.ProviderContext,
     model: str,
@@ -157,13 +181,20 @@ async def run(
             if hook and signing:
                 sent = {**body, "webhook": hook, "webhook_events_filter": list(WEBHOOK_EVENTS)}
             prefer = {"Prefer": f"wait={wait_seconds}"} if wait_seconds else {}
-            first = await api.json("POST", path, json_body=sent, headers=prefer, idempotent=False)
+            inline_max = settings.provider_inline_max_bytes
+            resolved = {**sent, "input": await bound.resolve(payload, inline_max, upload)}
+            first = await api.json(
+                "POST", path, json_body=resolved, headers=prefer, idempotent=False
+            )
             if not isinstance(first.get("id"), str):
                 raise policy.ProviderError(f"{NAME} answered without a prediction id")
             if sent is body:
                 return {"id": first["id"]}
             # Stored with the job (encrypted) for the route that checks this job's webhooks.
             return {"id": first["id"], "hook_secret": encrypt(settings.secret, str(signing))}
+
+        async def upload(ref: ArtifactRef) -> str:
+            return await upload_file(api, ref)
 
         async def cancel(job: policy.Job) -> None:
             await api.request("POST", f"/predictions/{job.id}/cancel")

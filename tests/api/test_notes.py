@@ -1,0 +1,89 @@
+"""Sticky notes on the canvas (issue 37 item 21): a node of type ``Note`` is kept in the graph
+as saved, and is not a node for anything else: it is not run, estimated, charged, listed in
+the run's node runs or taken for an output, and it cannot be connected. Its text is checked
+at save. Through the app over HTTP, on SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.api.test_auth import assert_problem
+from tests.conftest import User
+from tests.runs_helpers import create_workflow, e, execute, g, n, wait_for_run
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def noted(**note: object) -> dict[str, object]:
+    return g(
+        [
+            n("in", "TextInput", text="fox"),
+            n("tpl", "TextTemplate", template="a {{ text }}"),
+            n("memo", "Note", text="Remember: the prompt goes in `in`.", **note),
+        ],
+        [e("in", "tpl")],
+    )
+
+
+async def test_a_note_is_kept_and_never_run(client: httpx.AsyncClient, owner: User) -> None:
+    graph = noted(label="Read me", color="yellow")
+    wf = await create_workflow(client, owner, graph)
+    r = await client.get(f"/api/v1/workflows/{wf}", headers=owner.headers)
+    assert r.json()["graph_json"] == graph
+    assert r.json().get("warnings", []) == []
+    r = await client.post(f"/api/v1/workflows/{wf}/estimate", json={}, headers=owner.headers)
+    assert r.status_code == 200, r.text
+    assert "memo" not in r.text
+    r = await execute(client, owner, wf, {"cache": False})
+    assert r.status_code == 202, r.text
+    run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+    assert run["status"] == "completed", run
+    assert {nr["node_id"] for nr in run["node_runs"]} == {"in", "tpl"}
+    assert run["credits_used"] == r.json()["estimated_credits"]
+
+
+@pytest.mark.parametrize(
+    ("graph", "pointer", "words"),
+    [
+        (
+            g([n("in", "TextInput"), n("memo", "Note", text="x")], [e("memo", "in")]),
+            "/graph_json/edges/0/source",
+            "notes cannot be connected",
+        ),
+        (
+            g([n("in", "TextInput"), n("tpl", "TextTemplate"), n("memo", "Note")],
+              [e("in", "tpl"), e("tpl", "memo")]),
+            "/graph_json/edges/1/target",
+            "notes cannot be connected",
+        ),
+        (
+            g([n("memo", "Note", text="x" * 10_001)], []),
+            "/graph_json/nodes/0/data/text",
+            "at most 10000 characters",
+        ),
+        (
+            g([n("memo", "Note", text=["not", "text"])], []),
+            "/graph_json/nodes/0/data/text",
+            "a string",
+        ),
+        (
+            g([n("dup", "Note"), n("dup", "TextInput")], []),
+            "/graph_json/nodes/1/id",
+            "duplicate node id",
+        ),
+    ],
+)  # fmt: skip
+async def test_a_bad_note_is_refused_with_its_pointer(
+    client: httpx.AsyncClient, owner: User, graph: dict[str, object], pointer: str, words: str
+) -> None:
+    r = await client.post(
+        "/api/v1/workflows", json={"name": "x", "graph_json": graph}, headers=owner.headers
+    )
+    problem = assert_problem(r, 400, "invalid_graph")
+    errors = problem["errors"]
+    assert isinstance(errors, list)
+    assert any(err["pointer"] == pointer and words in err["message"] for err in errors), errors

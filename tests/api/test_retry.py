@@ -181,14 +181,18 @@ class TestRetry:
             f"/api/v1/workflows/{wf}", json={"graph_json": fixed}, headers=owner.headers
         )
         assert r.status_code == 200, r.text
-        # Without it, the run's own graph: the same failure.
+        saved = r.json()["version"]
+        # Without it, the run's own graph: the same failure, and the version that run ran.
         again = await _retry(client, owner, wf, first["id"])
-        assert (await wait_for_run(client, owner, wf, again.json()["run_id"]))["status"] == "failed"
+        again_run = await wait_for_run(client, owner, wf, again.json()["run_id"])
+        assert again_run["status"] == "failed"
+        assert again_run["workflow_version"] == first["workflow_version"] == saved - 1
         r = await _retry(client, owner, wf, first["id"], {"graph": "current"})
         assert r.status_code == 202, r.text
         assert r.json()["estimated_credits"] == 2  # "bad" and "after" only
         retry = await wait_for_run(client, owner, wf, r.json()["run_id"])
         assert retry["status"] == "completed", retry
+        assert retry["workflow_version"] == saved  # the version it ran, for its page and diffs
         old, new = _nodes(first), _nodes(retry)
         for reused in ("in", "a", "side"):  # unchanged, or changed outside their params
             assert new[reused]["cached"] is True
@@ -206,6 +210,7 @@ class TestRetry:
             {"graph": "current", "params": {"after": {"template": "{{ text }}?"}}},
         )  # fmt: skip
         retry = await wait_for_run(client, owner, wf, r.json()["run_id"])
+        assert retry["workflow_version"] is None  # its params make a graph no version holds
         nodes = _nodes(retry)
         # ("bad" ran as fixed in the retry before: the output cache answers it now.)
         assert {k for k, v in nodes.items() if not v["cached"]} == {"after", "side"}

@@ -46,6 +46,10 @@ class RetrySource:
     graph_json: dict[str, Any]
     run_input: dict[str, Any] | None
     reuse: dict[str, ArtifactInfo]
+    # The number of the saved version the graph is, when it is one: the retried run's own
+    # version, or the workflow's current one for a retry with the current version; None
+    # when the retry's params make a graph no version holds.
+    version_number: int | None = None
 
 
 def with_params(
@@ -235,5 +239,6 @@ def plan(
     completed = {n.node_id: n.artifact_id for n in nodes if n.status == done and n.artifact_id}
     rows = artifact_store.by_ids(conn, list(set(completed.values())))
     reuse = reusable(graph, completed, rows, changed)
-    source = RetrySource(row.id, graph_json, row.input, reuse)
+    version_number = None if params else (row.current_version if current else row.ran_version)
+    source = RetrySource(row.id, graph_json, row.input, reuse, version_number)
     return RetryPlan(row.workflow_id, row.workflow_version, graph, source)

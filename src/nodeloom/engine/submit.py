@@ -405,6 +405,7 @@ def new_run(
         queued=roots,
         retried_from=source.retried_from if source is not None else None,
         graph_json=source.graph_json if source is not None else None,
+        retry_version=source.version_number if source is not None else None,
         callback_url=request.callback_url,
         parent_run_id=request.parent_run_id,
         parent_node_id=request.parent_node_id,

@@ -99,6 +99,7 @@ class NewRun:
     # copy with the retry's params — instead of the workflow's current one.
     retried_from: str | None = None
     graph_json: dict[str, Any] | None = None
+    retry_version: int | None = None  # the saved version ``graph_json`` is, if it is one
     # Where the run reports when it ends: its callback delivery is written with the run, so
     # it cannot be lost between the run ending and someone noticing (engine/callbacks.py).
     callback_url: str | None = None
@@ -562,10 +563,11 @@ def _insert_run_alone(webhook: bool, keys: int, hits: int = 0) -> Prepared:
 # not matter: a retry runs the graph of the run it retries).
 _INSERT_RETRY = Prepared(
     sa.insert(_RUN).from_select(
-        [*_NEW_RUN_VALUES, "graph_json"],
+        [*_NEW_RUN_VALUES, "graph_json", "workflow_version"],
         sa.select(
             *(sa.bindparam(name, type_=_RUN.c[name].type) for name in _NEW_RUN_VALUES),
             sa.bindparam("graph_json", type_=_RUN.c.graph_json.type),
+            sa.bindparam("retry_version", type_=_RUN.c.workflow_version.type),
         ).where(
             _WORKFLOW.c.id == sa.bindparam("workflow_id"),
             _WORKFLOW.c.account_id == sa.bindparam("account_id"),
@@ -783,6 +785,7 @@ def _created(batch: Batch, new: NewRun, rows: _Rows) -> tuple[Prepared, dict[str
         values["version"] = new.workflow_version
     else:
         values["graph_json"] = new.graph_json
+        values["retry_version"] = new.retry_version
     if as_read is not None and new.graph_json is None:
         statement = _INSERT_WEBHOOK_RUN
         values.update(

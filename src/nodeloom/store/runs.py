@@ -111,6 +111,8 @@ _RETRY_SOURCE = Prepared(
         _RUNS.c.graph_json,
         _WORKFLOWS.c.updated_at.label("workflow_version"),
         _WORKFLOWS.c.graph_json.label("current_graph"),
+        _RUNS.c.workflow_version.label("ran_version"),
+        _WORKFLOWS.c.version.label("current_version"),
     )
     .join(_WORKFLOWS, _WORKFLOWS.c.id == _RUNS.c.workflow_id)
     .where(

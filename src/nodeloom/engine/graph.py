@@ -320,6 +320,8 @@ def _check_nodes(
         ):
             problems.add(f"{at}/position", "position must be an object {x, y} of numbers")
         checked = _check_node_type(raw, index, registry, settings, problems)
+        if checked is not None:
+            checked = checked[0].bound(checked[1]), checked[1]
         if checked is not None and checked[0].spec.type == WORKFLOW_TYPE:
             checked = _bind_child(checked, children, f"{at}/data/workflow_id", problems)
         if node_id is not None:

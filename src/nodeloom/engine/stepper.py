@@ -384,6 +384,17 @@ def progress(conn: Connection, run_id: str, node_id: str, fraction: float) -> li
     return apply(conn, batch, run_store.last_seq(conn, run_id) + 1)
 
 
+def waiting(conn: Connection, run_id: str, node_id: str, data: dict[str, Any]) -> list[Event]:
+    """A queue step recording that a node waits for a person (``node.waiting``), locked
+    like ``progress``."""
+    run = run_store.locked(conn, run_id)
+    if run is None or run.status != RunStatus.RUNNING:
+        return []
+    batch = Batch(run_id, run.workflow_id, run.account_id)
+    batch.event(EventType.NODE_WAITING, utcnow(), node_id, **data)
+    return apply(conn, batch, run_store.last_seq(conn, run_id) + 1)
+
+
 # -- committing ----------------------------------------------------------------------------
 
 

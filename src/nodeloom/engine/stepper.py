@@ -47,6 +47,7 @@ from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.engine.transitions import Batch, apply
 from nodeloom.events.model import Event, EventType
 from nodeloom.metrics import Metrics
+from nodeloom.nodes.approval import APPROVAL_TYPE
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 from nodeloom.store import Record
@@ -272,11 +273,13 @@ def interrupted(
     """Nodes found running whose process stopped (a crash, a lost worker): queued again,
     unless they were started ``max_attempts`` times already — a node that keeps taking its
     process down with it fails as ``node_crashed`` (its pending descendants skipped)
-    instead of being retried for ever. The nodes queued again."""
+    instead of being retried for ever. An Approval node runs no code that could take its
+    process down, and may wait across many restarts: it is always queued again (it finds
+    its approval as it was; engine/approvals.py). The nodes queued again."""
     again: list[str] = []
     for node_id in node_ids:
         attempts = state.attempts.get(node_id, 0)
-        if attempts < max_attempts:
+        if attempts < max_attempts or state.graph.nodes[node_id].type == APPROVAL_TYPE:
             again.append(node_id)
         else:
             state.record(batch, crashed(node_id, attempts, now))

@@ -1,0 +1,148 @@
+"""An approval outlives its server: a real server is stopped while two runs wait for a
+person, started again, and one run is approved (it completes down ``approved``) while the
+other's timeout, passed while no server ran, decides it from the database."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import PASSWORD
+from tests.runs_helpers import g, n
+from tests.server import ServerProcess
+
+pytestmark = pytest.mark.slow
+
+
+def graph(**approval: Any) -> dict[str, Any]:
+    return g(
+        [
+            n("in", "TextInput", text="cut"),
+            n("gate", "Approval", **approval),
+            n("yes", "TextTemplate", template="made: {{ text }}"),
+            n("no", "TextTemplate", template="dropped: {{ text }}"),
+        ],
+        [
+            {"id": "1", "source": "in", "target": "gate"},
+            {"id": "2", "source": "gate", "target": "yes", "sourceHandle": "approved"},
+            {"id": "3", "source": "gate", "target": "no", "sourceHandle": "rejected"},
+        ],
+    )
+
+
+def listed(http: httpx.Client, count: int) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + 30
+    while True:
+        body = http.get("/api/v1/approvals").json()
+        if body["count"] == count:
+            return list(body["data"])
+        assert time.monotonic() < deadline, body
+        time.sleep(0.05)
+
+
+def finished(http: httpx.Client, wf: str, run_id: str) -> dict[str, Any]:
+    deadline = time.monotonic() + 60
+    while True:
+        run: dict[str, Any] = http.get(f"/api/v1/workflows/{wf}/runs/{run_id}").json()
+        if run["status"] != "running":
+            return run
+        assert time.monotonic() < deadline, run
+        time.sleep(0.1)
+
+
+def statuses(run: dict[str, Any]) -> dict[str, str]:
+    return {node["node_id"]: node["status"] for node in run["node_runs"]}
+
+
+def test_an_approval_survives_a_restart(tmp_path: Path) -> None:
+    server = ServerProcess(
+        tmp_path / "data",
+        env={"NODELOOM_RATE_LIMIT_API_KEY": "10000", "NODELOOM_SHUTDOWN_GRACE_SECONDS": "1"},
+    )
+    server.start()
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=10) as http:
+            account = {"email": "gate@example.com", "password": PASSWORD}
+            assert http.post("/api/v1/auth/signup", json=account).status_code == 201
+            jwt = http.post("/api/v1/auth/login", json=account).json()["access_token"]
+            key = http.post(
+                "/api/v1/api-keys", json={"name": "k"}, headers={"Authorization": f"Bearer {jwt}"}
+            ).json()["key"]
+            http.headers["Authorization"] = f"Bearer {key}"
+            runs = {}
+            for name, params in (
+                ("person", {}),
+                ("timeout", {"timeout_seconds": 2, "timeout_outcome": "approve"}),
+            ):
+                body = {"name": name, "graph_json": graph(**params)}
+                wf = http.post("/api/v1/workflows", json=body).json()["id"]
+                r = http.post(f"/api/v1/workflows/{wf}/execute", json={"cache": False})
+                assert r.status_code == 202, r.text
+                runs[name] = (wf, r.json()["run_id"])
+            # Only the person's approval is left once the other's 2 s have passed.
+            approval = listed(http, 1)[0]
+            assert approval["run_id"] == runs["person"][1]
+        # Stop the server while the person's run waits; keep it down past no deadline.
+        server.stop()
+        server.start()
+        with httpx.Client(
+            base_url=server.base_url, timeout=10, headers={"Authorization": f"Bearer {key}"}
+        ) as http:
+            assert listed(http, 1)[0]["id"] == approval["id"]
+            wf, run_id = runs["person"]
+            assert http.get(f"/api/v1/workflows/{wf}/runs/{run_id}").json()["status"] == "running"
+            r = http.post(f"/api/v1/approvals/{approval['id']}/approve", json={"comment": "go"})
+            assert r.status_code == 200, r.text
+            run = finished(http, wf, run_id)
+            assert run["status"] == "completed", run
+            assert statuses(run) == {
+                "in": "completed",
+                "gate": "completed",
+                "yes": "completed",
+                "no": "skipped",
+            }
+            done = finished(http, *runs["timeout"])
+            assert statuses(done)["yes"] == "completed", done
+    finally:
+        server.stop()
+
+
+def test_a_timeout_passed_while_no_server_ran_decides_at_restart(tmp_path: Path) -> None:
+    server = ServerProcess(
+        tmp_path / "data",
+        env={"NODELOOM_RATE_LIMIT_API_KEY": "10000", "NODELOOM_SHUTDOWN_GRACE_SECONDS": "1"},
+    )
+    server.start()
+    try:
+        with httpx.Client(base_url=server.base_url, timeout=10) as http:
+            account = {"email": "late@example.com", "password": PASSWORD}
+            assert http.post("/api/v1/auth/signup", json=account).status_code == 201
+            jwt = http.post("/api/v1/auth/login", json=account).json()["access_token"]
+            key = http.post(
+                "/api/v1/api-keys", json={"name": "k"}, headers={"Authorization": f"Bearer {jwt}"}
+            ).json()["key"]
+            http.headers["Authorization"] = f"Bearer {key}"
+            body = {"name": "w", "graph_json": graph(timeout_seconds=4, timeout_outcome="reject")}
+            wf = http.post("/api/v1/workflows", json=body).json()["id"]
+            run_id = http.post(f"/api/v1/workflows/{wf}/execute", json={"cache": False}).json()[
+                "run_id"
+            ]
+            expires = listed(http, 1)[0]["expires_at"]
+        server.kill()  # a crash: nothing in the process survives
+        # Down until the approval has expired (observable: its expiry is in the past).
+        while datetime.now(UTC) < datetime.fromisoformat(expires.replace("Z", "+00:00")):
+            time.sleep(0.1)
+        server.start()
+        with httpx.Client(
+            base_url=server.base_url, timeout=10, headers={"Authorization": f"Bearer {key}"}
+        ) as http:
+            run = finished(http, wf, run_id)
+            assert run["status"] == "completed", run
+            assert statuses(run)["no"] == "completed" and statuses(run)["yes"] == "skipped"
+    finally:
+        server.stop()

@@ -51,6 +51,11 @@ class NodeCompletedData(_Data):
     artifact_id: str
     credits_used: int
     cached: bool
+    outputs: list[str] | None = Field(
+        default=None,
+        description="The outputs a node with branches took (an If's `true`, an Approval's "
+        "`approved`); absent for other nodes, whose outputs all carry the artifact.",
+    )
 
 
 class NodeError(_Data):

@@ -10,6 +10,7 @@ import { WorkflowsPage } from "./pages/WorkflowsPage";
 import { EditorPage } from "./pages/EditorPage";
 import { RunsPage } from "./pages/RunsPage";
 import { RunPage } from "./pages/RunPage";
+import { ApprovalsPage } from "./pages/ApprovalsPage";
 import { ProfilePage } from "./pages/ProfilePage";
 import { SchedulesPage } from "./pages/SchedulesPage";
 import { WebhooksPage } from "./pages/WebhooksPage";
@@ -70,6 +71,7 @@ export function App() {
         <Route path="/workflows/:workflowId/webhooks" element={<WebhooksPage />} />
         <Route path="/workflows/:workflowId/schedules" element={<SchedulesPage />} />
         <Route path="/runs" element={<RunsPage />} />
+        <Route path="/approvals" element={<ApprovalsPage />} />
         <Route path="/profile" element={<ProfilePage />} />
         <Route path="/login" element={<BackToWhereItWas />} />
         <Route path="/setup" element={<BackToWhereItWas />} />

@@ -28,10 +28,21 @@ export const keys = {
   versions: (workflowId: string) => ["versions", workflowId] as const,
   version: (workflowId: string, version: number) => ["version", workflowId, version] as const,
   schedules: (workflowId: string) => ["schedules", workflowId] as const,
+  approvals: ["approvals"] as const,
 };
 
 export function useMe() {
   return useQuery({ queryKey: keys.me, queryFn: async () => unwrap(await api.GET("/api/v1/me")) });
+}
+
+/** The account's approvals waiting for a person (the inbox and the badge in the nav). Read
+ * again every 15 s: a run anywhere may start waiting. */
+export function useApprovals() {
+  return useQuery({
+    queryKey: keys.approvals,
+    refetchInterval: 15_000,
+    queryFn: async () => unwrap(await api.GET("/api/v1/approvals")),
+  });
 }
 
 export function useNodeTypes() {

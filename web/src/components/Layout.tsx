@@ -1,9 +1,10 @@
 import { NavLink, Outlet } from "react-router";
 import { clearToken } from "../api/session";
-import { useMe } from "../api/queries";
+import { useApprovals, useMe } from "../api/queries";
 
 export function Layout() {
   const me = useMe();
+  const waiting = useApprovals().data?.count ?? 0;
   return (
     <div className="layout">
       <header className="topbar">
@@ -15,6 +16,14 @@ export function Layout() {
           <NavLink to="/workflows">Workflows</NavLink>
           <NavLink to="/runs" end>
             Runs
+          </NavLink>
+          <NavLink to="/approvals">
+            Needs approval
+            {waiting > 0 && (
+              <span className="badge" aria-label={`${waiting} waiting`}>
+                {waiting}
+              </span>
+            )}
           </NavLink>
           <NavLink to="/profile">Profile</NavLink>
           <a href="/api/v1/docs">API docs</a>

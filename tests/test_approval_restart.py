@@ -5,6 +5,7 @@ other's timeout, passed while no server ran, decides it from the database."""
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -12,7 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import PASSWORD
+from tests.live import account as signed_up
+from tests.live import wait_run
 from tests.runs_helpers import g, n
 from tests.server import ServerProcess
 
@@ -45,104 +47,82 @@ def listed(http: httpx.Client, count: int) -> list[dict[str, Any]]:
         time.sleep(0.05)
 
 
-def finished(http: httpx.Client, wf: str, run_id: str) -> dict[str, Any]:
-    deadline = time.monotonic() + 60
-    while True:
-        run: dict[str, Any] = http.get(f"/api/v1/workflows/{wf}/runs/{run_id}").json()
-        if run["status"] != "running":
-            return run
-        assert time.monotonic() < deadline, run
-        time.sleep(0.1)
-
-
 def statuses(run: dict[str, Any]) -> dict[str, str]:
     return {node["node_id"]: node["status"] for node in run["node_runs"]}
 
 
-def test_an_approval_survives_a_restart(tmp_path: Path) -> None:
-    server = ServerProcess(
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerProcess]:
+    """A real server on SQLite, stopped by its own PID whatever the test did."""
+    process = ServerProcess(
         tmp_path / "data",
         env={"NODELOOM_RATE_LIMIT_API_KEY": "10000", "NODELOOM_SHUTDOWN_GRACE_SECONDS": "1"},
     )
-    server.start()
+    process.start()
     try:
-        with httpx.Client(base_url=server.base_url, timeout=10) as http:
-            account = {"email": "gate@example.com", "password": PASSWORD}
-            assert http.post("/api/v1/auth/signup", json=account).status_code == 201
-            jwt = http.post("/api/v1/auth/login", json=account).json()["access_token"]
-            key = http.post(
-                "/api/v1/api-keys", json={"name": "k"}, headers={"Authorization": f"Bearer {jwt}"}
-            ).json()["key"]
-            http.headers["Authorization"] = f"Bearer {key}"
-            runs = {}
-            for name, params in (
-                ("person", {}),
-                ("timeout", {"timeout_seconds": 2, "timeout_outcome": "approve"}),
-            ):
-                body = {"name": name, "graph_json": graph(**params)}
-                wf = http.post("/api/v1/workflows", json=body).json()["id"]
-                r = http.post(f"/api/v1/workflows/{wf}/execute", json={"cache": False})
-                assert r.status_code == 202, r.text
-                runs[name] = (wf, r.json()["run_id"])
-            # Only the person's approval is left once the other's 2 s have passed.
-            approval = listed(http, 1)[0]
-            assert approval["run_id"] == runs["person"][1]
-        # Stop the server while the person's run waits; keep it down past no deadline.
-        server.stop()
-        server.start()
-        with httpx.Client(
-            base_url=server.base_url, timeout=10, headers={"Authorization": f"Bearer {key}"}
-        ) as http:
-            assert listed(http, 1)[0]["id"] == approval["id"]
-            wf, run_id = runs["person"]
-            assert http.get(f"/api/v1/workflows/{wf}/runs/{run_id}").json()["status"] == "running"
-            r = http.post(f"/api/v1/approvals/{approval['id']}/approve", json={"comment": "go"})
-            assert r.status_code == 200, r.text
-            run = finished(http, wf, run_id)
-            assert run["status"] == "completed", run
-            assert statuses(run) == {
-                "in": "completed",
-                "gate": "completed",
-                "yes": "completed",
-                "no": "skipped",
-            }
-            done = finished(http, *runs["timeout"])
-            assert statuses(done)["yes"] == "completed", done
+        yield process
     finally:
-        server.stop()
+        process.stop()
 
 
-def test_a_timeout_passed_while_no_server_ran_decides_at_restart(tmp_path: Path) -> None:
-    server = ServerProcess(
-        tmp_path / "data",
-        env={"NODELOOM_RATE_LIMIT_API_KEY": "10000", "NODELOOM_SHUTDOWN_GRACE_SECONDS": "1"},
-    )
-    server.start()
-    try:
-        with httpx.Client(base_url=server.base_url, timeout=10) as http:
-            account = {"email": "late@example.com", "password": PASSWORD}
-            assert http.post("/api/v1/auth/signup", json=account).status_code == 201
-            jwt = http.post("/api/v1/auth/login", json=account).json()["access_token"]
-            key = http.post(
-                "/api/v1/api-keys", json={"name": "k"}, headers={"Authorization": f"Bearer {jwt}"}
-            ).json()["key"]
-            http.headers["Authorization"] = f"Bearer {key}"
-            body = {"name": "w", "graph_json": graph(timeout_seconds=4, timeout_outcome="reject")}
+def test_an_approval_survives_a_restart(server: ServerProcess) -> None:
+    with httpx.Client(base_url=server.base_url, timeout=10) as http:
+        _, key = signed_up(http, "gate@example.com")
+        http.headers["Authorization"] = f"Bearer {key}"
+        runs = {}
+        for name, params in (
+            ("person", {}),
+            ("timeout", {"timeout_seconds": 2, "timeout_outcome": "approve"}),
+        ):
+            body = {"name": name, "graph_json": graph(**params)}
             wf = http.post("/api/v1/workflows", json=body).json()["id"]
-            run_id = http.post(f"/api/v1/workflows/{wf}/execute", json={"cache": False}).json()[
-                "run_id"
-            ]
-            expires = listed(http, 1)[0]["expires_at"]
-        server.kill()  # a crash: nothing in the process survives
-        # Down until the approval has expired (observable: its expiry is in the past).
-        while datetime.now(UTC) < datetime.fromisoformat(expires.replace("Z", "+00:00")):
-            time.sleep(0.1)
-        server.start()
-        with httpx.Client(
-            base_url=server.base_url, timeout=10, headers={"Authorization": f"Bearer {key}"}
-        ) as http:
-            run = finished(http, wf, run_id)
-            assert run["status"] == "completed", run
-            assert statuses(run)["no"] == "completed" and statuses(run)["yes"] == "skipped"
-    finally:
-        server.stop()
+            r = http.post(f"/api/v1/workflows/{wf}/execute", json={"cache": False})
+            assert r.status_code == 202, r.text
+            runs[name] = (wf, r.json()["run_id"])
+        # Only the person's approval is left once the other's 2 s have passed.
+        approval = listed(http, 1)[0]
+        assert approval["run_id"] == runs["person"][1]
+    # A graceful stop while the person's run waits, then a new process adopts the run.
+    server.stop()
+    server.start()
+    with httpx.Client(
+        base_url=server.base_url, timeout=10, headers={"Authorization": f"Bearer {key}"}
+    ) as http:
+        assert listed(http, 1)[0]["id"] == approval["id"]
+        wf, run_id = runs["person"]
+        assert http.get(f"/api/v1/workflows/{wf}/runs/{run_id}").json()["status"] == "running"
+        r = http.post(f"/api/v1/approvals/{approval['id']}/approve", json={"comment": "go"})
+        assert r.status_code == 200, r.text
+        run = wait_run(http, wf, run_id, 60)
+        assert run["status"] == "completed", run
+        assert statuses(run) == {
+            "in": "completed",
+            "gate": "completed",
+            "yes": "completed",
+            "no": "skipped",
+        }
+        done = wait_run(http, *runs["timeout"], 60)
+        assert statuses(done)["yes"] == "completed", done
+
+
+def test_a_timeout_passed_while_no_server_ran_decides_at_restart(server: ServerProcess) -> None:
+    with httpx.Client(base_url=server.base_url, timeout=10) as http:
+        _, key = signed_up(http, "late@example.com")
+        http.headers["Authorization"] = f"Bearer {key}"
+        body = {"name": "w", "graph_json": graph(timeout_seconds=4, timeout_outcome="reject")}
+        wf = http.post("/api/v1/workflows", json=body).json()["id"]
+        run_id = http.post(f"/api/v1/workflows/{wf}/execute", json={"cache": False}).json()[
+            "run_id"
+        ]
+        expires = listed(http, 1)[0]["expires_at"]
+    server.kill()  # a crash: nothing in the process survives
+    # Down until the approval has expired (observable: its expiry is in the past).
+    while datetime.now(UTC) < datetime.fromisoformat(expires.replace("Z", "+00:00")):
+        time.sleep(0.1)
+    server.start()
+    with httpx.Client(
+        base_url=server.base_url, timeout=10, headers={"Authorization": f"Bearer {key}"}
+    ) as http:
+        run = wait_run(http, wf, run_id, 60)
+        assert run["status"] == "completed", run
+        assert statuses(run)["no"] == "completed" and statuses(run)["yes"] == "skipped"

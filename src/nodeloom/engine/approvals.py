@@ -21,21 +21,21 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any
 
 from nodeloom.auth.tokens import check_signed_url, sign_url
+from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
 from nodeloom.engine import hook_signals
+from nodeloom.engine.graph import GraphNode
+from nodeloom.engine.run_state import ArtifactInfo
 from nodeloom.events.bus import EventBus
 from nodeloom.nodes.approval import APPROVED, REJECTED, ApprovalParams
 from nodeloom.nodes.base import NodeFailure, Produced, StoredMedia
-from nodeloom.schemas.common import format_timestamp
 from nodeloom.settings import Settings
 from nodeloom.store import Record
 from nodeloom.store import approvals as approval_store
-
-if TYPE_CHECKING:
-    from nodeloom.engine.executor import ExecutorEnv, NodeTask
 
 DECIDED = "approval.decided"  # the bus signal that wakes the node (never in a run's log)
 ACTIONS = {"approve": APPROVED, "reject": REJECTED}
@@ -70,7 +70,10 @@ def waiting_event(settings: Settings, row: Record) -> dict[str, Any]:
         "approval_id": row.id,
         "prompt": row.prompt,
         "allow_edit": row.allow_edit,
-        "expires_at": format_timestamp(row.expires_at),
+        # As the API writes timestamps (RFC 3339, UTC, milliseconds, "Z").
+        "expires_at": row.expires_at.astimezone(dt.UTC)
+        .isoformat(timespec="milliseconds")
+        .replace("+00:00", "Z"),
         **signed_links(settings, row),
     }
 
@@ -82,7 +85,16 @@ async def decided(bus: EventBus, row: Record) -> None:
     )
 
 
-async def _time_out(env: ExecutorEnv, row: Record) -> None:
+@dataclass(frozen=True)
+class Waiting:
+    """What waiting for a person needs (the executor's, without importing it)."""
+
+    db: Database
+    bus: EventBus
+    settings: Settings
+
+
+async def _time_out(env: Waiting, row: Record) -> None:
     """Decide ``row`` with its timeout outcome (unless someone decided it just now)."""
     outcome = APPROVED if row.timeout_outcome == "approve" else REJECTED
     approval_id = row.id
@@ -91,21 +103,26 @@ async def _time_out(env: ExecutorEnv, row: Record) -> None:
     )
 
 
-async def wait(env: ExecutorEnv, task: NodeTask, announce: Announce | None) -> Produced:
+async def wait(
+    env: Waiting,
+    account_id: str,
+    run_id: str,
+    node: GraphNode,
+    value: ArtifactInfo | list[ArtifactInfo] | None,
+    announce: Announce | None,
+) -> Produced:
     """Run the Approval node of ``task``: write (or find) its approval, wait for its
     decision or its expiry, and pass the input on down the output decided (NodeFailure
     when it has no input)."""
-    node = task.node
     params: ApprovalParams = node.params  # type: ignore[assignment]
-    run_id, node_id = task.run_id, node.id
-    value = task.inputs.get("input")
+    node_id = node.id
     if value is None or isinstance(value, list):
         raise NodeFailure("the Approval node has no input", "no_input")
     now = utcnow()
     row, new = await env.db.write(
         lambda c: approval_store.open_once(
             c,
-            account_id=task.account_id,
+            account_id=account_id,
             run_id=run_id,
             node_id=node_id,
             kind=params.kind,
@@ -119,9 +136,7 @@ async def wait(env: ExecutorEnv, task: NodeTask, announce: Announce | None) -> P
     )
     if new and announce is not None:
         await announce(waiting_event(env.settings, row))
-    with hook_signals.waiter(
-        env.bus, task.account_id, run_id, node_id, signal_type=DECIDED
-    ) as waiter:
+    with hook_signals.waiter(env.bus, account_id, run_id, node_id, signal_type=DECIDED) as waiter:
         while True:
             row = await env.db.read(lambda c: approval_store.of_node(c, run_id, node_id))
             if row.status != approval_store.PENDING:

@@ -271,7 +271,14 @@ class NodeExecutor:
         if node.type == APPROVAL_TYPE:
             # A person's decision, waited for on the event loop: no sandbox process, no slot.
             try:
-                produced = await approvals.wait(env, task, waiting)
+                produced = await approvals.wait(
+                    approvals.Waiting(env.db, env.bus, env.settings),
+                    task.account_id,
+                    task.run_id,
+                    node,
+                    task.inputs.get("input"),
+                    waiting,
+                )
                 return await self._keep(node, produced, None)
             except NodeFailure as exc:
                 return failed(node.id, exc.code, exc.message, utcnow())

@@ -1,6 +1,7 @@
-"""An approval outlives its server: a real server is stopped while two runs wait for a
-person, started again, and one run is approved (it completes down ``approved``) while the
-other's timeout, passed while no server ran, decides it from the database."""
+"""An approval outlives its server and is decided on any replica: a real server is stopped
+while two runs wait for a person, started again, and one run is approved (it completes down
+``approved``) while the other's timeout, passed while no server ran, decides it from the
+database; a decision made through a second server wakes the node on the first."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from tests.live import account as signed_up
 from tests.live import wait_run
 from tests.runs_helpers import g, n
 from tests.server import ServerProcess
+from tests.services import REDIS_URL, require_redis
 
 pytestmark = pytest.mark.slow
 
@@ -126,3 +128,39 @@ def test_a_timeout_passed_while_no_server_ran_decides_at_restart(server: ServerP
         run = wait_run(http, wf, run_id, 60)
         assert run["status"] == "completed", run
         assert statuses(run)["no"] == "completed" and statuses(run)["yes"] == "skipped"
+
+
+def test_a_decision_on_another_replica_wakes_the_node(tmp_path: Path) -> None:
+    """Two servers on one database, linked by Redis: the run waits on the first, the person
+    approves through the second, and the first's node goes on at once (the signal)."""
+    require_redis()
+    env = {"NODELOOM_RATE_LIMIT_API_KEY": "10000", "NODELOOM_REDIS_URL": REDIS_URL}
+    first = ServerProcess(tmp_path / "data", env=env)
+    second = ServerProcess(tmp_path / "data", env=env)
+    first.start()
+    try:
+        second.start()
+        with httpx.Client(base_url=first.base_url, timeout=10) as http:
+            _, key = signed_up(http, "replica@example.com")
+            http.headers["Authorization"] = f"Bearer {key}"
+            body = {"name": "w", "graph_json": graph()}
+            wf = http.post("/api/v1/workflows", json=body).json()["id"]
+            run_id = http.post(f"/api/v1/workflows/{wf}/execute", json={"cache": False}).json()[
+                "run_id"
+            ]
+            approval = listed(http, 1)[0]
+        auth = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=second.base_url, timeout=10, headers=auth) as other:
+            assert listed(other, 1)[0]["id"] == approval["id"]
+            decided = time.monotonic()
+            r = other.post(f"/api/v1/approvals/{approval['id']}/approve")
+            assert r.status_code == 200, r.text
+        with httpx.Client(base_url=first.base_url, timeout=10, headers=auth) as http:
+            run = wait_run(http, wf, run_id, 60)
+            assert run["status"] == "completed", run
+            assert statuses(run)["yes"] == "completed"
+        # Woken by the signal, not by the 10 s re-read.
+        assert time.monotonic() - decided < 8
+    finally:
+        second.stop()
+        first.stop()

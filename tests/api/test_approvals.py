@@ -257,3 +257,21 @@ class TestSignedLinks:
         data = waiting[0]["data"]
         assert waiting[0]["node_id"] == "gate" and data["approval_id"] == item["id"]
         assert "/approvals/" in data["approve_url"] and "sig=" in data["reject_url"]
+
+
+class TestCancelled:
+    async def test_a_cancelled_run_leaves_nothing_to_decide(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        wf, run_id = await start(client, owner, gated())
+        item = await pending(client, owner, run_id)
+        r = await client.post(f"/api/v1/workflows/{wf}/runs/{run_id}/cancel", headers=owner.headers)
+        assert r.status_code == 202, r.text
+        done = await wait_for_run(client, owner, wf, run_id, timeout=60)
+        assert done["status"] == "cancelled"
+        assert statuses(done)["gate"] == "cancelled"
+        listed = (await client.get("/api/v1/approvals", headers=owner.headers)).json()
+        assert listed["count"] == 0
+        r = await client.post(f"/api/v1/approvals/{item['id']}/approve", headers=owner.headers)
+        assert_problem(r, 409, "conflict")
+        assert (await client.post(local(item["approve_url"]))).status_code == 409

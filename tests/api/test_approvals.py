@@ -275,3 +275,60 @@ class TestCancelled:
         r = await client.post(f"/api/v1/approvals/{item['id']}/approve", headers=owner.headers)
         assert_problem(r, 409, "conflict")
         assert (await client.post(local(item["approve_url"]))).status_code == 409
+
+
+class TestMedia:
+    async def test_an_image_is_judged_and_passed_on_as_it_is(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = g(
+            [
+                n("in", "TextInput", text="A poster"),
+                n("card", "RenderText", width=64, height=64),
+                n("gate", "Approval", kind="image", prompt="Post this image?"),
+            ],
+            [
+                {"id": "1", "source": "in", "target": "card"},
+                {"id": "2", "source": "card", "target": "gate"},
+            ],
+        )
+        wf, run_id = await start(client, owner, graph)
+        item = await pending(client, owner, run_id)
+        assert item["kind"] == "image" and item["input"]["content_type"] == "image/png"
+        assert item["input"]["text"] is None
+        shown = await client.get(local(item["input"]["url"]))
+        assert shown.status_code == 200 and shown.content.startswith(b"\x89PNG")
+        r = await client.post(f"/api/v1/approvals/{item['id']}/approve", headers=owner.headers)
+        assert r.status_code == 200, r.text
+        done = await wait_for_run(client, owner, wf, run_id, timeout=60)
+        assert done["status"] == "completed"
+        gate = next(x for x in done["node_runs"] if x["node_id"] == "gate")
+        meta = await client.get(
+            f"/api/v1/artifacts/{gate['artifact_id']}/metadata", headers=owner.headers
+        )
+        assert meta.json()["content_type"] == "image/png"
+        out = await client.get(f"/api/v1/artifacts/{gate['artifact_id']}", headers=owner.headers)
+        assert out.content == shown.content
+
+    async def test_the_kind_is_checked_at_save(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        text_into_image = g(
+            [n("in", "TextInput", text="x"), n("gate", "Approval", kind="image")],
+            [{"id": "1", "source": "in", "target": "gate"}],
+        )
+        r = await client.post(
+            "/api/v1/workflows",
+            json={"name": "bad", "graph_json": text_into_image},
+            headers=owner.headers,
+        )
+        assert_problem(r, 400, "invalid_graph")
+        edit_an_image = g([n("gate", "Approval", kind="image", allow_edit=True)], [])
+        r = await client.post(
+            "/api/v1/workflows",
+            json={"name": "bad", "graph_json": edit_an_image},
+            headers=owner.headers,
+        )
+        body = assert_problem(r, 400, "invalid_graph")
+        pointers = [e["pointer"] for e in body["errors"]]  # type: ignore[attr-defined]
+        assert "/graph_json/nodes/0/data/allow_edit" in pointers

@@ -330,5 +330,7 @@ class TestMedia:
             headers=owner.headers,
         )
         body = assert_problem(r, 400, "invalid_graph")
-        pointers = [e["pointer"] for e in body["errors"]]  # type: ignore[attr-defined]
+        errors = body["errors"]
+        assert isinstance(errors, list)
+        pointers = [e["pointer"] for e in errors]
         assert "/graph_json/nodes/0/data/allow_edit" in pointers

@@ -7,6 +7,7 @@ import {
   withChildren,
   type ChildInterface,
 } from "../graph/subworkflow";
+import { withApprovalKinds } from "../graph/approval";
 import { api, unwrap } from "./client";
 import { fromServer } from "../credentials/kinds";
 import type { NodeType } from "./types";
@@ -54,7 +55,7 @@ export function useNodeTypes() {
 }
 
 export function catalogMap(types: NodeType[] | undefined): Map<string, NodeType> {
-  return new Map((types ?? []).map((t) => [t.type, t]));
+  return withApprovalKinds(new Map((types ?? []).map((t) => [t.type, t])));
 }
 
 /** The account's credentials (the first 200: the picker and the profile list show them all). */

@@ -111,7 +111,7 @@ async def wait(
     value: ArtifactInfo | list[ArtifactInfo] | None,
     announce: Announce | None,
 ) -> Produced:
-    """Run the Approval node of ``task``: write (or find) its approval, wait for its
+    """Run the Approval node ``node`` of run ``run_id``: write (or find) its approval, wait for its
     decision or its expiry, and pass the input on down the output decided (NodeFailure
     when it has no input)."""
     params: ApprovalParams = node.params  # type: ignore[assignment]

@@ -9,9 +9,9 @@ FROM python:${PYTHON_VERSION}-slim AS build
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/nodeloom
 WORKDIR /src
-COPY pyproject.toml README.md LICENSE ./
+COPY pyproject.toml README.md LICENSE requirements.lock ./
 COPY src ./src
-RUN /opt/nodeloom/bin/pip install --only-binary=:all: .
+RUN /opt/nodeloom/bin/pip install --only-binary=:all: -c requirements.lock .
 
 # -- runtime: the virtualenv, the examples, an unprivileged user and the data volume ---------
 FROM python:${PYTHON_VERSION}-slim

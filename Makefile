@@ -20,10 +20,10 @@ $(WEB_BUNDLE): $(WEB_SOURCES) | $(STAMP)
 chromium:
 	@scripts/ensure_chromium.sh
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	$(BIN)/python -m pip install --quiet -e '.[dev]' -c requirements.lock
 	touch $(STAMP)
 
 # make run PORT=8080 (or HOST=0.0.0.0 to listen beyond this machine)
@@ -37,6 +37,7 @@ check: install
 	$(BIN)/ruff check src tests bench
 	$(BIN)/ruff format --check src tests bench
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 	scripts/check_web.sh
 
 test: check

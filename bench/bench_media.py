@@ -29,7 +29,6 @@ from typing import Any
 
 from bench.common import table, write_section
 from nodeloom.nodes import media
-from nodeloom.nodes.base import CONTENT_TYPES, ArtifactRef, Kind, Produced
 from nodeloom.nodes.image import RenderText, RenderTextParams
 from nodeloom.nodes.speech import TextToSpeech, TextToSpeechParams
 from nodeloom.nodes.video import (
@@ -40,6 +39,7 @@ from nodeloom.nodes.video import (
     VideoConcat,
     VideoConcatParams,
 )
+from nodeloom.sdk._node import CONTENT_TYPES, ArtifactRef, Kind, Produced
 from nodeloom.settings import Settings
 
 COMMAND = ".venv/bin/python -m bench.bench_media --write"

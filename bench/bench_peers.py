@@ -174,12 +174,21 @@ class Load:
     machine_busy_pct: float  # all cores, 100 = every core busy
 
 
-def wrk_lua(paths: list[str], stop_after: int = 0, marker: str = "", nonce: str = "") -> str:
+def wrk_lua(
+    paths: list[str],
+    stop_after: int = 0,
+    marker: str = "",
+    nonce: str = "",
+    same_body: bool = False,
+) -> str:
     """POST a unique small JSON body per request (round-robin over ``paths``); with
     ``stop_after`` the (single) thread stops once that many 2xx responses arrived and writes
     ``marker`` (wrk's main thread sleeps for the whole -d anyway: the caller SIGINTs it).
-    The bodies of two wrk runs are the same unless their ``nonce`` differs."""
+    The bodies of two wrk runs are the same unless their ``nonce`` differs. ``same_body``:
+    every request of the run sends one body (Nodeloom's output cache answers all but the
+    first)."""
     listed = ", ".join(f'"{p}"' for p in paths)
+    counted = "0" if same_body else "counter"
     return f"""
 paths = {{{listed}}}
 counter = 0
@@ -191,7 +200,8 @@ wrk.headers["Content-Type"] = "application/json"
 request = function()
   counter = counter + 1
   local body = string.format(
-    '{{"text":"A sunset over the sea{nonce} %d","category":"travel","id":%d}}', counter, counter)
+    '{{"text":"A sunset over the sea{nonce} %d","category":"travel","id":%d}}',
+    {counted}, {counted})
   return wrk.format(nil, paths[(counter % #paths) + 1], nil, body)
 end
 response = function(status, headers, body)
@@ -219,20 +229,22 @@ def run_wrk(
     server_pid: int,
     stop_after: int = 0,
     nonce: str | None = None,
+    same_body: bool = False,
 ) -> Load:
     """One wrk run (1 thread). Counts come from wrk's own summary (the Lua ``done`` hook runs
     in another Lua state than the threads, so counters kept in Lua would not reach it).
     With ``stop_after``, ``Load.seconds`` is the time until that many 2xx responses.
     Bodies differ from every other run's unless ``nonce`` is given (the same nonce, the same
     bodies): wrk's counter starts at 1 each run, so without one a run repeated the bodies of
-    the runs before it and Nodeloom's node cache answered them."""
+    the runs before it and Nodeloom's node cache answered them. ``same_body``: one body for
+    every request of the run (``wrk_lua``), so the cache answers all but the first."""
     if nonce is None:
         nonce = f" {os.urandom(4).hex()}"
     assert base_url.startswith("http://127.0.0.1:"), "benchmarks target loopback only"
     with tempfile.TemporaryDirectory(prefix="bench-peers-") as tmp:
         marker = Path(tmp) / "reached"
         script = Path(tmp) / "load.lua"
-        script.write_text(wrk_lua(paths, stop_after, str(marker), nonce))
+        script.write_text(wrk_lua(paths, stop_after, str(marker), nonce, same_body))
         out_file = Path(tmp) / "wrk.out"
         cmd = ["wrk", "-t1", f"-c{connections}", f"-d{seconds}s", "--timeout", "60s"]
         cmd += ["--latency", "-s", str(script), base_url + paths[0]]
@@ -313,6 +325,8 @@ class Product:
     runs_load: Load
     runs_failed: int
     rss_mb: float
+    # (b) again with one body for every trigger (seconds, load, failed); Nodeloom only.
+    same_body: tuple[float, Load, int] | None = None
 
     @property
     def runs_per_s(self) -> float:
@@ -393,21 +407,8 @@ def measure_nodeloom(args: argparse.Namespace) -> Product:
             wait_runs(srv.data_dir, base + loads[conns].ok)
             log(f"  {_short(loads[conns])}")
 
-        log(f"Nodeloom: (b) {args.runs} runs at c={RUNS_CONCURRENCY}")
-        settle(srv.data_dir)
-        completed0, failed0 = nodeloom_finished(srv.data_dir)
-        started = time.monotonic()
-        runs_load = run_wrk(
-            srv.base_url,
-            paths,
-            connections=RUNS_CONCURRENCY,
-            seconds=600,
-            server_pid=pid,
-            stop_after=args.runs,
-        )
-        ended = wait_runs(srv.data_dir, completed0 + failed0 + args.runs)
-        _, failed1 = nodeloom_finished(srv.data_dir)
-        log(f"  {args.runs} runs in {ended - started:.2f} s; {_short(runs_load)}")
+        runs_seconds, runs_load, runs_failed = _completed_runs(srv, paths, args.runs, False)
+        same_seconds, same_load, same_failed = _completed_runs(srv, paths, args.runs, True)
         if args.profile:
             profile_nodeloom(srv, paths, args.profile)
         rss = tree_rss_mb(pid)
@@ -416,11 +417,38 @@ def measure_nodeloom(args: argparse.Namespace) -> Product:
         version=_nodeloom_version(),
         loads=loads,
         runs=args.runs,
-        runs_seconds=ended - started,
+        runs_seconds=runs_seconds,
         runs_load=runs_load,
-        runs_failed=int(failed1 - failed0),
+        runs_failed=runs_failed,
         rss_mb=rss,
+        same_body=(same_seconds, same_load, same_failed),
     )
+
+
+def _completed_runs(
+    srv: Server, paths: list[str], runs: int, same_body: bool
+) -> tuple[float, Load, int]:
+    """(b): ``runs`` triggers at c=50 until the last run ended (seconds, the load, runs
+    failed), with a body per trigger or, ``same_body``, one body for all (the output cache
+    answers all but the first)."""
+    bodies = "one body for all" if same_body else "a body each"
+    log(f"Nodeloom: (b) {runs} runs at c={RUNS_CONCURRENCY}, {bodies}")
+    settle(srv.data_dir)
+    completed0, failed0 = nodeloom_finished(srv.data_dir)
+    started = time.monotonic()
+    load = run_wrk(
+        srv.base_url,
+        paths,
+        connections=RUNS_CONCURRENCY,
+        seconds=600,
+        server_pid=srv.proc.pid,
+        stop_after=runs,
+        same_body=same_body,
+    )
+    ended = wait_runs(srv.data_dir, completed0 + failed0 + runs)
+    _, failed1 = nodeloom_finished(srv.data_dir)
+    log(f"  {runs} runs in {ended - started:.2f} s; {_short(load)}")
+    return ended - started, load, int(failed1 - failed0)
 
 
 def _nodeloom_version() -> str:
@@ -657,6 +685,22 @@ def measure_n8n(folder: Path, args: argparse.Namespace) -> Product:
 # --------------------------------------------------------------------------- report
 
 
+def nodeloom_summary(nl: Product) -> str:
+    """Nodeloom's (a) and (b) alone (``--no-n8n``)."""
+    lines = [f"(a) c={c}: {_short(load)}" for c, load in nl.loads.items()]
+    lines.append(
+        f"(b) {nl.runs} runs, a body each: {nl.runs_per_s:,.0f} completed runs/s "
+        f"(server CPU {nl.runs_load.server_cpu_pct:.0f}%), {nl.runs_failed} failed"
+    )
+    if nl.same_body is not None:
+        seconds, load, failed = nl.same_body
+        lines.append(
+            f"(b) {nl.runs} runs, one body for all: {nl.runs / seconds:,.0f} completed runs/s "
+            f"(server CPU {load.server_cpu_pct:.0f}%), {failed} failed"
+        )
+    return "\n".join(lines)
+
+
 def _short(load: Load) -> str:
     return (
         f"{load.rps_ok:,.0f} ok/s, p50 {load.p50_ms:.1f} ms, p99 {load.p99_ms:.1f} ms, "
@@ -727,6 +771,17 @@ def report(nl: Product, n8n: Product, args: argparse.Namespace) -> tuple[str, li
         )
         for p in (nl, n8n)
     ]
+    if nl.same_body is not None:
+        seconds, _load, failed = nl.same_body
+        rows.append(
+            (
+                "Nodeloom, one body for every trigger (output cache hits)",
+                "the same",
+                f"{seconds:.2f}",
+                f"{nl.runs / seconds:,.0f}",
+                failed,
+            )
+        )
     rows.append(("Nodeloom/n8n", "", "", _ratio(nl.runs_per_s, n8n.runs_per_s), ""))
     text += table(rows, ("product", "done when", "seconds", "completed runs/s", "failed"))
     text += "\n\n### Where the CPU went during the c=50 load of (a)\n\n"
@@ -806,7 +861,7 @@ def main() -> None:
         "queue mode (main + workers, Bull on Redis, PostgreSQL); bench/bench_queue_mode.py",
     )
     parser.add_argument("--workers", type=int, default=1, help="--queue-mode: workers of each")
-    parser.add_argument("--no-n8n", action="store_true", help="--queue-mode: Nodeloom only")
+    parser.add_argument("--no-n8n", action="store_true", help="Nodeloom only")
     parser.add_argument("--queued-runs", type=int, default=1000, help="--queue-mode: runs of (e)")
     parser.add_argument(
         "--claim-hops",
@@ -858,6 +913,10 @@ def main() -> None:
         return
 
     ensure_wrk()
+    if args.no_n8n:  # Nodeloom's figures only, written nowhere
+        nodeloom = measure_nodeloom(args)
+        print(nodeloom_summary(nodeloom))
+        return
     folder = ensure_n8n()
     nodeloom = measure_nodeloom(args)
     n8n = measure_n8n(folder, args)

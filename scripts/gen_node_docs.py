@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nodeloom.nodes.base import NodeType
+from nodeloom.sdk._node import NodeType
 from nodeloom.nodes.registry import build_registry
 
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "nodes.md"

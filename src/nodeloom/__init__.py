@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from nodeloom.version import __version__ as __version__
 
 if TYPE_CHECKING:
     from nodeloom.client import run as run

@@ -14,8 +14,8 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from nodeloom.budget import BudgetLimits
 from nodeloom.errors import ConfigurationError
-from nodeloom.sandbox.budget import BudgetLimits
 
 SECRET_FILE_NAME = "secret_key"  # noqa: S105 - a file name
 MIN_SECRET_LENGTH = 32
@@ -144,6 +144,13 @@ class Settings(BaseSettings):
         description="Most items one ForEach node of a run may have (docs/batches.md): a list "
         "known to be longer when the run is submitted is refused with 400, one found longer "
         "while it runs fails the ForEach node with batch_too_large.",
+    )
+    repeat_max_iterations: int = Field(
+        default=20,
+        ge=1,
+        le=1000,
+        description="Most iterations one Repeat node of a run may have (docs/repeat.md): a "
+        "Repeat's max_iterations above it is held to it (the estimate too).",
     )
     batch_items_in_flight_per_account: int = Field(
         default=64,

@@ -300,6 +300,94 @@ class TestExecutedWhileAccepted:
         assert run["credits_used"] == 0 and all(nr["cached"] for nr in run["node_runs"][1:])
         assert await db.read(lambda c: ledger_balance(c, owner.id)) == await balance(client, owner)
 
+    @pytest.mark.parametrize("backend", ["postgres"])
+    async def test_a_cache_hit_trigger_is_no_more_statements_than_a_miss_on_postgres(
+        self, client: httpx.AsyncClient, owner: User, app: FastAPI
+    ) -> None:
+        """A trigger whose outputs are stored is answered by them, free, in as few
+        statements as one whose outputs are not (ADR 0029): the one statement, checking
+        that each reused output is still the account's newest of its key."""
+        wf = await create_workflow(client, owner, chain_graph())
+        hook = await client.post(
+            f"/api/v1/workflows/{wf}/webhooks", json={"name": "h"}, headers=owner.headers
+        )
+        url = f"/api/v1/webhooks/{hook.json()['token']}"
+        assert (await client.post(url, json={"text": "0", "more": "m"})).status_code == 202
+        db = app.state.ctx.db
+        missed, hit = [], []  # a webhook takes 10 triggers a minute: 1 + 4 + 4
+        with db.counting() as misses:
+            for i in range(1, 5):
+                r = await client.post(url, json={"text": str(i), "more": "m"})
+                assert r.status_code == 202, r.text
+                missed.append(r.json()["run_id"])
+        with db.counting() as hits:
+            for i in range(1, 5):
+                r = await client.post(url, json={"text": str(i), "more": "m"})
+                assert r.status_code == 202, r.text
+                hit.append(r.json()["run_id"])
+        assert misses.n == 4
+        assert hits.n <= misses.n
+        for i, (miss_id, hit_id) in enumerate(zip(missed, hit, strict=True), start=1):
+            miss = await run_now(client, owner, wf, miss_id)
+            run = await run_now(client, owner, wf, hit_id)
+            assert run["status"] == "completed" and run["credits_used"] == 0
+            assert [nr["cached"] for nr in run["node_runs"]] == [True, True, True]
+            assert [nr["credits_used"] for nr in run["node_runs"]] == [0, 0, 0]
+            # The same artifacts, not copies.
+            reused = [nr["artifact_id"] for nr in run["node_runs"]]
+            assert reused == [nr["artifact_id"] for nr in miss["node_runs"]]
+            download = await client.get(f"/api/v1/artifacts/{reused[-1]}", headers=owner.headers)
+            assert download.text == f"<{i}> and m"
+            events = await events_of(client, owner, wf, hit_id)
+            assert shape(events) == EXPECTED_EVENTS
+            completed = [ev for ev in events if ev["type"] == "node.completed"]
+            assert [ev["data"].get("cached") for ev in completed] == [True, True, True]
+            assert await ledger_of(app, hit_id) == [("", "hold", 2), ("", "release", 2)]
+        assert await db.read(lambda c: ledger_balance(c, owner.id)) == await balance(client, owner)
+
+    async def test_a_cache_hit_reuses_the_newest_output_and_never_a_gone_one(
+        self, client: httpx.AsyncClient, owner: User, app: FastAPI
+    ) -> None:
+        """What the accepting process knows stored is checked, never trusted: a newer
+        output of the same key is the one reused, and an output no longer stored is made
+        again (and charged)."""
+        db = app.state.ctx.db
+        wf = await create_workflow(client, owner, chain_graph())
+        body = {"input": {"text": "k", "more": "m"}}
+        first = await run_now(
+            client, owner, wf, (await execute(client, owner, wf, body)).json()["run_id"]
+        )
+        # A run with the cache off makes newer artifacts of the same keys.
+        off = (await execute(client, owner, wf, {**body, "cache": False})).json()["run_id"]
+        newer = await run_now(client, owner, wf, off)
+        assert newer["credits_used"] == 2
+        again = (await execute(client, owner, wf, body)).json()["run_id"]
+        run = await run_now(client, owner, wf, again)
+        assert run["credits_used"] == 0
+        reused = [nr["artifact_id"] for nr in run["node_runs"]]
+        assert reused == [nr["artifact_id"] for nr in newer["node_runs"]]
+        assert reused != [nr["artifact_id"] for nr in first["node_runs"]]
+        # The outputs are no longer stored under their keys (as retention leaves them).
+        await db.write(
+            lambda c: c.execute(
+                sa.text("update artifacts set cache_key = null where account_id = :a"),
+                {"a": owner.id},
+            )
+        )
+        made = (await execute(client, owner, wf, body)).json()["run_id"]
+        run = await run_now(client, owner, wf, made)
+        assert run["status"] == "completed" and run["credits_used"] == 2
+        assert not any(nr["cached"] for nr in run["node_runs"])
+        art = run["node_runs"][-1]["artifact_id"]
+        download = await client.get(f"/api/v1/artifacts/{art}", headers=owner.headers)
+        assert download.text == "<k> and m"
+        assert await ledger_of(app, made) == [
+            ("", "hold", 2),
+            ("a", "charge", 1),
+            ("b", "charge", 1),
+        ]
+        assert await db.read(lambda c: ledger_balance(c, owner.id)) == await balance(client, owner)
+
     async def test_a_run_of_an_edited_workflow_runs_the_new_graph(
         self, client: httpx.AsyncClient, owner: User
     ) -> None:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from nodeloom import __version__
 from nodeloom.client import Client, errors
+from nodeloom.version import __version__
 from tests.client.conftest import NODELOOM, Account, Live, cli
 from tests.runs_helpers import e, g, n
 

@@ -19,12 +19,12 @@ from nodeloom.db.models import utcnow
 from nodeloom.engine import stepper, steps
 from nodeloom.engine.graph import validate_graph
 from nodeloom.engine.run_state import ArtifactInfo, Outcome, failed
-from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs
 from nodeloom.engine.submit import RunRequest, WorkflowVersion, new_run, write_run
 from nodeloom.nodes.registry import build_registry
 from nodeloom.runtime import Runtime
 from nodeloom.settings import Settings
+from nodeloom.states import NodeStatus
 from nodeloom.store import accounts, workflows
 from tests.engine import test_driver
 from tests.engine.test_driver import drive

@@ -17,9 +17,9 @@ from fastapi import FastAPI
 from sqlalchemy.engine import Connection
 
 from nodeloom.engine.credits import ledger_balance
-from nodeloom.engine.states import StaleTransition
 from nodeloom.engine.submit import RunRequest, new_run, read_workflow, write_run
 from nodeloom.engine.transitions import Batch, apply
+from nodeloom.states import StaleTransition
 from tests.api.test_auth import assert_problem
 from tests.api.test_instant_runs import events_of, ledger_of
 from tests.conftest import User

@@ -36,12 +36,12 @@ from hypothesis.stateful import (
 from nodeloom.engine import stepper
 from nodeloom.engine.graph import validate_graph
 from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, failed
-from nodeloom.engine.states import NODE_FROM, NodeStatus, RunStatus, StaleTransition
 from nodeloom.engine.submit import RunRequest, WorkflowVersion, new_run
 from nodeloom.engine.transitions import Batch, numbered
 from nodeloom.events.model import Event, EventType
 from nodeloom.nodes.registry import build_registry
 from nodeloom.settings import Settings
+from nodeloom.states import NODE_FROM, NodeStatus, RunStatus, StaleTransition
 from tests.runs_helpers import e, g, n
 
 REGISTRY = build_registry()

@@ -20,12 +20,12 @@ from nodeloom.db.models import Run, utcnow
 from nodeloom.engine import stepper, steps
 from nodeloom.engine.graph import validate_graph
 from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, failed
-from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs
 from nodeloom.engine.steps import StepResult
 from nodeloom.engine.submit import RunRequest, WorkflowVersion, new_run, write_run
 from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.settings import Settings
+from nodeloom.states import NodeStatus
 from nodeloom.store import accounts, workflows
 from tests.runs_helpers import e, g, n
 

@@ -229,6 +229,23 @@ def test_route_by_the_llm_json_answer(setup: Setup) -> None:
     assert asked["json_schema"]["schema"]["required"] == ["category", "severity"]
 
 
+def test_generate_judge_retry_until_good(setup: Setup) -> None:
+    before = len(setup.provider.requests)
+    out = run_example(setup, "generate-judge-retry.json")
+    # The fake judge scores every prompt 1: the loop runs its 3 iterations and ends
+    # exhausted, so the note is the output and no image is generated (or charged).
+    assert set(out) == {"note"}
+    assert out["note"]["text"].startswith("No prompt passed the review in 3 tries")
+    verdict = json.loads(out["note"]["text"].split("the last verdict: ", 1)[1])
+    assert verdict["score"] == 1
+    calls = setup.provider.requests[before:]
+    assert [c.path for c in calls] == ["/v1/chat/completions"] * 6  # write, judge; 3 times
+    # Iterations 2 and 3 were asked to answer the previous verdict.
+    asks = [json.loads(c.body)["messages"][-1]["content"] for c in calls[::2]]
+    assert "A reviewer judged" not in asks[0]
+    assert all("A reviewer judged your last attempt" in ask for ask in asks[1:])
+
+
 def test_approve_before_video(setup: Setup) -> None:
     document = json.loads((EXAMPLES / "approve-before-video.json").read_text(encoding="utf-8"))
     client = setup.client

@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from nodeloom.nodes import media
-from nodeloom.nodes.base import CONTENT_TYPES, ArtifactRef, InputValue, Kind, NodeType, Produced
+from nodeloom.sdk._node import CONTENT_TYPES, ArtifactRef, InputValue, Kind, NodeType, Produced
 from nodeloom.settings import Settings
 from tests.fakes import FakeServer, Recorded, fake_provider, serve
 

@@ -15,8 +15,8 @@ from PIL import Image
 
 from nodeloom.nodes import media
 from nodeloom.nodes.adapters.policy import Credential
-from nodeloom.nodes.base import InputValue, Kind, NodeType, Produced
 from nodeloom.nodes.registry import build_registry, params_schema
+from nodeloom.sdk._node import InputValue, Kind, NodeType, Produced
 from nodeloom.settings import Settings
 from tests.comfyui_fake import (
     AUDIO_SECONDS,
@@ -205,6 +205,12 @@ def _cases() -> dict[str, CaseFactory]:
             {},
             {"items": [a.text("x"), None, a.text("é")]},  # type: ignore[list-item]
             text='["x", null, "é"]',
+        ),
+        "Repeat": lambda a, s: Case({"max_iterations": 2}, {"text": a.text("start")}, text="start"),
+        "Until": lambda a, s: Case(
+            {"operator": "gte", "value": 7, "path": "score"},
+            {"text": a.text('{"score": 8}')},
+            text='{"score": 8}',
         ),
         "GradientBackground": lambda a, s: Case({"width": 30, "height": 20}, {}, (30, 20)),
         "ToneGenerator": lambda a, s: Case({"seconds": 0.4}, {}, seconds=0.4),

@@ -16,7 +16,6 @@ import pytest
 from PIL import Image
 
 from nodeloom.nodes import media
-from nodeloom.nodes.base import ArtifactRef, Kind, NodeFailure, Produced
 from nodeloom.nodes.speech import (
     MAX_PIECES,
     QUIET_PEAK,
@@ -26,6 +25,7 @@ from nodeloom.nodes.speech import (
     to_stereo_44k,
 )
 from nodeloom.nodes.video import ImageAudioToVideo, Slideshow, VideoCaption, VideoConcat
+from nodeloom.sdk._node import ArtifactRef, Kind, NodeFailure, Produced
 from nodeloom.settings import Settings
 from tests.nodes.conftest import Artifacts, run_node
 

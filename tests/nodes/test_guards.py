@@ -11,9 +11,9 @@ from PIL import Image
 
 from nodeloom.nodes import media
 from nodeloom.nodes.audio import AudioConcat, AudioVolume, ToneGenerator
-from nodeloom.nodes.base import Kind, NodeFailure, Produced
 from nodeloom.nodes.image import GradientBackground, ImageGrid, ImageResize, RenderText
 from nodeloom.nodes.video import ImageAudioToVideo, KenBurns, Slideshow, VideoCaption
+from nodeloom.sdk._node import Kind, NodeFailure, Produced
 from tests.nodes.conftest import Artifacts, make_settings, run_node
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from nodeloom.nodes import media
-from nodeloom.nodes.base import NodeFailure
 from nodeloom.nodes.http import Allowlist, BlockedAddress, HttpRequest, fetch, is_public
+from nodeloom.sdk._node import NodeFailure
 from tests.nodes.conftest import Artifacts, FakeServer, make_settings, run_node
 
 

@@ -12,10 +12,10 @@ import pytest
 from PIL import Image
 
 from nodeloom.nodes import media
-from nodeloom.nodes.base import ArtifactRef, Kind, NodeFailure
 from nodeloom.nodes.image import RenderText, layout_text, render_text_image
 from nodeloom.nodes.speech import TextToSpeech, synthesize
 from nodeloom.nodes.video import ImageAudioToVideo, KenBurns
+from nodeloom.sdk._node import ArtifactRef, Kind, NodeFailure
 from tests.nodes.conftest import Artifacts, run_node
 
 

@@ -13,10 +13,10 @@ from typer.testing import CliRunner
 
 from nodeloom.engine.context import ProviderNodeContext
 from nodeloom.nodes import media, providers
-from nodeloom.nodes.base import NodeFailure
 from nodeloom.nodes.provider_cli import provider_app
 from nodeloom.nodes.providers import LLMText, TextToImage
 from nodeloom.nodes.speech import TextToSpeech
+from nodeloom.sdk._node import NodeFailure
 from nodeloom.settings import Settings
 from tests.nodes.conftest import SECRET, Artifacts, FakeServer, make_settings, run_node
 from tests.providers.context import provider_context

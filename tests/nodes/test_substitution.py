@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nodeloom.nodes import substitution
-from nodeloom.nodes.base import NodeFailure
 from nodeloom.nodes.text import MAX_TEMPLATE_OUTPUT, check_template, render_template
+from nodeloom.sdk._node import NodeFailure
 
 KEYS = st.sampled_from(["a", "b", "city", "items", "_x", "upper", "0", "keys"])
 JSON = st.recursive(

@@ -7,7 +7,6 @@ import json
 import pytest
 
 from nodeloom.nodes import media
-from nodeloom.nodes.base import NodeFailure
 from nodeloom.nodes.text_extra import (
     JsonExtract,
     TextJoin,
@@ -17,6 +16,7 @@ from nodeloom.nodes.text_extra import (
     WordCount,
     transform,
 )
+from nodeloom.sdk._node import NodeFailure
 from tests.nodes.conftest import Artifacts, run_node
 
 

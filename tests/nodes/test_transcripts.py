@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from nodeloom.nodes import transcripts
-from nodeloom.nodes.base import NodeFailure
 from nodeloom.nodes.transcripts import Cue
+from nodeloom.sdk._node import NodeFailure
 
 words = (
     st.text(alphabet=st.characters(blacklist_categories=("Cs", "Cc", "Zl", "Zp")), min_size=1)

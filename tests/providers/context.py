@@ -12,7 +12,7 @@ from typing import Any
 from nodeloom.engine.context import ProviderNodeContext
 from nodeloom.nodes.adapters.media import to_artifact
 from nodeloom.nodes.adapters.policy import Credential
-from nodeloom.nodes.base import Produced
+from nodeloom.sdk._node import Produced
 from nodeloom.settings import Settings
 
 

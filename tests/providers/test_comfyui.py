@@ -15,11 +15,11 @@ from typing import Any
 import httpx
 import pytest
 
+from nodeloom import budget
 from nodeloom.engine.context import ProviderNodeContext
 from nodeloom.nodes.adapters import comfyui, policy
-from nodeloom.nodes.base import NodeFailure, Produced
-from nodeloom.sandbox import budget
 from nodeloom.sandbox.pool import SandboxPool
+from nodeloom.sdk._node import NodeFailure, Produced
 from nodeloom.settings import Settings
 from tests.comfyui_fake import SDXL_WORKFLOW, FakeComfyUI, running
 from tests.nodes.conftest import make_settings

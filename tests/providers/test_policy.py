@@ -21,12 +21,12 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from nodeloom import budget
 from nodeloom.engine.context import ProviderNodeContext
 from nodeloom.nodes.adapters import policy
-from nodeloom.nodes.base import Kind, NodeFailure, Produced
 from nodeloom.nodes.http import BlockedAddress
-from nodeloom.sandbox import budget
 from nodeloom.sandbox.pool import SandboxPool
+from nodeloom.sdk._node import Kind, NodeFailure, Produced
 from nodeloom.settings import Settings
 from tests.fakes import FakeServer, serve
 from tests.nodes.conftest import make_settings
@@ -507,7 +507,7 @@ async def test_a_second_stop_does_not_cut_the_providers_cancel_short(tmp_path: P
 
 
 def test_pass_through_price(tmp_path: Path) -> None:
-    from nodeloom.nodes.base import Cost, Input, NodeSpec, NodeType, Output, Params
+    from nodeloom.sdk._node import Cost, Input, NodeSpec, NodeType, Output, Params
 
     class Paid(NodeType):
         spec = NodeSpec(

@@ -11,7 +11,6 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from starlette.middleware import Middleware
 
-from nodeloom import __version__
 from nodeloom.api import hot, problems, webapp
 from nodeloom.api.middleware import (
     ContainErrors,
@@ -54,6 +53,7 @@ from nodeloom.schemas.events import openapi_schemas as event_schemas
 from nodeloom.schemas.runs import ExecuteRequest, RetryRequest
 from nodeloom.schemas.workflows import RestoreRequest, WorkflowCreate, WorkflowUpdate
 from nodeloom.settings import Settings
+from nodeloom.version import __version__
 
 API_PREFIX = "/api/v1"
 log = logging.getLogger("nodeloom")

@@ -14,7 +14,6 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from nodeloom import __version__
 from nodeloom.client import _config
 from nodeloom.client._resources import (
     AsyncApprovals,
@@ -31,6 +30,7 @@ from nodeloom.client._resources import (
 from nodeloom.client.errors import APIError, ConnectionFailed, error_for
 from nodeloom.schemas.accounts import AccountOut, TokenOut
 from nodeloom.schemas.nodes import NodeTypeOut
+from nodeloom.version import __version__
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")

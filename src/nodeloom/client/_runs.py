@@ -17,9 +17,9 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
 from nodeloom.client.errors import WaitTimeout, error_for
-from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.events.model import FINAL_EVENTS, EventType
 from nodeloom.schemas.runs import ArtifactMetadata, NodeRunOut, RunError, RunOut, RunSummary
+from nodeloom.states import NodeStatus, RunStatus
 
 if TYPE_CHECKING:
     from nodeloom.client._core import AsyncClient

@@ -24,7 +24,6 @@ from typing import Annotated
 
 import typer
 
-from nodeloom import __version__
 from nodeloom.commands import (
     accounts,
     approvals,
@@ -37,6 +36,7 @@ from nodeloom.commands import (
     workflows,
 )
 from nodeloom.commands.login import login_command, logout_command
+from nodeloom.version import __version__
 
 
 def _version(value: bool) -> None:

@@ -14,11 +14,11 @@ from typing import Annotated
 
 import typer
 
-from nodeloom import __version__
 from nodeloom.commands.common import JsonOption, err, print_listing
 from nodeloom.nodes.registry import build_registry, package_of
 from nodeloom.sdk import SDK_VERSION
 from nodeloom.settings import Settings
+from nodeloom.version import __version__
 
 app = typer.Typer(help="Node types and node packages.", no_args_is_help=True)
 

@@ -32,10 +32,11 @@ from nodeloom.engine.graph import GraphNode
 from nodeloom.engine.run_state import ArtifactInfo
 from nodeloom.events.bus import EventBus
 from nodeloom.nodes.approval import APPROVED, REJECTED, ApprovalParams
-from nodeloom.nodes.base import NodeFailure, Produced, StoredMedia
+from nodeloom.sdk._node import NodeFailure, Produced, StoredMedia
 from nodeloom.settings import Settings
 from nodeloom.store import Record
 from nodeloom.store import approvals as approval_store
+from nodeloom.timestamps import format_timestamp
 
 DECIDED = "approval.decided"  # the bus signal that wakes the node (never in a run's log)
 ACTIONS = {"approve": APPROVED, "reject": REJECTED}
@@ -70,10 +71,7 @@ def waiting_event(settings: Settings, row: Record) -> dict[str, Any]:
         "approval_id": row.id,
         "prompt": row.prompt,
         "allow_edit": row.allow_edit,
-        # As the API writes timestamps (RFC 3339, UTC, milliseconds, "Z").
-        "expires_at": row.expires_at.astimezone(dt.UTC)
-        .isoformat(timespec="milliseconds")
-        .replace("+00:00", "Z"),
+        "expires_at": format_timestamp(row.expires_at),
         **signed_links(settings, row),
     }
 

@@ -16,6 +16,21 @@ Until then the run's graph leaves the region out and its collectors wait for the
 A run's node rows are keyed by these instance ids (``x#k``, with the item index in their
 own column); the API shows the drawn node id and the item index. So that an instance id
 can never be a drawn node's id, a graph with a ForEach may not use ``#`` in node ids.
+
+A ``Repeat`` node opens a region too, closed by one ``Until`` (nodes/loop.py, ADR 0028):
+its iterations run one after another, so the run expands it one iteration at a time —
+iteration 0 when the Repeat completes, iteration k+1 in the step that completes iteration
+k's Until instance ``U#k`` when its condition did not hold and the bound is not reached:
+
+- iteration k gets ``R#k`` (a ``RepeatIteration`` passing on what it starts from: the
+  Repeat's output for k = 0, else ``U#(k-1)``'s value), one instance ``x#k`` of every region
+  node and ``U#k``, wired as for an item;
+- the drawn Until takes the last iteration's ``U#k`` and runs once it ended (a collector
+  to the engine), routing the run down ``done`` or ``exhausted``.
+
+Iterations share the ForEach's machinery (instance ids, item index, rows added in the step
+that decides them); a failure inside an iteration is the run's (``fail_fast``) unless an
+error output carries it.
 """
 
 from __future__ import annotations
@@ -26,6 +41,7 @@ from typing import TYPE_CHECKING
 
 from nodeloom.errors import FieldError
 from nodeloom.nodes.batch import FOR_EACH_ITEM, ForEachParams, ItemParams
+from nodeloom.nodes.loop import EXHAUSTED, REPEAT_ITERATION, IterationParams, RepeatParams
 
 if TYPE_CHECKING:
     from nodeloom.engine.graph import Graph
@@ -34,16 +50,23 @@ SEPARATOR = "#"
 ROOT = "/graph_json"
 
 
+# Region instances of a Repeat are not bounded by a concurrency: one iteration at a time.
+UNBOUNDED = 1_000_000
+OPENERS = ("for_each", "repeat")
+
+
 @dataclass(frozen=True)
 class Region:
-    """The nodes a ForEach runs once per item, and the collectors that gather them."""
+    """The nodes a ForEach runs once per item, and the collectors that gather them; or the
+    nodes a Repeat runs once per iteration, and its Until (its one collector)."""
 
-    for_each: str
+    for_each: str  # the node that opens it: a ForEach, or a Repeat
     nodes: tuple[str, ...]  # in graph order, the ForEach and collectors not included
     collectors: tuple[str, ...]
     concurrency: int
     fail_fast: bool
     max_items: int  # the param, or the server's cap: what the estimate holds for
+    repeat: bool = False  # a Repeat's: iterations, one after another
 
     @property
     def members(self) -> frozenset[str]:
@@ -68,44 +91,77 @@ class Batches:
         return bool(self.regions)
 
     def region_of_instance(self, node_id: str) -> Region | None:
-        """The region an instance (not a ForEach's item pick) belongs to."""
+        """The region an instance (not a ForEach's item pick, nor a Repeat's iteration
+        start) belongs to; a Repeat's ``U#k`` belongs to its region."""
         found = self.instances.get(node_id)
         if found is None or found[0] in self.regions:
             return None
-        return self.regions[self.region_of[found[0]]]
+        opener = self.region_of.get(found[0]) or self.collected_by[found[0]]
+        return self.regions[opener]
+
+    def next_iteration(self, node_id: str, ports: tuple[str, ...] | None) -> tuple[str, int]:
+        """When ``node_id`` completed taking ``ports``: the Repeat that gets another
+        iteration and its iteration count with it, or ("", 0) when none does — node_id is
+        not the Until instance of a Repeat's last iteration, or its condition held, or the
+        Repeat reached its ``max_iterations``."""
+        found = self.instances.get(node_id)
+        if found is None or ports != (EXHAUSTED,):
+            return "", 0
+        opener = self.collected_by.get(found[0])
+        region = self.regions.get(opener) if opener is not None else None
+        if region is None or not region.repeat:
+            return "", 0
+        iterations = self.counts.get(region.for_each) or 0
+        if found[1] + 1 != iterations or iterations >= region.max_items:
+            return "", 0
+        return region.for_each, iterations + 1
+
+    def ends_repeat(self, node_id: str) -> bool:
+        """Is ``node_id`` a drawn Until (the end of a Repeat region)?"""
+        opener = self.collected_by.get(node_id)
+        return opener is not None and self.regions[opener].repeat
+
+    def in_repeat(self, node_id: str) -> bool:
+        """Is ``node_id`` an instance of a Repeat region's node (its output cache is not
+        read: an iteration runs again to produce something new)?"""
+        region = self.region_of_instance(node_id)
+        return region is not None and region.repeat
 
 
 def instance_id(node_id: str, index: int) -> str:
     return f"{node_id}{SEPARATOR}{index}"
 
 
-def find_regions(graph: Graph, batch_cap: int) -> list[FieldError]:
+def find_regions(graph: Graph, batch_cap: int, repeat_cap: int) -> list[FieldError]:
     """Fill ``graph.batches`` from the drawn graph; the problems that make it unrunnable."""
     problems: list[FieldError] = []
     nodes = graph.nodes
-    for_eaches = [n for n in graph.order if nodes[n].node.batch_role == "for_each"]
-    collectors = {n for n in nodes if nodes[n].node.batch_role == "collect"}
-    if not for_eaches:
-        for node_id in sorted(collectors, key=graph.rank.__getitem__):
-            problems.append(_problem(graph, node_id, "gathers nothing: connect it after a ForEach"))
+    openers = [n for n in graph.order if nodes[n].node.batch_role in OPENERS]
+    closers = {n for n in nodes if nodes[n].node.batch_role in ("collect", "until")}
+    if not openers:
+        for node_id in sorted(closers, key=graph.rank.__getitem__):
+            problems.append(_problem(graph, node_id, _unconnected(graph, node_id)))
         return problems
     for node_id in graph.order:
         if SEPARATOR in node_id:
             problems.append(
                 FieldError(
                     f"{ROOT}/nodes/{nodes[node_id].index}/id",
-                    f"node id {node_id!r}: a graph with a ForEach may not use {SEPARATOR!r} in "
-                    "node ids (the run names each item's node runs <node id>#<item>)",
+                    f"node id {node_id!r}: a graph with a ForEach or a Repeat may not use "
+                    f"{SEPARATOR!r} in node ids (the run names each item's or iteration's "
+                    "node runs <node id>#<index>)",
                 )
             )
     batches = graph.batches
-    for for_each in for_eaches:
+    for opener in openers:
+        repeat = nodes[opener].node.batch_role == "repeat"
+        ends = "until" if repeat else "collect"
         members: set[str] = set()
         gathered: set[str] = set()
-        stack = list(graph.downstream[for_each])
+        stack = list(graph.downstream[opener])
         while stack:
             current = stack.pop()
-            if current in collectors:
+            if nodes[current].node.batch_role == ends:
                 gathered.add(current)
                 continue
             if current in members:
@@ -113,44 +169,86 @@ def find_regions(graph: Graph, batch_cap: int) -> list[FieldError]:
             members.add(current)
             stack.extend(graph.downstream[current])
         for node_id in members:
-            if node_id in batches.region_of or nodes[node_id].node.batch_role == "for_each":
-                problems.append(
-                    _problem(graph, node_id, "is inside two ForEach regions (no nesting yet)")
-                )
-            batches.region_of.setdefault(node_id, for_each)
+            role = nodes[node_id].node.batch_role
+            if node_id in batches.region_of or role in OPENERS or role == "until":
+                problems.append(_problem(graph, node_id, _nested(repeat, role)))
+            batches.region_of.setdefault(node_id, opener)
         for collector in gathered:
             if collector in batches.collected_by:
-                problems.append(_problem(graph, collector, "gathers the items of two ForEach"))
-            batches.collected_by.setdefault(collector, for_each)
-        params = nodes[for_each].params
+                what = "iterations of two Repeat" if repeat else "items of two ForEach"
+                problems.append(_problem(graph, collector, f"gathers the {what}"))
+            batches.collected_by.setdefault(collector, opener)
+        if repeat:
+            problems.extend(_repeat_shape(graph, opener, members, gathered))
+        params = nodes[opener].params
+        if isinstance(params, RepeatParams):
+            batches.regions[opener] = Region(
+                for_each=opener,
+                nodes=tuple(sorted(members, key=graph.rank.__getitem__)),
+                collectors=tuple(sorted(gathered, key=graph.rank.__getitem__)),
+                concurrency=UNBOUNDED,
+                fail_fast=True,
+                max_items=min(params.max_iterations, repeat_cap),
+                repeat=True,
+            )
+            continue
         assert isinstance(params, ForEachParams)
-        batches.regions[for_each] = Region(
-            for_each=for_each,
+        batches.regions[opener] = Region(
+            for_each=opener,
             nodes=tuple(sorted(members, key=graph.rank.__getitem__)),
             collectors=tuple(sorted(gathered, key=graph.rank.__getitem__)),
             concurrency=params.concurrency,
             fail_fast=params.fail_fast,
             max_items=min(params.max_items or batch_cap, batch_cap),
         )
-    for collector in sorted(collectors, key=graph.rank.__getitem__):
+    for collector in sorted(closers, key=graph.rank.__getitem__):
         gatherer = batches.collected_by.get(collector)
         if gatherer is None:
-            problems.append(
-                _problem(graph, collector, "gathers nothing: connect it after a ForEach")
-            )
+            problems.append(_problem(graph, collector, _unconnected(graph, collector)))
             continue
         inside = batches.regions[gatherer].members | {gatherer}
+        what = "in the region of" if batches.regions[gatherer].repeat else "one of the items of"
         for sources in graph.inputs[collector].values():
             for source in sources:
                 if source not in inside:
                     problems.append(
                         _problem(
-                            graph,
-                            collector,
-                            f"takes {source}, which is not one of the items of {gatherer}",
+                            graph, collector, f"takes {source}, which is not {what} {gatherer}"
                         )
                     )
     return problems
+
+
+def _unconnected(graph: Graph, node_id: str) -> str:
+    if graph.nodes[node_id].node.batch_role == "until":
+        return "ends nothing: connect it after a Repeat, at the end of the nodes it repeats"
+    return "gathers nothing: connect it after a ForEach"
+
+
+def _nested(repeat: bool, role: str | None) -> str:
+    if not repeat and role not in ("repeat", "until"):
+        return "is inside two ForEach regions (no nesting yet)"
+    return "is inside two ForEach or Repeat regions (no nesting yet)"
+
+
+def _repeat_shape(
+    graph: Graph, repeat: str, members: set[str], gathered: set[str]
+) -> list[FieldError]:
+    """A Repeat's region ends at exactly one Until, and no node of it takes that Until's
+    output (the region runs before the Until does)."""
+    if not gathered:
+        return [
+            _problem(graph, repeat, "never reaches an Until: end the nodes it repeats with one")
+        ]
+    if len(gathered) > 1:
+        names = ", ".join(sorted(gathered, key=graph.rank.__getitem__))
+        return [_problem(graph, repeat, f"reaches several Until nodes ({names}): it ends at one")]
+    (until,) = gathered
+    return [
+        _problem(graph, node_id, f"takes {until}, the Until of its own Repeat {repeat}")
+        for node_id in sorted(members, key=graph.rank.__getitem__)
+        if until in {s for srcs in graph.inputs[node_id].values() for s in srcs}
+    ]
 
 
 def _problem(graph: Graph, node_id: str, message: str) -> FieldError:
@@ -202,6 +300,13 @@ def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
             nodes[node_id] = node
             inputs[node_id] = {k: list(v) for k, v in template.inputs[node_id].items()}
             ports[node_id] = {k: list(v) for k, v in drawn_ports.items()}
+        elif batches.regions[for_each].repeat:
+            # The drawn Until takes the last iteration's Until instance (or, before the
+            # first iteration, waits for the Repeat).
+            count = counts.get(for_each)
+            last = instance_id(node_id, count - 1) if count else for_each
+            nodes[node_id] = node
+            inputs[node_id] = {name: [last] for name in template.inputs[node_id]}
         else:
             count = counts.get(for_each)
             nodes[node_id] = node
@@ -221,15 +326,29 @@ def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
         count = counts.get(node_id)
         if region is None or count is None:
             continue
+        members = (*region.nodes, *region.collectors) if region.repeat else region.nodes
         for k in range(count):
             pick = instance_id(node_id, k)
-            nodes[pick] = GraphNode(
-                pick, FOR_EACH_ITEM.spec.type, node.index, FOR_EACH_ITEM, ItemParams(index=k)
-            )
-            inputs[pick] = {"list": [node_id]}
+            if region.repeat:
+                until = instance_id(region.collectors[0], k - 1)
+                nodes[pick] = GraphNode(
+                    pick,
+                    REPEAT_ITERATION.spec.type,
+                    node.index,
+                    REPEAT_ITERATION,
+                    IterationParams(index=k),
+                )
+                inputs[pick] = {"text": [node_id if k == 0 else until]}
+                if k:
+                    ports[pick] = {"text": [EXHAUSTED]}
+            else:
+                nodes[pick] = GraphNode(
+                    pick, FOR_EACH_ITEM.spec.type, node.index, FOR_EACH_ITEM, ItemParams(index=k)
+                )
+                inputs[pick] = {"list": [node_id]}
             out.instances[pick] = (node_id, k, count)
             order.append(pick)
-            for member in region.nodes:
+            for member in members:
                 drawn = template.nodes[member]
                 one = instance_id(member, k)
                 nodes[one] = GraphNode(one, drawn.type, drawn.index, drawn.node, drawn.params)
@@ -267,12 +386,14 @@ def _source(batches: Batches, for_each: str, source: str, k: int) -> str:
 def count_at_submit(graph: Graph, run_input: Mapping[str, object] | None) -> dict[str, int]:
     """The item count of each ForEach fed straight by a TextInput, known before the run
     from its input data (the others are known when they run)."""
-    from nodeloom.nodes.base import NodeFailure
     from nodeloom.nodes.batch import split_items
     from nodeloom.nodes.text import TextInput, TextInputParams, text_input_value
+    from nodeloom.sdk._node import NodeFailure
 
     found: dict[str, int] = {}
-    for for_each in graph.batches.regions:
+    for for_each, region in graph.batches.regions.items():
+        if region.repeat:
+            continue  # its iterations are known as they run
         sources = [s for srcs in graph.inputs[for_each].values() for s in srcs]
         if len(sources) != 1 or not isinstance(graph.nodes[sources[0]].node, TextInput):
             continue

@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Literal, Protocol
 
-from nodeloom.engine.states import NodeStatus
-from nodeloom.nodes.base import DEFAULT_OUTPUT, ERROR_OUTPUT
+from nodeloom.sdk._node import DEFAULT_OUTPUT, ERROR_OUTPUT
+from nodeloom.states import NodeStatus
 
 
 class Graph(Protocol):

@@ -11,7 +11,7 @@ from typing import Any
 
 import orjson
 
-from nodeloom.nodes.base import NodeSpec
+from nodeloom.sdk._node import NodeSpec
 
 
 def cache_key(

@@ -35,7 +35,6 @@ import hmac
 import logging
 import secrets
 import time
-from collections import Counter
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -46,11 +45,12 @@ from sqlalchemy.engine import Connection
 from nodeloom.auth.tokens import decrypt
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
-from nodeloom.engine.states import RunStatus
 from nodeloom.errors import FieldError, InvalidRequest
 from nodeloom.nodes import http
-from nodeloom.nodes.base import NodeFailure
+from nodeloom.schemas.records import run_record
+from nodeloom.sdk._node import NodeFailure
 from nodeloom.settings import Settings
+from nodeloom.states import RunStatus
 from nodeloom.store import callbacks as store
 from nodeloom.store import runs as run_store
 
@@ -130,26 +130,6 @@ def envelope(run: dict[str, Any]) -> bytes:
             "data": run,
         }
     )
-
-
-def run_record(run: Any, nodes: list[Any], retries: list[str]) -> dict[str, Any]:
-    """The run as ``GET /workflows/{id}/runs/{run_id}`` shows it (``retries``: the runs
-    that retry it, oldest first)."""
-    from nodeloom.api.routes.runs import node_run_out, run_summary  # the API's one shape
-
-    # A ForEach's items are added to the run all at once: each drawn node of its region
-    # has one entry per item, so its entries count its items.
-    items = Counter(n.node_id.rpartition("#")[0] for n in nodes if n.item_index is not None)
-    node_runs = [
-        node_run_out(n, items[n.node_id.rpartition("#")[0]] if n.item_index is not None else None)
-        for n in nodes
-    ]
-    body = run_summary(run, sum(n["credits_used"] for n in node_runs))
-    body["input"] = run.input
-    body["node_runs"] = node_runs
-    body["retries"] = retries
-    body["parent_workflow_id"] = run.parent_workflow_id
-    return body
 
 
 class CallbackSender:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from nodeloom.nodes.adapters.policy import Signals
-from nodeloom.nodes.base import StoredMedia
+from nodeloom.sdk._node import StoredMedia
 from nodeloom.settings import Settings
 
 T = TypeVar("T")

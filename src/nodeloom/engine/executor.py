@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import orjson
 
+from nodeloom import budget
 from nodeloom.artifacts.store import ArtifactStore, StoredBlob
 from nodeloom.auth.tokens import decrypt
 from nodeloom.db.engine import Database
@@ -31,14 +32,20 @@ from nodeloom.engine.context import ProviderNodeContext, RunNodeContext
 from nodeloom.engine.graph import GraphNode
 from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, artifact_info, failed
 from nodeloom.engine.scratch import ScratchSpace
-from nodeloom.engine.states import NodeStatus
 from nodeloom.events.bus import EventBus
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.adapters import hooks
 from nodeloom.nodes.adapters.policy import Credential, Signals
 from nodeloom.nodes.approval import APPROVAL_TYPE
-from nodeloom.nodes.base import (
+from nodeloom.nodes.packages import PackagedNode
+from nodeloom.nodes.providers import api_key as provider_key
+from nodeloom.nodes.registry import Registry
+from nodeloom.nodes.subworkflow import WORKFLOW_TYPE
+from nodeloom.sandbox.fair import FairSlots
+from nodeloom.sandbox.pool import NodeJob, SandboxPool
+from nodeloom.sandbox.zygote import SandboxUnavailable
+from nodeloom.sdk._node import (
     ArtifactRef,
     InputValue,
     NeedsSandbox,
@@ -46,15 +53,8 @@ from nodeloom.nodes.base import (
     Produced,
     StoredMedia,
 )
-from nodeloom.nodes.packages import PackagedNode
-from nodeloom.nodes.providers import api_key as provider_key
-from nodeloom.nodes.registry import Registry
-from nodeloom.nodes.subworkflow import WORKFLOW_TYPE
-from nodeloom.sandbox import budget
-from nodeloom.sandbox.fair import FairSlots
-from nodeloom.sandbox.pool import NodeJob, SandboxPool
-from nodeloom.sandbox.zygote import SandboxUnavailable
 from nodeloom.settings import Settings
+from nodeloom.states import NodeStatus
 from nodeloom.store import Record, provider_jobs
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import assets as asset_store
@@ -106,6 +106,8 @@ class NodeTask:
     def of(cls, state: RunState, node_id: str) -> NodeTask:
         """Node ``node_id`` of the run ``state`` describes, with its inputs as they are."""
         region = state.graph.batches.regions.get(node_id)
+        if region is not None and region.repeat:
+            region = None  # its iterations are bounded by repeat_max_iterations
         return cls(
             run_id=state.run_id,
             account_id=state.account_id,
@@ -113,7 +115,8 @@ class NodeTask:
             node=state.graph.nodes[node_id],
             inputs=state.inputs_of(node_id),
             run_input=state.run_input,
-            use_cache=state.use_cache,
+            # An iteration runs again to produce something new: no stored output.
+            use_cache=state.use_cache and not state.graph.batches.in_repeat(node_id),
             per_item=len(region.nodes) + 1 if region is not None else 0,
         )
 
@@ -344,6 +347,10 @@ class NodeExecutor:
         time, so no timeout, execution slot or scratch directory is set up for it. Raises
         NeedsSandbox when it turns out to need one after all."""
         return await self._instant(task, self.key_of(task))
+
+    async def execute_instant_keyed(self, task: NodeTask, key: str | None) -> Outcome:
+        """``execute_instant`` of a node whose cache key (``key_of``) the caller has."""
+        return await self._instant(task, key)
 
     async def execute_in_step(self, task: NodeTask) -> Outcome | None:
         """An instant node within the step that started it (the in-process driver): its

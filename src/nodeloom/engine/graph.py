@@ -18,7 +18,9 @@ from pydantic import ValidationError
 from nodeloom.engine import branches
 from nodeloom.engine.batches import Batches, costs, find_regions
 from nodeloom.errors import FieldError
-from nodeloom.nodes.base import (
+from nodeloom.nodes.registry import Registry
+from nodeloom.nodes.subworkflow import WORKFLOW_TYPE, ChildInterface, bind
+from nodeloom.sdk._node import (
     DEFAULT_OUTPUT,
     ERROR_OUTPUT,
     Kind,
@@ -27,8 +29,6 @@ from nodeloom.nodes.base import (
     Params,
     accepts,
 )
-from nodeloom.nodes.registry import Registry
-from nodeloom.nodes.subworkflow import WORKFLOW_TYPE, ChildInterface, bind
 from nodeloom.settings import Settings
 
 # A Workflow node's child, resolved beforehand (engine/subworkflows.py): its interface, or
@@ -189,7 +189,9 @@ def validate_graph(
     graph.order = order
     if problems.items:
         return problems.items
-    problems.items.extend(find_regions(graph, settings.batch_max_items))
+    problems.items.extend(
+        find_regions(graph, settings.batch_max_items, settings.repeat_max_iterations)
+    )
     if problems.items:
         return problems.items
     return graph

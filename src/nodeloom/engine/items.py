@@ -33,11 +33,14 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import NodeRun, Run
-from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.nodes.batch import FOR_EACH_ITEM
+from nodeloom.nodes.loop import REPEAT_ITERATION
+from nodeloom.states import NodeStatus, RunStatus
 
 _RUNS = cast(sa.Table, Run.__table__)
 _NODES = cast(sa.Table, NodeRun.__table__)
+# The engine's picks (an item's, an iteration's start) are not item instances.
+_PICKS = (FOR_EACH_ITEM.spec.type, REPEAT_ITERATION.spec.type)
 
 
 class AccountItems:
@@ -124,7 +127,7 @@ def _items_of_account(account_id: str) -> sa.Select[int]:
             _RUNS.c.account_id == account_id,
             _RUNS.c.status == RunStatus.RUNNING.value,
             _NODES.c.item_index.is_not(None),
-            _NODES.c.type != FOR_EACH_ITEM.spec.type,
+            _NODES.c.type.not_in(_PICKS),
             _NODES.c.status.in_([NodeStatus.QUEUED.value, NodeStatus.RUNNING.value]),
         )
     )
@@ -163,7 +166,7 @@ def _pending_items() -> sa.Exists:
     return sa.exists().where(
         _NODES.c.run_id == _RUNS.c.id,
         _NODES.c.item_index.is_not(None),
-        _NODES.c.type != FOR_EACH_ITEM.spec.type,
+        _NODES.c.type.not_in(_PICKS),
         _NODES.c.status == NodeStatus.PENDING.value,
     )
 

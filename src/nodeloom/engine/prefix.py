@@ -25,8 +25,8 @@ from nodeloom.engine import stepper
 from nodeloom.engine.executor import NodeTask
 from nodeloom.engine.graph import Graph
 from nodeloom.engine.run_state import Outcome, RunState
-from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.transitions import Batch
+from nodeloom.states import NodeStatus
 
 
 def applies(graph: Graph) -> bool:

@@ -41,8 +41,8 @@ from nodeloom.db.models import (
     RunEvent,
     utcnow,
 )
-from nodeloom.engine.states import RunStatus
 from nodeloom.settings import Settings
+from nodeloom.states import RunStatus
 from nodeloom.store import assets as asset_store
 from nodeloom.store import callbacks as callback_store
 

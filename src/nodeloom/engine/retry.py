@@ -28,8 +28,8 @@ from sqlalchemy.engine import Connection
 from nodeloom.engine import branches
 from nodeloom.engine.graph import Graph
 from nodeloom.engine.run_state import ArtifactInfo, artifact_info
-from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.errors import Conflict, FieldError, InvalidGraph, InvalidRequest, NotFound
+from nodeloom.states import NodeStatus, RunStatus
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import runs as run_store
 

@@ -30,7 +30,9 @@ from typing import Any, NoReturn, cast
 
 from nodeloom.engine import branches
 from nodeloom.engine.graph import Graph
-from nodeloom.engine.states import (
+from nodeloom.engine.transitions import AddedNode, Batch, NewArtifact
+from nodeloom.ids import uuid7
+from nodeloom.states import (
     FINISHED_NODE_STATES,
     NODE_FROM,
     RUN_FROM,
@@ -38,8 +40,6 @@ from nodeloom.engine.states import (
     RunStatus,
     StaleTransition,
 )
-from nodeloom.engine.transitions import AddedNode, Batch, NewArtifact
-from nodeloom.ids import uuid7
 
 ArtifactInfo = NewArtifact  # an artifact as the engine needs it (no local path: see executor)
 
@@ -237,9 +237,9 @@ class RunState:
                 continue
             if self._candidates is not None:
                 self._candidates.add(target)
-            if target in self.graph.batches.collected_by:
+            if target in self.graph.batches.collected_by and not self._ends_unreached(target):
                 continue
-            if self._decide(target) == "skip":
+            if target in self.graph.batches.collected_by or self._decide(target) == "skip":
                 self.status[target] = NodeStatus.SKIPPED
                 self._held.discard(target)
                 skipped.append(target)
@@ -251,6 +251,14 @@ class RunState:
                 "message": f"not on the way {node_id} took: no input of it ran",
             }
             batch.skip_nodes(skipped, at, because=node_id, reason=reason)
+
+    def _ends_unreached(self, node_id: str) -> bool:
+        """Is ``node_id`` a Repeat's Until whose last iteration never reached its Until (a
+        branch inside the region not taken)? Then it is skipped, as what follows it."""
+        if not self.graph.batches.ends_repeat(node_id):
+            return False
+        sources = [s for srcs in self.graph.inputs[node_id].values() for s in srcs]
+        return any(self.status.get(s) == NodeStatus.SKIPPED for s in sources)
 
     def _send_error(self, batch: Batch, node_id: str, error: dict[str, Any], at: datetime) -> None:
         """A node whose ``error`` output has an edge failed: its error, as JSON, becomes its
@@ -454,11 +462,19 @@ class RunState:
                 cache_key=outcome.cache_key,
                 ports=outcome.ports,
             )
-            if node_id in self.graph.batches.regions:
+            batches_ = self.graph.batches
+            if node_id in batches_.regions and batches_.regions[node_id].repeat:
+                self._expand(batch, node_id, 1)  # a Repeat: its first iteration
+            elif node_id in batches_.regions:
                 assert outcome.items is not None, "a ForEach says how many items it has"
                 # Its node.completed event (just recorded) says how many items follow.
                 batch.events[-1][2]["items"] = outcome.items
                 self._expand(batch, node_id, outcome.items)
+            elif batches_:
+                # An iteration's Until whose condition did not hold: the next iteration.
+                repeat, iterations = batches_.next_iteration(node_id, outcome.ports)
+                if repeat:
+                    self._expand(batch, repeat, iterations)
             if self.graph.branching:
                 self._settle(batch, node_id, outcome.at)
             return

@@ -26,10 +26,10 @@ from nodeloom.engine import stepper
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
 from nodeloom.engine.items import AccountItems
 from nodeloom.engine.run_state import Outcome, RunState
-from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs, Unrunnable
 from nodeloom.engine.transitions import Batch
 from nodeloom.events.model import EventType
+from nodeloom.states import NodeStatus
 
 log = logging.getLogger("nodeloom.engine")
 

@@ -43,13 +43,13 @@ from nodeloom.engine import batches, subworkflows
 from nodeloom.engine.executor import small_inputs
 from nodeloom.engine.graph import Graph, validate_graph
 from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
-from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.engine.transitions import Batch, apply
 from nodeloom.events.model import Event, EventType
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.approval import APPROVAL_TYPE
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
+from nodeloom.states import NodeStatus, RunStatus
 from nodeloom.store import Record
 from nodeloom.store import runs as run_store
 

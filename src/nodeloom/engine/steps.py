@@ -29,10 +29,10 @@ from nodeloom.db.models import utcnow
 from nodeloom.engine import items, stepper
 from nodeloom.engine.executor import InputInfos, NodeTask
 from nodeloom.engine.run_state import Outcome, RunState
-from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs, Unrunnable
 from nodeloom.engine.transitions import Batch
 from nodeloom.events.model import Event
+from nodeloom.states import NodeStatus
 from nodeloom.store import runs as run_store
 
 

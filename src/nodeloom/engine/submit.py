@@ -36,9 +36,9 @@ from nodeloom.engine import batches, prefix, retry, stepper, subworkflows, work
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
 from nodeloom.engine.graph import Children, Graph, unavailable_nodes, validate_graph
+from nodeloom.engine.known_outputs import KnownOutputs
 from nodeloom.engine.retry import RetrySource
-from nodeloom.engine.run_state import Outcome, RunState
-from nodeloom.engine.states import NodeStatus, RunStatus
+from nodeloom.engine.run_state import Outcome, RunState, artifact_info
 from nodeloom.engine.stepper import INSTANT_PER_STEP, count_events, run_instant
 from nodeloom.engine.transitions import (
     Batch,
@@ -60,10 +60,11 @@ from nodeloom.events.bus import EventBus
 from nodeloom.events.model import Event, EventType
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
-from nodeloom.nodes.base import NeedsSandbox
 from nodeloom.nodes.batch import too_many
 from nodeloom.nodes.registry import Registry
+from nodeloom.sdk._node import NeedsSandbox
 from nodeloom.settings import Settings
+from nodeloom.states import NodeStatus, RunStatus
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import credentials as credential_store
 
@@ -456,11 +457,22 @@ def write_run(
 @dataclass(frozen=True)
 class CacheLookup:
     """The cache keys of a run executed while accepted, looked up by the transaction that
-    writes it; ``replay`` makes the same run reusing what was found."""
+    writes it; ``replay`` makes the same run reusing what was found. Outcomes may be cache
+    hits already, outputs known stored (engine/known_outputs.py); ``found``: the rows the
+    look-up found, by key, once it ran."""
 
     keys: list[str]
     outcomes: dict[str, Outcome]
     replay: Callable[[dict[str, Outcome]], tuple[RunState, Batch]]
+    found: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def known_hits(self) -> dict[str, str]:
+        """The artifact each outcome known stored reuses, by cache key."""
+        return {
+            o.cache_key: o.artifact.id
+            for o in self.outcomes.values()
+            if o.cached and o.cache_key and o.artifact is not None
+        }
 
 
 @dataclass(frozen=True)
@@ -468,6 +480,15 @@ class NewRunToWrite:
     state: RunState
     batch: Batch
     lookup: CacheLookup | None = None
+
+
+class KnownGone(Exception):
+    """An output known stored (engine/known_outputs.py) is not stored any more: the run is
+    accepted again without what this process knew (its nodes executed)."""
+
+    def __init__(self, keys: list[str]) -> None:
+        super().__init__("outputs known stored are gone")
+        self.keys = keys
 
 
 class _StoredElsewhere(Exception):
@@ -495,7 +516,13 @@ def write_accepted(
     lookup = run.lookup
     if lookup is not None:
         rows = artifact_store.cached_many(conn, state.account_id, lookup.keys)
-        if rows:
+        lookup.found.clear()
+        lookup.found.update(rows)
+        known = lookup.known_hits()
+        gone = [key for key in known if key not in rows]
+        if gone:
+            raise KnownGone(gone)
+        if rows and not _as_known(lookup.outcomes, rows):
             if any(row.data is None for row in rows.values()):
                 raise _StoredElsewhere(rows)
             hits = {
@@ -507,6 +534,19 @@ def write_accepted(
     if before_write is not None:
         before_write(state, batch)
     return state, batch, write_run(conn, request, state, batch, answer)
+
+
+def _as_known(outcomes: dict[str, Outcome], rows: dict[str, Any]) -> bool:
+    """Whether the run as prepared already reuses exactly what the look-up found: each
+    output found is a hit of that artifact, known stored, and no other output was found
+    (the replay would make the same run)."""
+    for outcome in outcomes.values():
+        row = rows.get(outcome.cache_key or "")
+        if outcome.cached != (row is not None):
+            return False
+        if row is not None and (outcome.artifact is None or outcome.artifact.id != row.id):
+            return False
+    return True
 
 
 def _without_waiting(coroutine: Coroutine[Any, Any, T]) -> T:
@@ -567,6 +607,9 @@ class Acceptor:
         # Acceptances in progress at once: under a flood of executes, the rest wait here
         # (cheaply) instead of all sharing the event loop with status polls.
         self.admission = asyncio.Semaphore(settings.max_concurrent_accepts)
+        # Outputs this process saw stored: a run of only those is accepted without running
+        # its nodes, in one statement on PostgreSQL (ADR 0029).
+        self.known = KnownOutputs()
 
     async def accept(self, request: RunRequest) -> Accepted:
         if not self.dispatcher.accepting:
@@ -579,10 +622,11 @@ class Acceptor:
             if earlier is not None:
                 return Accepted(earlier, replayed=True)
         async with self.admission:
+            use_known = True
             for _ in range(ATTEMPTS):
                 workflow = await self._workflow(request)
                 await self._check_credentials(request, workflow)
-                run = await self._prepare(request, workflow)
+                run = await self._prepare(request, workflow, use_known)
                 answer: dict[str, Any] = {
                     "run_id": run.batch.run_id,
                     "status": RunStatus.RUNNING.value,
@@ -599,6 +643,10 @@ class Acceptor:
                         raise TriggerStale(request.webhook_id) from None
                     request = dataclasses.replace(request, workflow_version=None)
                     continue
+                except KnownGone as gone:
+                    self.known.forget(request.account_id, gone.keys)
+                    use_known = False
+                    continue
                 except IntegrityError:
                     earlier = await self._earlier(request)
                     if earlier is None:
@@ -607,6 +655,7 @@ class Acceptor:
                 break
             else:
                 raise Conflict("The workflow was changed while the run was being accepted; retry.")
+        self._remember(request.account_id, batch, run.lookup)
         stepper.committed(state, events)
         await self.bus.publish(events)
         count_events(self.metrics, events)
@@ -633,11 +682,24 @@ class Acceptor:
             lambda c: read_workflow(c, request.account_id, request.workflow_id, self.graphs)
         )
 
-    async def _prepare(self, request: RunRequest, workflow: WorkflowVersion) -> NewRunToWrite:
+    def _remember(self, account_id: str, batch: Batch, lookup: CacheLookup | None) -> None:
+        """The outputs a committed acceptance wrote or found stored, as known stored."""
+        for end in batch.ended:
+            if end.cache_key is not None and end.new_artifact is not None:
+                self.known.remember(account_id, end.cache_key, end.new_artifact)
+        if lookup is not None:
+            for key, row in lookup.found.items():
+                if row.data is not None:
+                    self.known.remember(account_id, key, artifact_info(row))
+
+    async def _prepare(
+        self, request: RunRequest, workflow: WorkflowVersion, use_known: bool = False
+    ) -> NewRunToWrite:
         """The run to write: executed already when every node is instant and they fit in
         one step, else as accepted (pending). The outputs of an executed run may already be
         stored (its cache keys): the transaction that writes it looks them up
-        (``write_accepted``)."""
+        (``write_accepted``). ``use_known``: nodes whose outputs this process knows stored
+        are recorded as those cache hits instead of executed (``_known_or_executed``)."""
         state, batch = new_run(request, workflow, work_limit=self.settings.run_max_work)
         graph = workflow.graph
         if self.executor is not None and request.driver is None and prefix.applies(graph):
@@ -645,8 +707,9 @@ class Acceptor:
         if self.executor is None or not graph.all_instant or len(graph.nodes) > INSTANT_PER_STEP:
             return NewRunToWrite(state, batch)
         owner = request.driver or self.claimant
+        produce = self._known_or_executed if use_known and state.use_cache else self._produce
         try:
-            outcomes = await self._execute_now(state, batch, owner, self._produce)
+            outcomes = await self._execute_now(state, batch, owner, produce)
         except NeedsSandbox:
             # A node turned out not to be instant (a template that needs Jinja after all):
             # the run is accepted as usual and its driver executes it.
@@ -693,6 +756,13 @@ class Acceptor:
         except _StoredElsewhere as found:
             assert run.lookup is not None
             hits = await self._still_stored(run.lookup.outcomes, found.rows)
+            gone = [
+                key
+                for key in run.lookup.known_hits()
+                if all(h.cache_key != key for h in hits.values())
+            ]
+            if gone:
+                raise KnownGone(gone) from None
             state, batch = run.lookup.replay(hits) if hits else (run.state, run.batch)
             return await self.db.write(functools.partial(write, run=NewRunToWrite(state, batch)))
 
@@ -707,7 +777,8 @@ class Acceptor:
         if engine is None or request.idempotency_key is not None or run.batch.run_end is None:
             return None
         keys = run.lookup.keys if run.lookup is not None else []
-        alone = created_alone(engine.dialect, run.batch, run.state.seq + 1, keys)
+        hits = run.lookup.known_hits() if run.lookup is not None else {}
+        alone = created_alone(engine.dialect, run.batch, run.state.seq + 1, keys, hits)
         if alone is None:
             return None
         sql, values, events = alone
@@ -776,6 +847,20 @@ class Acceptor:
     async def _produce(self, task: NodeTask) -> Outcome:
         assert self.executor is not None
         return await self.executor.execute_instant(task)
+
+    async def _known_or_executed(self, task: NodeTask) -> Outcome:
+        """The node as a cache hit of the output this process knows stored for its key, as
+        the output cache documents (not run); else executed. What is known is checked by
+        the statement or transaction that writes the run (``created_alone``,
+        ``write_accepted``)."""
+        assert self.executor is not None
+        key = self.executor.key_of(task)
+        known = self.known.get(task.account_id, key) if key is not None else None
+        if known is not None:
+            return Outcome(
+                task.node.id, NodeStatus.COMPLETED, utcnow(), known, cached=True, cache_key=key
+            )
+        return await self.executor.execute_instant_keyed(task, key)
 
     async def _execute_now(
         self,

@@ -35,13 +35,13 @@ from nodeloom.db.models import NodeRun, Run, Workflow, utcnow
 from nodeloom.engine import work
 from nodeloom.engine.graph import Children, Graph, validate_graph
 from nodeloom.engine.run_state import Outcome, artifact_info, failed
-from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.errors import FieldError, InvalidGraph, ProblemError
-from nodeloom.nodes.base import CONTENT_TYPES
 from nodeloom.nodes.registry import Registry
 from nodeloom.nodes.subworkflow import WORKFLOW_TYPE, ChildInterface
 from nodeloom.nodes.text import TextInputParams
+from nodeloom.sdk._node import CONTENT_TYPES
 from nodeloom.settings import Settings
+from nodeloom.states import NodeStatus, RunStatus
 from nodeloom.store import Record
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import runs as run_store

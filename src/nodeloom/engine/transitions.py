@@ -39,7 +39,8 @@ from nodeloom.db.models import (
 )
 from nodeloom.db.prepared import Prepared, if_created, run_together
 from nodeloom.engine import credits
-from nodeloom.engine.states import (
+from nodeloom.events.model import Event, EventType
+from nodeloom.states import (
     FINISHED_RUN_STATES,
     NODE_FROM,
     RUN_FROM,
@@ -47,7 +48,6 @@ from nodeloom.engine.states import (
     RunStatus,
     StaleTransition,
 )
-from nodeloom.events.model import Event, EventType
 
 
 @dataclass(frozen=True)
@@ -528,10 +528,34 @@ def _none_stored(index: int) -> sa.ColumnElement[bool]:
     )
 
 
+def _still_newest(index: int) -> sa.ColumnElement[bool]:
+    """The artifact ``a<index>`` is still the account's newest of key ``h<index>``: the one
+    the look-up would find (one index probe), for an output known stored (ADR 0029)."""
+    newest = (
+        sa.select(_ARTIFACT.c.id)
+        .where(
+            _ARTIFACT.c.account_id == sa.bindparam("account_id"),
+            _ARTIFACT.c.cache_key.is_not(None),  # the index's condition
+            _ARTIFACT.c.cache_key == sa.bindparam(f"h{index}", type_=_ARTIFACT.c.cache_key.type),
+        )
+        .order_by(_ARTIFACT.c.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    return newest == sa.bindparam(f"a{index}", type_=_ARTIFACT.c.id.type)
+
+
 @functools.cache
-def _insert_run_alone(webhook: bool, keys: int) -> Prepared:
+def _insert_run_alone(webhook: bool, keys: int, hits: int = 0) -> Prepared:
     also = _WEBHOOK_AS_READ if webhook else ()
-    return Prepared(_insert_run_statement(*also, *(_none_stored(i) for i in range(keys)), _COVERED))
+    return Prepared(
+        _insert_run_statement(
+            *also,
+            *(_none_stored(i) for i in range(keys)),
+            *(_still_newest(i) for i in range(hits)),
+            _COVERED,
+        )
+    )
 
 
 # A retry's run row with its own graph, only if the workflow still exists (its version does
@@ -788,7 +812,11 @@ def _callback_row(batch: Batch, new: NewRun) -> dict[str, Any]:
 
 
 def created_alone(
-    dialect: Dialect, batch: Batch, next_seq: int, cache_keys: list[str]
+    dialect: Dialect,
+    batch: Batch,
+    next_seq: int,
+    cache_keys: list[str],
+    hits: Mapping[str, str] | None = None,
 ) -> tuple[str, list[Any], list[Event]] | None:
     """The acceptance of the run ``batch`` creates as one PostgreSQL statement of its own,
     with the events it writes (numbered from ``next_seq``), or None when it cannot be one.
@@ -799,23 +827,30 @@ def created_alone(
     inserted its row (``prepared.if_created``): one round trip, and the same rows. When the
     statement answers that it inserted nothing (a changed workflow or webhook, a stored
     output, a balance short of the estimate) nothing was written, and the caller runs the
-    transaction, which tells which and does what it always did. A batch that needs more
-    than rows inserted (a retry's graph, a sub-workflow's link, cache hits to check, a
-    hand-over to queue workers) is not written this way."""
+    transaction, which tells which and does what it always did. ``hits``: the artifact each
+    cache hit of the batch reuses, by cache key, outputs known stored (engine/known_outputs.py):
+    the run's INSERT checks that each is still the account's newest of its key, as the
+    look-up would find it (ADR 0029). A batch that needs more than rows inserted (a retry's
+    graph, a sub-workflow's link, cache hits not in ``hits``, a hand-over to queue workers)
+    is not written this way."""
     new = batch.created
+    hits = hits or {}
+    reused = {end.artifact_id for end in batch.ended if end.cached}
     if (
         new is None
         or new.graph_json is not None
         or new.parent_run_id is not None
         or batch.also
-        or any(end.cached for end in batch.ended)
+        or not reused <= set(hits.values())
     ):
         return None
     rows = _Rows()
     _, values = _created(batch, new, rows)
-    keys = list(dict.fromkeys(cache_keys))
-    statement = _insert_run_alone(new.webhook_as_read is not None, len(keys))
+    keys = [key for key in dict.fromkeys(cache_keys) if key not in hits]
+    statement = _insert_run_alone(new.webhook_as_read is not None, len(keys), len(hits))
     values.update((f"k{i}", key) for i, key in enumerate(keys))
+    for i, (key, artifact_id) in enumerate(hits.items()):
+        values.update({f"h{i}": key, f"a{i}": artifact_id})
     events = numbered(batch, next_seq) if batch.events else []
     assert rows.hold is not None  # ``_created`` sets it
     amount, give_back = rows.hold

@@ -10,7 +10,7 @@ from typing import Any
 
 import orjson
 
-from nodeloom.schemas.common import format_timestamp
+from nodeloom.timestamps import format_timestamp
 
 
 class EventType(StrEnum):

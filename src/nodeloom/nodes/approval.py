@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,

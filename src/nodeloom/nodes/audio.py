@@ -14,7 +14,7 @@ import numpy as np
 from pydantic import Field
 
 from nodeloom.nodes import media
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,

@@ -18,7 +18,9 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field
 
-from nodeloom.nodes.base import (
+from nodeloom.nodes.image import ImageGrid, ImageGridParams
+from nodeloom.nodes.video import VideoConcat, VideoConcatParams
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,
@@ -32,8 +34,6 @@ from nodeloom.nodes.base import (
     Produced,
     input_text,
 )
-from nodeloom.nodes.image import ImageGrid, ImageGridParams
-from nodeloom.nodes.video import VideoConcat, VideoConcatParams
 
 BATCH_TOO_LARGE = "batch_too_large"
 

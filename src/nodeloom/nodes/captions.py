@@ -15,7 +15,9 @@ from collections.abc import Mapping
 from PIL import Image
 
 from nodeloom.nodes import media, transcripts
-from nodeloom.nodes.base import (
+from nodeloom.nodes.image import caption_overlay
+from nodeloom.nodes.video import VideoCaptionParams, _spec, _writing, open_video
+from nodeloom.sdk._node import (
     Input,
     InputValue,
     Kind,
@@ -25,8 +27,6 @@ from nodeloom.nodes.base import (
     Produced,
     input_text,
 )
-from nodeloom.nodes.image import caption_overlay
-from nodeloom.nodes.video import VideoCaptionParams, _spec, _writing, open_video
 
 MAX_HEIGHT_FRACTION = 0.3  # of the frame, for one cue's band
 

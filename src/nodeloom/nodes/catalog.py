@@ -14,6 +14,7 @@ from nodeloom.nodes import (
     image,
     image_filters,
     jsondata,
+    loop,
     media_inputs,
     openai_media,
     providers,
@@ -24,7 +25,7 @@ from nodeloom.nodes import (
     video,
 )
 from nodeloom.nodes.adapters import comfyui
-from nodeloom.nodes.base import NodeType
+from nodeloom.sdk._node import NodeType
 
 
 def all_nodes() -> list[NodeType]:
@@ -44,6 +45,7 @@ def all_nodes() -> list[NodeType]:
         *captions.NODES,
         *providers.NODES,
         *batch.NODES,
+        *loop.NODES,
         *openai_media.NODES,
         *hosted.NODES,
         *comfyui.NODES,

@@ -22,7 +22,7 @@ from jmespath.exceptions import JMESPathError
 from pydantic import BaseModel, ConfigDict, Field
 
 from nodeloom.nodes import jsonvalue
-from nodeloom.nodes.base import NodeFailure, ParamProblem
+from nodeloom.sdk._node import NodeFailure, ParamProblem
 
 TEXT_OPERATORS = (
     "equals",

@@ -16,7 +16,7 @@ import re
 from typing import Final
 
 from nodeloom.nodes import providers
-from nodeloom.nodes.base import NodeContext, Produced
+from nodeloom.sdk._node import NodeContext, Produced
 from nodeloom.settings import Settings
 
 KIND: Final = "elevenlabs"

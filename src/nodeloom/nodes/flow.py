@@ -20,7 +20,8 @@ from typing import Any, Literal
 from pydantic import Field
 
 from nodeloom.nodes import conditions
-from nodeloom.nodes.base import (
+from nodeloom.nodes.conditions import Condition
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,
@@ -34,7 +35,6 @@ from nodeloom.nodes.base import (
     Produced,
     input_text,
 )
-from nodeloom.nodes.conditions import Condition
 
 TRUE, FALSE, DEFAULT = "true", "false", "default"
 MAX_CASES = 32
@@ -104,7 +104,9 @@ class If(NodeType):
         self, ctx: NodeContext, params: IfParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
         text = input_text(inputs) or ""
-        taken = TRUE if conditions.evaluate(params, text) else FALSE
+        # Its first output when the condition holds, else its second (an Until reuses it).
+        holds, fails = self.spec.branches
+        taken = holds if conditions.evaluate(params, text) else fails
         return Produced(data=text.encode("utf-8"), ports=(taken,))
 
 

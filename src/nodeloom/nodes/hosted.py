@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from nodeloom.nodes.adapters import fal, policy, replicate
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     ArtifactRef,
     Cost,
     Input,

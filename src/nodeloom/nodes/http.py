@@ -27,7 +27,7 @@ from typing import Annotated, Literal
 import httpx
 from pydantic import Field
 
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,

@@ -18,7 +18,7 @@ from PIL import Image, ImageDraw
 from pydantic import AfterValidator, Field
 
 from nodeloom.nodes import media
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,

@@ -28,7 +28,7 @@ from PIL import Image, ImageOps, UnidentifiedImageError
 
 from nodeloom.nodes import media
 from nodeloom.nodes.adapters.media import KEPT_VIDEO_AUDIO, transcode
-from nodeloom.nodes.base import NodeFailure
+from nodeloom.sdk._node import NodeFailure
 from nodeloom.settings import Settings
 
 THUMBNAIL_SIZE = 256

@@ -14,7 +14,8 @@ from typing import Any
 from pydantic import Field
 
 from nodeloom.nodes import jsonvalue
-from nodeloom.nodes.base import (
+from nodeloom.nodes.text import check_template, render_template
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,
@@ -28,7 +29,6 @@ from nodeloom.nodes.base import (
     Produced,
     input_text,
 )
-from nodeloom.nodes.text import check_template, render_template
 
 
 class ParseJsonParams(Params):

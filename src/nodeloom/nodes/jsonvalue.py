@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nodeloom.nodes.base import NodeFailure
+from nodeloom.sdk._node import NodeFailure
 
 MAX_JSON_BYTES = 8 * 1024 * 1024  # of one document parsed or produced
 MAX_JSON_DEPTH = 64  # nested arrays and objects (the API refuses request bodies deeper too)

@@ -33,7 +33,7 @@ import numpy.typing as npt
 from av.video.frame import PictureType
 from PIL import Image, ImageFont
 
-from nodeloom.nodes.base import ArtifactRef, InputValue, NodeContext, NodeFailure, Produced
+from nodeloom.sdk._node import ArtifactRef, InputValue, NodeContext, NodeFailure, Produced
 from nodeloom.sdk.images import (
     IMAGE_FORMATS,
     check_bytes,

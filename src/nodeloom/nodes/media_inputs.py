@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     Cost,
     InputValue,
     Kind,

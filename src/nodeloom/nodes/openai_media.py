@@ -33,7 +33,7 @@ from pydantic import Field
 from nodeloom.nodes import media, providers, transcripts
 from nodeloom.nodes.adapters import media as adapter_media
 from nodeloom.nodes.adapters import policy
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     ArtifactRef,
     Cost,
     Input,

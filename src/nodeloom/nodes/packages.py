@@ -42,8 +42,9 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
 
-from nodeloom.nodes.base import InputValue, NodeContext, NodeFailure, NodeSpec, NodeType, Produced
+from nodeloom.child_environment import sandbox_environment
 from nodeloom.sdk import NodePackage
+from nodeloom.sdk._node import InputValue, NodeContext, NodeFailure, NodeSpec, NodeType, Produced
 from nodeloom.sdk._version import SDK_VERSION, sdk_range_problem
 from nodeloom.sdk.images import MediaLimits
 from nodeloom.settings import Settings
@@ -175,8 +176,6 @@ def wrap(node: object, info: PackageInfo, refused: str | None = None) -> Package
 def _probe(targets: list[str], timeout: float) -> dict[str, str | None]:
     """Import each target in its own child process, all at once; target -> problem. The
     children get the sandbox's environment: no secrets, no database address."""
-    from nodeloom.sandbox.zygote import sandbox_environment
-
     env = sandbox_environment()
     procs: dict[str, tuple[subprocess.Popen[bytes], IO[bytes]]] = {}
     for target in targets:

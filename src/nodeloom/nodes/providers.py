@@ -37,7 +37,8 @@ from nodeloom import masking
 from nodeloom.auth.tokens import decrypt
 from nodeloom.nodes import jsonvalue, media
 from nodeloom.nodes.adapters import policy
-from nodeloom.nodes.base import (
+from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,
@@ -52,7 +53,6 @@ from nodeloom.nodes.base import (
     Produced,
     input_text,
 )
-from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
 from nodeloom.settings import Settings
 
 KEY_FILE_NAME = "provider_key.enc"

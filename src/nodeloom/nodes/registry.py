@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from nodeloom.nodes.base import NodeType, Params
+from nodeloom.sdk._node import NodeType, Params
 
 if TYPE_CHECKING:
     from nodeloom.nodes.packages import PackageInfo

@@ -28,7 +28,7 @@ from pydantic import Field
 
 from nodeloom.nodes import elevenlabs, media, providers
 from nodeloom.nodes.adapters import policy
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,

@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nodeloom.nodes.base import NeedsSandbox, NodeFailure
+from nodeloom.sdk._node import NeedsSandbox, NodeFailure
 
 NAMES = frozenset({"text", "input"})
 # Longer sources are left to Jinja, in the sandbox: parsing is linear, but repeated for every

@@ -22,7 +22,7 @@ from typing import Any
 
 from pydantic import Field
 
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,

@@ -16,7 +16,7 @@ from jinja2.sandbox import SandboxedEnvironment, safe_range
 from pydantic import Field
 
 from nodeloom.nodes import substitution
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,

@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from nodeloom.nodes.base import NodeFailure
+from nodeloom.sdk._node import NodeFailure
 
 MAX_CUES = 10_000
 _TIME = r"(?:(\d+):)?(\d{1,2}):(\d{2})[.,](\d{1,3})"

@@ -22,7 +22,8 @@ from PIL import Image
 from pydantic import Field
 
 from nodeloom.nodes import media
-from nodeloom.nodes.base import (
+from nodeloom.nodes.image import Color, Side, caption_overlay
+from nodeloom.sdk._node import (
     ArtifactRef,
     Cost,
     Input,
@@ -36,7 +37,6 @@ from nodeloom.nodes.base import (
     input_text,
     spec_family,
 )
-from nodeloom.nodes.image import Color, Side, caption_overlay
 from nodeloom.settings import Settings
 
 Fps = Annotated[int, Field(ge=1, le=60)]

@@ -36,11 +36,11 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from nodeloom.nodes.base import NodeFailure, Produced
+from nodeloom.budget import Budget
 from nodeloom.sandbox import wire
-from nodeloom.sandbox.budget import Budget
 from nodeloom.sandbox.fair import FairQueue, FairSlots
 from nodeloom.sandbox.zygote import SandboxUnavailable, Zygote
+from nodeloom.sdk._node import NodeFailure, Produced
 from nodeloom.settings import Settings
 
 log = logging.getLogger("nodeloom.sandbox")

@@ -36,13 +36,13 @@ from typing import Any, TypeVar, cast
 
 from pydantic import SecretStr, ValidationError
 
+from nodeloom.budget import MB
 from nodeloom.nodes import jsonvalue
 from nodeloom.nodes.adapters.media import to_artifact
-from nodeloom.nodes.base import ArtifactRef, InputValue, Kind, NodeFailure, Produced
 from nodeloom.nodes.ingest import ingest
 from nodeloom.nodes.registry import Registry, build_registry
-from nodeloom.sandbox.budget import MB
 from nodeloom.sandbox.wire import read_blocking, write_blocking
+from nodeloom.sdk._node import ArtifactRef, InputValue, Kind, NodeFailure, Produced
 from nodeloom.settings import Settings
 
 T = TypeVar("T")

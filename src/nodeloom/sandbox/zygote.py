@@ -39,49 +39,14 @@ from typing import Any, ClassVar
 
 import orjson
 
+from nodeloom.child_environment import sandbox_environment
 from nodeloom.nodes import packages
 from nodeloom.sandbox.wire import exit_code_of
 
 log = logging.getLogger("nodeloom.sandbox")
 
-_ENV_ALLOWED = frozenset(
-    {
-        "PATH",
-        "HOME",
-        "LANG",
-        "LANGUAGE",
-        "TZ",
-        "TMPDIR",
-        "PYTHONPATH",
-        "PYTHONHASHSEED",
-        "VIRTUAL_ENV",
-        "SSL_CERT_FILE",
-        "SSL_CERT_DIR",
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "NO_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "no_proxy",
-    }
-)
-# One thread per library pool: a node's process is sized by its budget, and each extra
-# thread reserves address space (stack, malloc arena) that would count against it.
-_ENV_SET = {
-    "OPENBLAS_NUM_THREADS": "1",
-    "OMP_NUM_THREADS": "1",
-    "MKL_NUM_THREADS": "1",
-    "MALLOC_ARENA_MAX": "2",
-    "PYTHONDONTWRITEBYTECODE": "1",
-}
 FORK_TIMEOUT = 60.0  # the first fork waits for the imports
 _EXITS_REMEMBERED = 4096
-
-
-def sandbox_environment() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k in _ENV_ALLOWED or k.startswith("LC_")}
-    env.update(_ENV_SET)
-    return env
 
 
 class SandboxUnavailable(Exception):

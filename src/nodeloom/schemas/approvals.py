@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodeloom.schemas.common import Timestamp
+from nodeloom.timestamps import Timestamp
 
 MAX_COMMENT = 4000
 MAX_TEXT = 64 * 1024

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from nodeloom.schemas.common import Timestamp
+from nodeloom.timestamps import Timestamp
 
 AssetKind = Literal["image", "audio", "video"]
 MAX_TAGS = 32

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from nodeloom.schemas.common import Timestamp
+from nodeloom.timestamps import Timestamp
 
 
 class CallbackSecretCreated(BaseModel):

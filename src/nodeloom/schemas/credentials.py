@@ -15,7 +15,7 @@ import httpx
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from nodeloom.errors import FieldError, InvalidRequest
-from nodeloom.schemas.common import Timestamp
+from nodeloom.timestamps import Timestamp
 
 SECRET_MAX = 4096
 HINT_MIN_LENGTH = 12  # a shorter secret shows no characters at all

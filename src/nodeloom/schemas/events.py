@@ -12,7 +12,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from nodeloom.events.model import EventType
-from nodeloom.schemas.common import Timestamp
+from nodeloom.timestamps import Timestamp
 
 
 class _Data(BaseModel):

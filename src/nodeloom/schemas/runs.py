@@ -6,10 +6,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodeloom.engine.states import NodeStatus, RunStatus
-from nodeloom.schemas.common import Timestamp
+from nodeloom.states import NodeStatus, RunStatus
+from nodeloom.timestamps import Timestamp
 
-# One vocabulary: the state machines' own enums (engine/states.py) are the API's too, so the
+# One vocabulary: the state machines' own enums (states.py) are the API's too, so the
 # schemas, the OpenAPI document, the typed web client and the Python client cannot drift.
 RunStatusName = RunStatus
 NodeStatusName = NodeStatus
@@ -81,13 +81,16 @@ class NodeRunOut(BaseModel):
     node_id: str
     item_index: int | None = Field(
         default=None,
-        description="For a node run once per item of a ForEach: which item (0-based). "
-        "Each item has its own entry; null for nodes that run once.",
+        description="For a node run once per item of a ForEach: which item (0-based); in a "
+        "Repeat region: which iteration (0-based). Each item or iteration has its own entry; "
+        "null for nodes that run once.",
     )
     item_count: int | None = Field(
         default=None,
         description="For a node run once per item: how many items its ForEach has (so "
-        '"3/5" can be shown from the run alone); null for nodes that run once.',
+        '"3/5" can be shown from the run alone); in a Repeat region: how many iterations the '
+        "run has made so far (the bound is the Repeat's max_iterations); null for nodes that "
+        "run once.",
     )
     type: str
     status: NodeStatusName

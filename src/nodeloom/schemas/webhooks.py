@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodeloom.schemas.common import Timestamp
+from nodeloom.timestamps import Timestamp
 
 SECRET_MIN, SECRET_MAX = 16, 256
 

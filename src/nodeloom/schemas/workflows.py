@@ -8,8 +8,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodeloom.engine.states import RunStatus
-from nodeloom.schemas.common import Timestamp
+from nodeloom.states import RunStatus
+from nodeloom.timestamps import Timestamp
 
 
 class Viewport(BaseModel):

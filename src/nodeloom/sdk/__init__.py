@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     ArtifactRef,
     Cost,
     Input,

@@ -16,7 +16,7 @@ from typing import Annotated, Protocol
 from PIL import Image, ImageColor, UnidentifiedImageError
 from pydantic import AfterValidator
 
-from nodeloom.nodes.base import ArtifactRef, InputValue, NodeFailure, Produced
+from nodeloom.sdk._node import ArtifactRef, InputValue, NodeFailure, Produced
 
 __all__ = [
     "Color",

@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nodeloom.nodes.base import ArtifactRef, InputValue, NodeType, Produced
+from nodeloom.sdk._node import ArtifactRef, InputValue, NodeType, Produced
 
 __all__ = ["TestContext", "artifact", "produced_bytes", "run_node"]
 

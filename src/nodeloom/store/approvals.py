@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Approval, Run, Workflow
-from nodeloom.engine.states import RunStatus
 from nodeloom.ids import uuid7
+from nodeloom.states import RunStatus
 from nodeloom.store import Record
 
 APPROVALS = cast(sa.Table, Approval.__table__)

@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, CallbackAttempt, CallbackDelivery, Run
-from nodeloom.engine.states import RunStatus
+from nodeloom.states import RunStatus
 from nodeloom.store import Record
 from nodeloom.store import runs as run_store
 

@@ -11,7 +11,7 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, Artifact, NodeRun, Run, RunEvent, Workflow
 from nodeloom.db.prepared import Prepared
-from nodeloom.engine.states import RunStatus
+from nodeloom.states import RunStatus
 from nodeloom.store import Record
 from nodeloom.store.paging import newest_first
 

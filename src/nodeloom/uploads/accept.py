@@ -25,6 +25,7 @@ from pathlib import Path
 
 from sqlalchemy.exc import IntegrityError
 
+from nodeloom import budget as budgets
 from nodeloom.artifacts.store import ArtifactStore
 from nodeloom.db.engine import Database
 from nodeloom.engine.scratch import ScratchSpace
@@ -36,10 +37,9 @@ from nodeloom.errors import (
     UnsupportedMedia,
 )
 from nodeloom.nodes import ingest
-from nodeloom.nodes.base import NodeFailure
-from nodeloom.sandbox import budget as budgets
 from nodeloom.sandbox.pool import SandboxPool
 from nodeloom.sandbox.zygote import SandboxUnavailable
+from nodeloom.sdk._node import NodeFailure
 from nodeloom.settings import Settings
 from nodeloom.store import Record
 from nodeloom.store import assets as asset_store

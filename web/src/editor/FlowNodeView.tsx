@@ -8,12 +8,13 @@ import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
 import { useEditor } from "./context";
 import { specKey } from "../graph/subworkflow";
 import type { ItemsLive } from "../events/runEvents";
+import { iterationLabel } from "../graph/repeat";
 
 /** One node on the canvas: an element with role "group" named by the node type's title,
  * carrying its live run state in data-status; typed handles (red while a dragged connection
  * may not end on them), problems, warnings and output (which can be folded away). */
 function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
-  const { catalog, live, problems, warnings, refused, stale } = useEditor();
+  const { catalog, live, problems, warnings, refused, stale, repeats } = useEditor();
   const [folded, setFolded] = useState(false);
   const spec = catalog.get(specKey({ type, data })) ?? catalog.get(type);
   const state = live[id];
@@ -91,7 +92,7 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
             </div>
           ))}
       </div>
-      {state?.items && <ItemsView items={state.items} />}
+      {state?.items && <ItemsView items={state.items} bound={repeats.get(id)} />}
       {state?.fanOut !== undefined && (
         <div className="items-count small" aria-label="Items">
           {state.fanOut} {state.fanOut === 1 ? "item" : "items"}
@@ -162,8 +163,9 @@ function FlowNodeViewInner({ id, type, data }: NodeProps<FlowNode>) {
 }
 
 /** A node run once per item of a ForEach: "17/40" items done, and one item's output
- * opened by picking its number (docs/batches.md). */
-function ItemsView({ items }: { items: ItemsLive }) {
+ * opened by picking its number (docs/batches.md). In a Repeat region (`bound`, its
+ * max_iterations) the items are iterations: "iteration 2/5" (docs/repeat.md). */
+function ItemsView({ items, bound }: { items: ItemsLive; bound?: number }) {
   const [open, setOpen] = useState<number | null>(null);
   const indexes = Object.keys(items.byIndex)
     .map(Number)
@@ -171,19 +173,21 @@ function ItemsView({ items }: { items: ItemsLive }) {
   const item = open === null ? undefined : items.byIndex[open];
   return (
     <div className="items nodrag nowheel">
-      <div className="items-count" aria-label="Items done" role="status">
-        {items.done}/{items.total}
+      <div
+        className="items-count"
+        aria-label={bound === undefined ? "Items done" : "Iteration"}
+        role="status"
+      >
+        {bound === undefined ? `${items.done}/${items.total}` : iterationLabel(items.total, bound)}
         {items.failed > 0 && <span className="failed-count"> · {items.failed} failed</span>}
       </div>
       <div className="progress" aria-hidden="true">
-        <div
-          style={{ width: `${items.total ? Math.round((items.done / items.total) * 100) : 0}%` }}
-        />
+        <div style={{ width: `${Math.round(shareDone(items, bound) * 100)}%` }} />
       </div>
       <label className="small">
-        Item{" "}
+        {bound === undefined ? "Item" : "Iteration"}{" "}
         <select
-          aria-label="Show item"
+          aria-label={bound === undefined ? "Show item" : "Show iteration"}
           value={open ?? ""}
           onChange={(e) => setOpen(e.target.value === "" ? null : Number(e.target.value))}
         >
@@ -205,6 +209,12 @@ function ItemsView({ items }: { items: ItemsLive }) {
       )}
     </div>
   );
+}
+
+/** How far a node's items are: items done of all, or iterations done of the most allowed. */
+function shareDone(items: ItemsLive, bound?: number): number {
+  const total = bound === undefined ? items.total : Math.max(bound, items.total);
+  return total ? items.done / total : 0;
 }
 
 /** The handles an unknown node's stored edges name, so those edges stay drawn (the catalog no

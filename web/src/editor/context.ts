@@ -16,6 +16,8 @@ export interface EditorState {
   refused: ReadonlySet<string>;
   /** Nodes whose shown output predates an edit of them or of a node upstream (staleNodeIds). */
   stale: ReadonlySet<string>;
+  /** Nodes of Repeat regions, with their Repeat's max_iterations (graph/repeat.ts). */
+  repeats: ReadonlyMap<string, number>;
 }
 
 export const EditorContext = createContext<EditorState>({
@@ -25,6 +27,7 @@ export const EditorContext = createContext<EditorState>({
   warnings: null,
   refused: new Set(),
   stale: new Set(),
+  repeats: new Map(),
 });
 
 export function useEditor(): EditorState {

@@ -53,6 +53,7 @@ import { RunDialog } from "../editor/RunDialog";
 import { useHistory } from "../editor/useHistory";
 import { useRun } from "../editor/useRun";
 import { staleNodeIds } from "../graph/outputs";
+import { repeatBounds } from "../graph/repeat";
 import { QuickAdd } from "../editor/QuickAdd";
 import { LeaveDialog } from "../editor/LeaveDialog";
 import { ConfirmDialog } from "../components/ConfirmDialog";
@@ -799,9 +800,10 @@ function Editor({
         : ranGraph;
     return staleNodeIds(ran, { nodes, edges });
   }, [olderRun, olderGraph.data, ranGraph, nodes, edges]);
+  const repeats = useMemo(() => repeatBounds({ nodes, edges }), [nodes, edges]);
   const context = useMemo(
-    () => ({ catalog, live: runner.live, problems, warnings, refused, stale }),
-    [catalog, runner.live, problems, warnings, refused, stale],
+    () => ({ catalog, live: runner.live, problems, warnings, refused, stale, repeats }),
+    [catalog, runner.live, problems, warnings, refused, stale, repeats],
   );
   const cachedCount = Object.values(runner.live).filter(
     (n) => n.status === "completed" && n.cached,

@@ -1,4 +1,4 @@
-import { useEffect, useReducer, useState } from "react";
+import { useEffect, useMemo, useReducer, useState } from "react";
 import { Link, useNavigate, useParams } from "react-router";
 import { useQuery, useQueryClient } from "@tanstack/react-query";
 import { api, unwrap } from "../api/client";
@@ -15,6 +15,7 @@ import {
 } from "../events/runEvents";
 import { ArtifactPreview } from "../editor/ArtifactPreview";
 import { outputNodeIds, outputsFirst } from "../graph/outputs";
+import { iterationLabel, repeatBounds } from "../graph/repeat";
 import { useAction, ErrorBanner } from "../components/forms";
 import {
   Status,
@@ -51,6 +52,7 @@ function RunDetails() {
       ),
   });
   const graph = useRunGraph(workflowId, run.data);
+  const repeats = useMemo(() => (graph ? repeatBounds(graph) : new Map<string, number>()), [graph]);
   useEffect(() => {
     setEvents([]);
     return watchRun(runId, (event) => {
@@ -226,7 +228,12 @@ function RunDetails() {
             <ul className="artifact-list" aria-label="Nodes">
               {split.others.map(card)}
               {itemGroups(r.node_runs).map(([nodeId, items]) => (
-                <ItemGroup key={`items-${nodeId}`} nodeId={nodeId} items={items} />
+                <ItemGroup
+                  key={`items-${nodeId}`}
+                  nodeId={nodeId}
+                  items={items}
+                  bound={repeats.get(nodeId)}
+                />
               ))}
             </ul>
           </>
@@ -238,7 +245,9 @@ function RunDetails() {
           <li key={event.seq}>
             {event.ts.slice(11, 23)} {event.type}
             {event.node_id ? ` ${event.node_id}` : ""}
-            {typeof event.data.item_index === "number" ? ` item ${event.data.item_index + 1}` : ""}
+            {typeof event.data.item_index === "number"
+              ? ` ${event.node_id && repeats.has(event.node_id) ? "iteration" : "item"} ${event.data.item_index + 1}`
+              : ""}
             {event.type === "node.progress"
               ? ` ${Math.round(Number(event.data.progress) * 100)}%`
               : ""}
@@ -333,21 +342,38 @@ function itemGroups(nodeRuns: NodeRunEntry[]): [string, NodeRunEntry[]][] {
 const ITEM_DONE = new Set(["completed", "failed", "skipped", "cancelled"]);
 
 /** The node runs of one node run once per item: a count, and each item with its status;
- * an item's output is loaded when it is opened (a batch may have a thousand). */
-function ItemGroup({ nodeId, items }: { nodeId: string; items: NodeRunEntry[] }) {
+ * an item's output is loaded when it is opened (a batch may have a thousand). In a Repeat
+ * region (`bound`, its max_iterations) the items are iterations (docs/repeat.md). */
+function ItemGroup({
+  nodeId,
+  items,
+  bound,
+}: {
+  nodeId: string;
+  items: NodeRunEntry[];
+  bound?: number;
+}) {
   const done = items.filter((i) => ITEM_DONE.has(i.status)).length;
   return (
     <li className="card" data-node-id={nodeId} data-items={items.length}>
       <details>
         <summary>
           <b>{nodeId}</b> <span className="muted">{items[0]?.type}</span>{" "}
-          <span aria-label="Items done">
-            {done}/{items.length} items
-          </span>
+          {bound === undefined ? (
+            <span aria-label="Items done">
+              {done}/{items.length} items
+            </span>
+          ) : (
+            <span aria-label="Iteration">{iterationLabel(items.length, bound)}</span>
+          )}
         </summary>
         <ol className="item-list">
           {items.map((item) => (
-            <ItemRow key={item.item_index} item={item} />
+            <ItemRow
+              key={item.item_index}
+              item={item}
+              noun={bound === undefined ? "Item" : "Iteration"}
+            />
           ))}
         </ol>
       </details>
@@ -355,12 +381,15 @@ function ItemGroup({ nodeId, items }: { nodeId: string; items: NodeRunEntry[] })
   );
 }
 
-function ItemRow({ item }: { item: NodeRunEntry }) {
+function ItemRow({ item, noun }: { item: NodeRunEntry; noun: "Item" | "Iteration" }) {
   const [open, setOpen] = useState(false);
   const index = (item.item_index ?? 0) + 1;
   return (
     <li data-item-index={item.item_index}>
-      <span>Item {index}</span> <Status status={item.status} cached={item.cached} />
+      <span>
+        {noun} {index}
+      </span>{" "}
+      <Status status={item.status} cached={item.cached} />
       {item.error && (
         <span className="error-text">
           {" "}
@@ -369,7 +398,7 @@ function ItemRow({ item }: { item: NodeRunEntry }) {
       )}
       {item.artifact_id && (
         <button type="button" aria-expanded={open} onClick={() => setOpen(!open)}>
-          {open ? `Hide item ${index}` : `Show item ${index}`}
+          {open ? `Hide ${noun.toLowerCase()} ${index}` : `Show ${noun.toLowerCase()} ${index}`}
         </button>
       )}
       {open && item.artifact_id && <ArtifactPreview artifactId={item.artifact_id} />}

@@ -27,7 +27,6 @@ from nodeloom.api.webapp import CSP
 from nodeloom.auth.tokens import sign_url
 from nodeloom.db.models import utcnow
 from nodeloom.engine import approvals
-from nodeloom.engine.states import RunStatus
 from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound, Unauthorized
 from nodeloom.schemas.approvals import (
     MAX_COMMENT,
@@ -36,10 +35,11 @@ from nodeloom.schemas.approvals import (
     ApprovalList,
     ApprovalOut,
 )
-from nodeloom.schemas.common import format_timestamp
+from nodeloom.states import RunStatus
 from nodeloom.store import Record
 from nodeloom.store import approvals as approval_store
 from nodeloom.store import artifacts as artifact_store
+from nodeloom.timestamps import format_timestamp
 
 router = APIRouter(route_class=GuardedRoute, tags=["approvals"])
 

@@ -27,9 +27,9 @@ from nodeloom.schemas.accounts import (
     SignupRequest,
     TokenOut,
 )
-from nodeloom.schemas.common import format_timestamp
 from nodeloom.settings import Settings
 from nodeloom.store import Record, accounts, ledger
+from nodeloom.timestamps import format_timestamp
 
 router = APIRouter(route_class=GuardedRoute, tags=["auth"])
 

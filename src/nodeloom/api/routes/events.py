@@ -31,12 +31,12 @@ from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth.authenticate import authenticate
 from nodeloom.auth.principal import Principal
-from nodeloom.engine.states import RunStatus
 from nodeloom.errors import InvalidRequest, NotFound, Unauthorized
 from nodeloom.events import protocol
 from nodeloom.events.bus import Subscription
 from nodeloom.events.model import Event
 from nodeloom.events.stream import RunCursors
+from nodeloom.states import RunStatus
 from nodeloom.store import runs as run_store
 from nodeloom.store import workflows as workflow_store
 

@@ -6,7 +6,6 @@ from fastapi import APIRouter
 
 from nodeloom.api.deps import CtxDep, PrincipalDep
 from nodeloom.api.routing import GuardedRoute
-from nodeloom.nodes.base import CONTENT_TYPES, DEFAULT_OUTPUT, ERROR_OUTPUT, Kind, NodeType
 from nodeloom.nodes.registry import package_of
 from nodeloom.schemas.nodes import (
     NodeCostOut,
@@ -16,6 +15,7 @@ from nodeloom.schemas.nodes import (
     NodePortOut,
     NodeTypeOut,
 )
+from nodeloom.sdk._node import CONTENT_TYPES, DEFAULT_OUTPUT, ERROR_OUTPUT, Kind, NodeType
 
 router = APIRouter(route_class=GuardedRoute, tags=["nodes"])
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Annotated, Any, TypeVar
 from urllib.parse import quote
 
@@ -19,15 +18,13 @@ from nodeloom.api.routes.assets import execute_form
 from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.uploads import is_multipart
-from nodeloom.db.models import utcnow
 from nodeloom.engine import callbacks
 from nodeloom.engine.batches import costs
 from nodeloom.engine.graph import Children
-from nodeloom.engine.states import NodeStatus, RunStatus
 from nodeloom.engine.submit import RunRequest, batch_items, check_credentials
 from nodeloom.errors import Conflict, NotFound
 from nodeloom.nodes.approval import APPROVAL_TYPE
-from nodeloom.schemas.common import format_timestamp
+from nodeloom.schemas.records import run_record, run_summary
 from nodeloom.schemas.runs import (
     ExecuteRequest,
     ExecuteResponse,
@@ -41,6 +38,7 @@ from nodeloom.schemas.runs import (
     RunSummary,
     RunTrigger,
 )
+from nodeloom.states import NodeStatus, RunStatus
 from nodeloom.store import Record
 from nodeloom.store import accounts as account_store
 from nodeloom.store import approvals as approval_store
@@ -61,12 +59,6 @@ KEY_REUSED: dict[int | str, dict[str, Any]] = {
         "(idempotency_key_reused)"
     }
 }
-
-
-def _ms(start: datetime | None, end: datetime | None) -> int | None:
-    if start is None:
-        return None
-    return max(0, int(((end or utcnow()) - start).total_seconds() * 1000))
 
 
 def _run_location(workflow_id: str, run_id: str) -> str:
@@ -176,68 +168,6 @@ async def retry_run(
     return answer
 
 
-def node_run_out(node: Any, item_count: int | None = None) -> dict[str, Any]:
-    """A node run row as the API shows it (``NodeRunOut``). An item's node run is stored
-    under its instance id ``<node id>#<item>`` (engine/batches.py): shown as the drawn
-    node's id with the item index, and ``item_count``, its ForEach's items."""
-    node_id = node.node_id
-    if node.item_index is not None:
-        node_id = node_id.rpartition("#")[0]
-    return {
-        "node_id": node_id,
-        "item_index": node.item_index,
-        "item_count": item_count if node.item_index is not None else None,
-        "type": node.type,
-        "status": node.status,
-        "artifact_id": node.artifact_id,
-        "credits_used": node.credits_used,
-        "cached": node.cached,
-        "started_at": _ts(node.started_at),
-        "finished_at": _ts(node.finished_at),
-        "duration_ms": _ms(node.started_at, node.finished_at) if node.started_at else None,
-        "error": node.error,
-        "child_run_id": node.child_run_id,
-        "child_workflow_id": node.child_workflow_id,
-    }
-
-
-def run_summary(run: Any, credits_so_far: int | None = None) -> dict[str, Any]:
-    """A run row as the API shows it (``RunSummary``): running runs show what their
-    completed nodes were charged so far."""
-    used = run.credits_used if run.status != "running" else (credits_so_far or 0)
-    return {
-        "id": run.id,
-        "workflow_id": run.workflow_id,
-        "status": run.status,
-        "credits_used": used,
-        "estimated_credits": run.estimated_credits,
-        "duration_ms": _ms(run.created_at, run.finished_at) or 0,
-        "created_at": _ts(run.created_at),
-        "finished_at": _ts(run.finished_at),
-        "error": _error(run.error),
-        "trigger": run.trigger,
-        "webhook_id": run.webhook_id,
-        "workflow_version": run.workflow_version,
-        "retried_from": run.retried_from,
-        "parent_run_id": run.parent_run_id,
-        "parent_node_id": run.parent_node_id,
-    }
-
-
-def _ts(value: datetime | None) -> str | None:
-    return format_timestamp(value) if value is not None else None
-
-
-def _error(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    if not value:
-        return None
-    return {
-        "code": value.get("code", "error"),
-        "message": value.get("message", ""),
-        "node_id": value.get("node_id"),
-    }
-
-
 @router.get("/workflows/{workflow_id}/runs/{run_id}", response_model=RunOut)
 async def get_run(
     workflow_id: str, run_id: str, principal: PrincipalDep, ctx: CtxDep
@@ -257,7 +187,7 @@ async def get_run(
         # Nor does one without a running Approval node: only those may wait for a person.
         asking = any(n.type == APPROVAL_TYPE and n.status == NodeStatus.RUNNING for n in nodes)
         waiting = approval_store.pending_in_runs(conn, [run_id]) if asking else set()
-        return callbacks.run_record(run, nodes, retries), waiting
+        return run_record(run, nodes, retries), waiting
 
     found = await ctx.db.read(read)
     if found is None:

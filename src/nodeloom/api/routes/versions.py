@@ -30,7 +30,6 @@ from nodeloom.api.routes.workflows import (
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.errors import FieldError, InvalidRequest, NotFound
-from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.workflows import (
     RestoreRequest,
     WorkflowOut,
@@ -38,6 +37,7 @@ from nodeloom.schemas.workflows import (
     WorkflowVersionSummary,
 )
 from nodeloom.store import Record, workflows
+from nodeloom.timestamps import format_timestamp
 
 router = APIRouter(route_class=GuardedRoute, tags=["workflows"])
 

@@ -15,12 +15,10 @@ from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth.principal import Principal
+from nodeloom.budget import Budget
 from nodeloom.engine import subworkflows
 from nodeloom.engine.graph import deep_checks, unavailable_nodes, validate_graph
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
-from nodeloom.nodes.base import NodeFailure
-from nodeloom.sandbox.budget import Budget
-from nodeloom.schemas.common import format_timestamp
 from nodeloom.schemas.workflows import (
     MESSAGE_MAX,
     GraphWarning,
@@ -29,10 +27,12 @@ from nodeloom.schemas.workflows import (
     WorkflowSummary,
     WorkflowUpdate,
 )
+from nodeloom.sdk._node import NodeFailure
 from nodeloom.store import Record, workflows
 from nodeloom.store import credentials as credential_store
 from nodeloom.store import runs as run_store
 from nodeloom.store.workflows import Save, etag, lost_update
+from nodeloom.timestamps import format_timestamp
 
 router = APIRouter(route_class=GuardedRoute, tags=["workflows"])
 

@@ -37,8 +37,8 @@ from nodeloom.engine.items import AccountItems
 from nodeloom.engine.process import ProcessIdentity
 from nodeloom.engine.run_state import RunState
 from nodeloom.engine.runner import RunDriver
-from nodeloom.engine.states import RunStatus
 from nodeloom.sandbox.fair import FairQueue, Ticket
+from nodeloom.states import RunStatus
 
 log = logging.getLogger("nodeloom.dispatch")
 

@@ -63,10 +63,10 @@ from nodeloom.engine.dispatch.waits import QUEUE, WAIT_QUEUE
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
 from nodeloom.engine.graph import Graph, GraphNode
 from nodeloom.engine.run_state import Outcome, RunState
-from nodeloom.engine.states import NodeStatus
 from nodeloom.engine.stepper import RunGraphs
 from nodeloom.engine.steps import StepResult
 from nodeloom.events.model import Event
+from nodeloom.states import NodeStatus
 from nodeloom.store import credentials as credential_store
 
 log = logging.getLogger("nodeloom.dispatch")

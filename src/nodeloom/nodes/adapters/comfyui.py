@@ -40,7 +40,7 @@ from nodeloom.nodes.adapters.comfyui_protocol import (
     auth_headers,
 )
 from nodeloom.nodes.adapters.policy import ProviderError
-from nodeloom.nodes.base import (
+from nodeloom.sdk._node import (
     Cost,
     Input,
     InputValue,

@@ -26,7 +26,7 @@ from typing import Any
 from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.adapters.comfyui_protocol import ComfyUIClient
 from nodeloom.nodes.adapters.policy import ProviderError
-from nodeloom.nodes.base import Kind, Produced
+from nodeloom.sdk._node import Kind, Produced
 
 VIDEO_SUFFIXES = (".mp4", ".webm", ".mov", ".mkv", ".m4v", ".avi")
 NOUNS = {Kind.IMAGE: "image", Kind.VIDEO: "video", Kind.AUDIO: "audio"}

@@ -42,8 +42,8 @@ from websockets.asyncio.client import ClientConnection
 from nodeloom import masking
 from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.adapters.policy import ProviderError
-from nodeloom.nodes.base import NodeFailure
 from nodeloom.nodes.http import checked_addresses
+from nodeloom.sdk._node import NodeFailure
 from nodeloom.settings import Settings
 
 CREDENTIAL_KIND = "comfyui"

@@ -24,7 +24,7 @@ from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.adapters.openapi import json_body as openapi_body
 from nodeloom.nodes.adapters.openapi import ordered, resolve_refs
 from nodeloom.nodes.adapters.outputs import pick_output
-from nodeloom.nodes.base import Kind, NodeFailure, Produced
+from nodeloom.sdk._node import Kind, NodeFailure, Produced
 from nodeloom.settings import Settings
 
 NAME = "fal"

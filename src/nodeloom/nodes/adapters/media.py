@@ -28,7 +28,7 @@ import av
 from PIL import Image, ImageSequence, UnidentifiedImageError
 
 from nodeloom.nodes import media
-from nodeloom.nodes.base import Kind, NodeFailure, Produced
+from nodeloom.sdk._node import Kind, NodeFailure, Produced
 from nodeloom.settings import Settings
 
 MASK_KIND = "mask:"

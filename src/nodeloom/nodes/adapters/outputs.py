@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from nodeloom.nodes.adapters import policy
-from nodeloom.nodes.base import Kind, NodeFailure, Produced
+from nodeloom.sdk._node import Kind, NodeFailure, Produced
 
 PATH_MAX = 200
 

@@ -61,8 +61,8 @@ import httpx
 from pydantic import Field
 
 from nodeloom import masking
-from nodeloom.nodes.base import ArtifactRef, Kind, NodeContext, NodeFailure, Produced
 from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
+from nodeloom.sdk._node import ArtifactRef, Kind, NodeContext, NodeFailure, Produced
 from nodeloom.settings import Settings
 
 BACKOFF_BASE = 0.5  # seconds; doubled per attempt, with jitter

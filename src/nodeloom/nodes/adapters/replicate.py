@@ -37,7 +37,7 @@ from nodeloom.auth.tokens import encrypt
 from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.adapters.openapi import resolve_refs
 from nodeloom.nodes.adapters.outputs import pick_output
-from nodeloom.nodes.base import Kind, NodeFailure, Produced
+from nodeloom.sdk._node import Kind, NodeFailure, Produced
 from nodeloom.settings import Settings
 
 NAME = "Replicate"

@@ -23,6 +23,7 @@ STYLES = {
     "pending": "grey50",
     "queued": "grey70",
     "running": "blue",
+    "waiting": "magenta",  # an Approval node waiting for a person
     "completed": "green",
     "failed": "red",
     "skipped": "grey50",

@@ -332,6 +332,8 @@ def _check_nodes(
                 notes.add(node_id)
             continue
         checked = _check_node_type(raw, index, registry, settings, problems)
+        if checked is not None:
+            checked = checked[0].bound(checked[1]), checked[1]
         if checked is not None and checked[0].spec.type == WORKFLOW_TYPE:
             checked = _bind_child(checked, children, f"{at}/data/workflow_id", problems)
         if node_id is not None:

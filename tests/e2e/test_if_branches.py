@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import api, enter, shot, token, wait_for_run
+from tests.e2e.conftest import api, drag, enter, shot, token, wait_for_run
 from tests.server import ServerProcess
 
 pytest.importorskip("playwright")
@@ -19,15 +19,6 @@ PASSWORD = "a long password"
 
 def on_canvas(page: Page, node_id: str) -> Locator:
     return page.locator(f'.nl-node[data-node-id="{node_id}"]')
-
-
-def drag(page: Page, start: Locator, end: Locator) -> None:
-    a, b = start.bounding_box(), end.bounding_box()
-    assert a is not None and b is not None
-    page.mouse.move(a["x"] + a["width"] / 2, a["y"] + a["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=12)
-    page.mouse.up()
 
 
 def test_an_if_routes_down_one_labelled_branch(page: Page, server: ServerProcess) -> None:

@@ -21,6 +21,7 @@ from nodeloom.engine.batches import Batches, costs, find_regions
 from nodeloom.errors import FieldError
 from nodeloom.nodes.registry import Registry
 from nodeloom.nodes.subworkflow import WORKFLOW_TYPE, ChildInterface, bind
+from nodeloom.notes import NOTE_TYPE
 from nodeloom.sdk._node import (
     DEFAULT_OUTPUT,
     ERROR_OUTPUT,
@@ -346,8 +347,8 @@ def _check_nodes(
 
 
 LABEL_MAX = 80  # characters of a node's name (``data.label``)
-# A sticky note on the canvas: kept in the graph, never run, estimated or connected.
-NOTE_TYPE = "Note"
+# A sticky note on the canvas (NOTE_TYPE): kept in the graph, never run, estimated or
+# connected.
 NOTE_TEXT_MAX = 10_000
 
 

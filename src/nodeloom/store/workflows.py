@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, ApiKey, Run, Workflow, WorkflowVersion, utcnow
 from nodeloom.errors import PreconditionFailed
+from nodeloom.notes import node_count
 from nodeloom.store import Record
 from nodeloom.store.paging import newest_first
 
@@ -76,7 +77,7 @@ def create(
             account_id=account_id,
             name=name,
             graph_json=graph_json,
-            node_count=len(graph_json["nodes"]),
+            node_count=node_count(graph_json),
             created_at=now,
             updated_at=now,
             deleted_at=None,
@@ -154,7 +155,7 @@ def update(
         values["name"] = name
     if graph_json is not None:
         values["graph_json"] = graph_json
-        values["node_count"] = len(graph_json["nodes"])
+        values["node_count"] = node_count(graph_json)
     where = [WORKFLOWS.c.id == workflow_id, WORKFLOWS.c.account_id == account_id, _VISIBLE]
     if expected_version is not None:
         where.append(WORKFLOWS.c.version == expected_version)

@@ -61,9 +61,12 @@ GRAPH: dict[str, Any] = {
 }
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+def _cpu_seconds(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _at(stamp: str) -> datetime:
@@ -120,7 +123,10 @@ async def _approve_some(http: httpx.AsyncClient, queue: Iterator[dict[str, Any]]
             r.raise_for_status()
 
 
-async def _measure(base_url: str, key: str, pid: int, args: argparse.Namespace) -> list[str]:
+async def _measure(
+    base_url: str, key: str, holders: list[int], args: argparse.Namespace
+) -> list[tuple[str, str]]:
+    """The figures of one setup; ``holders``: the processes that hold the waiting nodes."""
     limits = httpx.Limits(max_connections=args.clients)
     headers = {"Authorization": f"Bearer {key}"}
     async with httpx.AsyncClient(
@@ -129,7 +135,7 @@ async def _measure(base_url: str, key: str, pid: int, args: argparse.Namespace) 
         r = await http.post("/api/v1/workflows", json={"name": "approvals", "graph_json": GRAPH})
         r.raise_for_status()
         wf = r.json()["id"]
-        rss_idle = _rss_mb(pid)
+        rss_idle = _rss_mb(holders)
         started = time.monotonic()
         run_ids = await _submit(http, wf, args.runs, args.clients)
         accepted = time.monotonic() - started
@@ -138,10 +144,10 @@ async def _measure(base_url: str, key: str, pid: int, args: argparse.Namespace) 
                 raise RuntimeError("the runs did not all reach their approval in time")
             await asyncio.sleep(0.5)
         all_waiting = time.monotonic() - started
-        rss_waiting = _rss_mb(pid)
-        cpu_before = _cpu_seconds(pid)
+        rss_waiting = _rss_mb(holders)
+        cpu_before = _cpu_seconds(holders)
         await asyncio.sleep(args.idle)
-        idle_cpu = (_cpu_seconds(pid) - cpu_before) / args.idle
+        idle_cpu = (_cpu_seconds(holders) - cpu_before) / args.idle
         started = time.monotonic()
         await _approve_all(http, args.clients)
         while True:
@@ -156,16 +162,16 @@ async def _measure(base_url: str, key: str, pid: int, args: argparse.Namespace) 
         ("runs", args.runs),
         ("accepted in", f"{accepted:.1f} s"),
         ("all waiting for approval after", f"{all_waiting:.1f} s"),
-        ("server RSS idle / with all waiting", f"{rss_idle:.0f} MB / {rss_waiting:.0f} MB"),
+        ("RSS idle / with all waiting", f"{rss_idle:.0f} MB / {rss_waiting:.0f} MB"),
         ("RSS per waiting run", f"{(rss_waiting - rss_idle) * 1024 / args.runs:.1f} KiB"),
-        ("server CPU while they wait", f"{idle_cpu * 100:.1f}% of a core"),
+        ("CPU while they wait", f"{idle_cpu * 100:.1f}% of a core"),
         ("all approved and completed in", f"{decided_all:.1f} s"),
         (
             "decision -> next node started, p50 / p99 / max",
             f"{percentile(ms, 50):.0f} / {percentile(ms, 99):.0f} / {max(ms):.0f} ms",
         ),
     ]
-    return [table(rows, ("", "embedded (1 process, SQLite)"))]
+    return [(name, str(value)) for name, value in rows]
 
 
 async def _delays(http: httpx.AsyncClient, wf: str, run_ids: list[str]) -> list[float]:
@@ -184,11 +190,33 @@ async def _delays(http: httpx.AsyncClient, wf: str, run_ids: list[str]) -> list[
     return delays
 
 
-def _rss_mb(pid: int) -> float:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return 0.0
+def _rss_mb(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1]) / 1024
+    return total
+
+
+def embedded(args: argparse.Namespace) -> list[tuple[str, str]]:
+    # Embedded, a waiting run keeps its driver slot: room for all of them.
+    with server({"NODELOOM_MAX_ACTIVE_RUNS": str(args.runs + 100)}) as srv:
+        _jwt, key = make_account(srv.base_url)
+        grant_credits(srv.data_dir)
+        return asyncio.run(_measure(srv.base_url, key, [srv.proc.pid], args))
+
+
+def scaled_out(args: argparse.Namespace) -> list[tuple[str, str]]:
+    from bench import bench_scaleout as scaleout
+
+    # Scaled out, a waiting node's job holds one of its worker's wait slots.
+    slots = args.runs // args.workers + 100
+    env = {"NODELOOM_WORKER_WAIT_CONCURRENCY": str(slots), "NODELOOM_LOG_LEVEL": "INFO"}
+    with scaleout.fleet(args.workers, extra_env=env) as f:
+        _jwt, key = make_account(f.base_url)
+        scaleout._grant(f)
+        return asyncio.run(_measure(f.base_url, key, [w.pid for w in f.workers], args))
 
 
 def main() -> int:
@@ -198,16 +226,24 @@ def main() -> int:
     parser.add_argument("--idle", type=float, default=10.0, help="seconds measured waiting")
     parser.add_argument("--timeout", type=float, default=1800)
     parser.add_argument("--no-write", action="store_true")
+    parser.add_argument("--topology", choices=("embedded", "scaled-out", "both"), default="both")
+    parser.add_argument("--workers", type=int, default=2, help="scaled out: worker processes")
     args = parser.parse_args()
-    env = {"NODELOOM_MAX_ACTIVE_RUNS": str(args.runs + 100)}
-    with server(env) as srv:
-        _jwt, key = make_account(srv.base_url)
-        grant_credits(srv.data_dir)
-        body = asyncio.run(_measure(srv.base_url, key, srv.proc.pid, args))
-    text = "\n\n".join(body)
+    columns: list[tuple[str, list[tuple[str, str]]]] = []
+    if args.topology in ("embedded", "both"):
+        columns.append(("embedded (1 process, SQLite; RSS and CPU of the server)", embedded(args)))
+    if args.topology in ("scaled-out", "both"):
+        heading = f"scaled out (1 API + {args.workers} workers, PostgreSQL + Redis; of the workers)"
+        columns.append((heading, scaled_out(args)))
+    names = [name for name, _ in columns[0][1]]
+    rows = [(name, *(dict(col)[name] for _, col in columns)) for name in names]
+    text = table(rows, ("", *(heading for heading, _ in columns)))
     print(text)
     if not args.no_write:
-        command = f".venv/bin/python -m bench.bench_approvals --runs {args.runs}"
+        command = (
+            f".venv/bin/python -m bench.bench_approvals --runs {args.runs} "
+            f"--topology {args.topology}"
+        )
         write_section("approvals", command, text)
     return 0
 

@@ -59,6 +59,16 @@ def _add_version(conn: Connection, row: Record, save: Save) -> None:
     )
 
 
+def node_count(graph_json: dict[str, Any]) -> int:
+    """The graph's nodes, less its groups (frames on the canvas, engine/graph.py GROUP_TYPE,
+    not imported: the engine is a layer above)."""
+    return sum(
+        1
+        for node in graph_json["nodes"]
+        if not (isinstance(node, dict) and node.get("type") == "Group")
+    )
+
+
 def create(
     conn: Connection,
     *,
@@ -76,7 +86,7 @@ def create(
             account_id=account_id,
             name=name,
             graph_json=graph_json,
-            node_count=len(graph_json["nodes"]),
+            node_count=node_count(graph_json),
             created_at=now,
             updated_at=now,
             deleted_at=None,
@@ -154,7 +164,7 @@ def update(
         values["name"] = name
     if graph_json is not None:
         values["graph_json"] = graph_json
-        values["node_count"] = len(graph_json["nodes"])
+        values["node_count"] = node_count(graph_json)
     where = [WORKFLOWS.c.id == workflow_id, WORKFLOWS.c.account_id == account_id, _VISIBLE]
     if expected_version is not None:
         where.append(WORKFLOWS.c.version == expected_version)

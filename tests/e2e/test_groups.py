@@ -101,3 +101,16 @@ def test_nodes_are_grouped_saved_and_run(page: Page, server: ServerProcess) -> N
     expect(page.locator(".nl-group")).to_have_count(0)
     after = box(page, '.nl-node[data-node-id="tpl"]')
     assert (round(after["x"]), round(after["y"])) == (round(before["x"]), round(before["y"]))
+
+    # Deleting a group keeps its nodes, where they are, and their edge.
+    page.locator('.nl-node[data-node-id="in"] header').click()
+    page.locator('.nl-node[data-node-id="tpl"] header').click(modifiers=["Control"])
+    page.get_by_role("toolbar", name="Editor").get_by_role("button", name="Group").click()
+    expect(page.locator(".nl-group")).to_have_count(1)
+    expect(page.get_by_role("complementary", name="Details")).to_contain_text("Group")
+    page.keyboard.press("Delete")
+    expect(page.locator(".nl-group")).to_have_count(0)
+    expect(page.locator(".nl-node")).to_have_count(2)
+    expect(page.locator(".react-flow__edge")).to_have_count(1)
+    kept = box(page, '.nl-node[data-node-id="tpl"]')
+    assert (round(kept["x"]), round(kept["y"])) == (round(after["x"]), round(after["y"]))

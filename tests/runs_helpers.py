@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from tests.api.test_auth import assert_problem
 from tests.conftest import User
 
 
@@ -72,3 +73,16 @@ def e(source: str, target: str, handle: str | None = None) -> dict[str, Any]:
 
 def g(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, Any]:
     return {"nodes": nodes, "edges": edges, "viewport": {"x": 0, "y": 0, "zoom": 1}}
+
+
+async def assert_graph_refused(
+    client: httpx.AsyncClient, user: User, graph: dict[str, Any], pointer: str, words: str
+) -> None:
+    """A workflow made of ``graph`` is refused (400 ``invalid_graph``) with an error at
+    ``pointer`` whose message says ``words``."""
+    r = await client.post(
+        "/api/v1/workflows", json={"name": "x", "graph_json": graph}, headers=user.headers
+    )
+    errors = assert_problem(r, 400, "invalid_graph")["errors"]
+    assert isinstance(errors, list)
+    assert any(err["pointer"] == pointer and words in err["message"] for err in errors), errors

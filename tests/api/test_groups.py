@@ -11,9 +11,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.test_auth import assert_problem
 from tests.conftest import User
-from tests.runs_helpers import create_workflow, e, execute, g, n, wait_for_run
+from tests.runs_helpers import assert_graph_refused, create_workflow, e, execute, g, n, wait_for_run
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -122,13 +121,7 @@ def frame(node_id: str = "frame", **data: object) -> dict[str, Any]:
 async def test_a_bad_group_is_refused_with_its_pointer(
     client: httpx.AsyncClient, owner: User, graph: dict[str, object], pointer: str, words: str
 ) -> None:
-    r = await client.post(
-        "/api/v1/workflows", json={"name": "x", "graph_json": graph}, headers=owner.headers
-    )
-    problem = assert_problem(r, 400, "invalid_graph")
-    errors = problem["errors"]
-    assert isinstance(errors, list)
-    assert any(err["pointer"] == pointer and words in err["message"] for err in errors), errors
+    await assert_graph_refused(client, owner, graph, pointer, words)
 
 
 async def test_a_group_can_be_saved_again_and_ungrouped(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import api, enter, shot, token, wait_for_run
+from tests.e2e.conftest import api, enter, open_new_workflow, shot, token, wait_for_run
 from tests.server import ServerProcess
 
 pytest.importorskip("playwright")
@@ -35,11 +35,7 @@ def test_nodes_are_grouped_saved_and_run(page: Page, server: ServerProcess) -> N
         "edges": [{"id": "in->tpl", "source": "in", "target": "tpl"}],
         "viewport": {"x": 80, "y": 160, "zoom": 1},
     }  # fmt: skip
-    with api(server, token(page)) as client:
-        wf = client.post("/workflows", json={"name": "Groups", "graph_json": graph}).json()["id"]
-    page.set_viewport_size({"width": 1400, "height": 900})
-    page.goto(f"/workflows/{wf}")
-    page.locator('.nl-node[data-node-id="in"]').wait_for()
+    wf = open_new_workflow(page, server, "Groups", graph, "in")
 
     page.locator('.nl-node[data-node-id="in"] header').click()
     page.locator('.nl-node[data-node-id="tpl"] header').click(modifiers=["Control"])

@@ -2,7 +2,11 @@
 // around the nodes whose parentId names it, React Flow's sub flows: a member's position is
 // relative to its group, so moving the group moves its members. The server keeps groups in
 // graph_json and never runs, estimates or connects them (docs/webapp.md, "Groups").
-import type { FlowEdge, FlowNode } from "./convert";
+// Not importing convert.ts (which imports this module): React Flow's own types, as it has them.
+import type { Edge, Node } from "@xyflow/react";
+
+type FlowNode = Node<Record<string, unknown>, string>;
+type FlowEdge = Edge;
 
 export const GROUP_TYPE = "Group";
 export const GROUP_TITLE_MAX = 80;

@@ -12,7 +12,14 @@ import httpx
 import pytest
 
 from tests.conftest import User
-from tests.runs_helpers import assert_graph_refused, create_workflow, e, execute, g, n, wait_for_run
+from tests.runs_helpers import (
+    assert_graph_refused,
+    assert_kept_never_run,
+    create_workflow,
+    e,
+    g,
+    n,
+)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -42,21 +49,8 @@ def grouped() -> dict[str, Any]:
 
 
 async def test_a_group_is_kept_and_never_run(client: httpx.AsyncClient, owner: User) -> None:
-    graph = grouped()
-    wf = await create_workflow(client, owner, graph)
-    r = await client.get(f"/api/v1/workflows/{wf}", headers=owner.headers)
-    assert r.json()["graph_json"] == graph
-    assert r.json()["node_count"] == 3
-    assert r.json().get("warnings", []) == []
-    r = await client.post(f"/api/v1/workflows/{wf}/estimate", json={}, headers=owner.headers)
-    assert r.status_code == 200, r.text
-    assert "frame" not in r.text
-    r = await execute(client, owner, wf, {"cache": False})
-    assert r.status_code == 202, r.text
-    run = await wait_for_run(client, owner, wf, r.json()["run_id"])
-    assert run["status"] == "completed", run
-    assert {nr["node_id"] for nr in run["node_runs"]} == {"in", "tpl", "out"}
-    assert run["credits_used"] == r.json()["estimated_credits"]
+    saved = await assert_kept_never_run(client, owner, grouped(), "frame", {"in", "tpl", "out"})
+    assert saved["node_count"] == 3
 
 
 def frame(node_id: str = "frame", **data: object) -> dict[str, Any]:

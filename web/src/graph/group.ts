@@ -15,7 +15,7 @@ export const GROUP_PADDING = 24;
 export const GROUP_HEADER = 32;
 const DEFAULT_SIZE = { width: 220, height: 120 };
 
-export function isGroup(node: { type?: string }): boolean {
+export function isGroup(node: { type?: unknown }): boolean {
   return node.type === GROUP_TYPE;
 }
 

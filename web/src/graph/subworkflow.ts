@@ -3,6 +3,8 @@
 // output node's kind as output. The editor draws and checks a Workflow node with a spec
 // bound to its child, kept in the catalog under `Workflow:<workflow id>` (`specKey`).
 import type { NodeType } from "../api/types";
+import { isGroup } from "./group";
+import { isNote } from "./note";
 
 export const WORKFLOW_TYPE = "Workflow";
 
@@ -37,7 +39,8 @@ export function childInterface(graph: GraphLike, catalog: Map<string, NodeType>)
     const name = typeof data.key === "string" && data.key ? data.key : "text";
     if (!inputs.includes(name)) inputs.push(name);
   }
-  const sinks = nodes.filter((n) => !sources.has(n.id));
+  // A note or a group is on the canvas only: not an output of the child.
+  const sinks = nodes.filter((n) => !sources.has(n.id) && !isNote(n) && !isGroup(n));
   const sink = sinks.length === 1 ? sinks[0] : undefined;
   const output = sink ? (catalog.get(String(sink.type))?.output.kind ?? null) : null;
   return { inputs, output };

@@ -24,6 +24,7 @@ SCENARIOS: dict[str, list[str]] = {
     "soak": ["-m", "bench.bench_soak", "--write"],
     "scaleout": ["-m", "bench.bench_scaleout", "--write"],
     "uploads": ["-m", "bench.bench_uploads", "--write"],
+    "approvals": ["-m", "bench.bench_approvals"],
 }
 # Scripts that print their results instead of writing their own section.
 PRINTED = {

@@ -177,6 +177,16 @@ async def wait_finished(client: httpx.AsyncClient, owner: User, url: str) -> dic
     raise AssertionError(f"run did not finish: {url}")
 
 
+async def wait_listed(client: httpx.AsyncClient, owner: User) -> str:
+    """The id of the account's first pending approval, once its node waits."""
+    for _ in range(600):
+        r = await client.get("/api/v1/approvals", headers=owner.headers)
+        if r.json()["data"]:
+            return str(r.json()["data"][0]["id"])
+        await asyncio.sleep(0.05)
+    raise AssertionError("no approval listed")
+
+
 async def real_ids(client: httpx.AsyncClient, owner: User) -> dict[str, str]:
     async def post(path: str, body: object, headers: dict[str, str]) -> dict[str, Any]:
         r = await client.post(f"/api/v1{path}", json=body, headers=headers)
@@ -204,6 +214,17 @@ async def real_ids(client: httpx.AsyncClient, owner: User) -> dict[str, str]:
     credential = await post(
         "/credentials", {"name": "c", "kind": "openai", "fields": fields}, owner.headers
     )
+    gated = {
+        "nodes": [
+            {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
+            {"id": "gate", "type": "Approval", "position": {"x": 1, "y": 0}, "data": {}},
+        ],
+        "edges": [{"id": "e", "source": "in", "target": "gate"}],
+        "viewport": {"x": 0, "y": 0, "zoom": 1},
+    }
+    waiting = await post("/workflows", {"name": "gated", "graph_json": gated}, owner.headers)
+    await post(f"/workflows/{waiting['id']}/execute", {"input": {}}, owner.headers)
+    approval = await wait_listed(client, owner)
     png = image_bytes("PNG", size=(8, 8))
     r = await client.post(
         "/api/v1/uploads", files={"file": ("a.png", png, "image/png")}, headers=owner.headers
@@ -220,6 +241,7 @@ async def real_ids(client: httpx.AsyncClient, owner: User) -> dict[str, str]:
         "token": webhook["token"],
         "key_id": spare_key["id"],
         "credential_id": credential["id"],
+        "approval_id": approval,
         "version": "1",  # of a workflow (every workflow has its version 1)
         "part": "content",  # of an asset (/api/v1/assets/{asset_id}/{part})
         "code": "insufficient_credits",  # a problem code (/api/v1/problems/{code})

@@ -31,6 +31,11 @@ class NodeStatus(StrEnum):
     FAILED = "failed"
     SKIPPED = "skipped"
     CANCELLED = "cancelled"
+    # Shown, never stored: a running Approval node whose approval is pending (its row in
+    # ``approvals`` is the truth of the wait; engine/approvals.py). No transition leads
+    # here: the node is ``running`` to the state machine, as a provider node waiting on its
+    # provider is.
+    WAITING = "waiting"
 
 
 FINISHED_NODE_STATES = frozenset(

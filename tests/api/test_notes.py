@@ -12,6 +12,7 @@ from tests.conftest import User
 from tests.runs_helpers import (
     assert_graph_refused,
     assert_kept_never_run,
+    create_workflow,
     e,
     g,
     n,
@@ -74,3 +75,23 @@ async def test_a_bad_note_is_refused_with_its_pointer(
     client: httpx.AsyncClient, owner: User, graph: dict[str, object], pointer: str, words: str
 ) -> None:
     await assert_graph_refused(client, owner, graph, pointer, words)
+
+
+async def test_node_count_leaves_notes_out(client: httpx.AsyncClient, owner: User) -> None:
+    """A sticky note is not a node the workflow runs: the list, the workflow and its versions
+    count the two real nodes, at creation and after a save that adds another note."""
+    wf = await create_workflow(client, owner, noted())
+    r = await client.get(f"/api/v1/workflows/{wf}", headers=owner.headers)
+    assert r.json()["node_count"] == 2
+    graph = noted()
+    graph["nodes"].append(n("memo2", "Note", text="Another"))  # type: ignore[attr-defined]
+    r = await client.patch(
+        f"/api/v1/workflows/{wf}", json={"graph_json": graph}, headers=owner.headers
+    )
+    assert r.status_code == 200, r.text
+    assert r.json()["node_count"] == 2
+    r = await client.get("/api/v1/workflows", headers=owner.headers)
+    assert [w["node_count"] for w in r.json()] == [2]
+    r = await client.get(f"/api/v1/workflows/{wf}/versions", headers=owner.headers)
+    assert r.status_code == 200, r.text
+    assert [v["node_count"] for v in r.json()] == [2, 2]

@@ -442,3 +442,39 @@ class TestBatches:
         assert len(items) == 3 and items[-1].endswith("completed · 3/3"), lines
         assert json.loads((out / "all.txt").read_text()) == ["A", "B", "C"]
         assert (out / "up.1.txt").read_text() == "B"
+
+
+class TestRepeat:
+    def test_run_wait_shows_iterations_not_items(self, logged_in: Env, tmp_path: Path) -> None:
+        """A Repeat region's node runs are iterations (docs/repeat.md): the watch names them
+        "iteration k/max" (max: the Repeat's max_iterations), never "item k · n/n"."""
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("rep", "Repeat", max_iterations=5),
+                n("grow", "TextTemplate", template="{{ text }}x"),
+                n("until", "Until", operator="contains", value="xx"),
+                n("good", "TextTemplate", template="good: {{ text }}"),
+            ],
+            [
+                e("in", "rep"),
+                e("rep", "grow"),
+                e("grow", "until"),
+                {**e("until", "good"), "sourceHandle": "done"},
+            ],
+        )
+        path = tmp_path / "repeat.json"
+        path.write_text(json.dumps({"name": "Repeat CLI", "graph_json": graph}))
+        assert cli("workflows", "push", str(path), env=logged_in).returncode == 0
+        done = cli("run", "Repeat CLI", "-i", "text=a", "--wait", env=logged_in)
+        assert done.returncode == 0, done.stderr
+        lines = done.stderr.splitlines()
+        assert all(PROGRESS_LINE.match(line) for line in lines), lines
+        assert not [line for line in lines if " item " in line], lines
+        grown = [line.split("] ", 1)[1] for line in lines if "node grow iteration" in line]
+        assert grown == [
+            "node grow iteration 1/5 completed",
+            "node grow iteration 2/5 completed",
+        ], lines
+        assert any("node until iteration 2/5 completed" in line for line in lines), lines
+        assert any("node good (TextTemplate) completed" in line for line in lines), lines

@@ -159,6 +159,17 @@ def node(page: Any, title: str) -> Any:
     return page.get_by_role("group", name=title, exact=True)
 
 
+def drag(page: Any, start: Any, end: Any) -> None:
+    """Press on the middle of ``start`` (a locator, e.g. an output handle), move slowly and
+    release on the middle of ``end`` (an input handle): how a user draws an edge."""
+    a, b = start.bounding_box(), end.bounding_box()
+    assert a is not None and b is not None
+    page.mouse.move(a["x"] + a["width"] / 2, a["y"] + a["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(b["x"] + b["width"] / 2, b["y"] + b["height"] / 2, steps=12)
+    page.mouse.up()
+
+
 def wait_for_run(client: httpx.Client, workflow: str, run: str) -> dict[str, Any]:
     deadline = time.monotonic() + 120
     while True:

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import api, node, shot, token, wait_for_run
+from tests.e2e.conftest import api, drag, node, shot, token, wait_for_run
 from tests.server import ServerProcess
 
 pytest.importorskip("playwright")
@@ -35,17 +35,11 @@ def drag_from_palette(page: Page, title: str, x: int, y: int) -> None:
 
 def connect(page: Page, source: str, target: str, input_name: str) -> None:
     """Press on the source's output handle and release on the target's input handle."""
-    start = node(page, source).locator(".react-flow__handle.source").bounding_box()
-    end = (
-        node(page, target)
-        .locator(f'.react-flow__handle.target[data-handleid="{input_name}"]')
-        .bounding_box()
+    drag(
+        page,
+        node(page, source).locator(".react-flow__handle.source"),
+        node(page, target).locator(f'.react-flow__handle.target[data-handleid="{input_name}"]'),
     )
-    assert start is not None and end is not None
-    page.mouse.move(start["x"] + start["width"] / 2, start["y"] + start["height"] / 2)
-    page.mouse.down()
-    page.mouse.move(end["x"] + end["width"] / 2, end["y"] + end["height"] / 2, steps=12)
-    page.mouse.up()
 
 
 def select_node(page: Page, title: str) -> None:

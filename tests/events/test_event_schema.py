@@ -37,6 +37,22 @@ def _failing_graph() -> dict[str, Any]:
     }
 
 
+def _gated_graph() -> dict[str, Any]:
+    return {
+        "nodes": [
+            {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
+            {
+                "id": "gate",
+                "type": "Approval",
+                "position": {"x": 1, "y": 0},
+                "data": {"timeout_seconds": 1, "timeout_outcome": "approve"},
+            },
+        ],
+        "edges": [{"id": "a", "source": "in", "target": "gate"}],
+        "viewport": {"x": 0, "y": 0, "zoom": 1},
+    }
+
+
 async def _events_of(http: httpx.AsyncClient, wf: str, run_id: str) -> list[dict[str, Any]]:
     _, frames = await stream(http, wf, run_id)
     return [frame["data"] for frame in frames]
@@ -56,6 +72,9 @@ async def test_every_event_kind_matches_its_model(live: Live) -> None:
         r = await http.post(f"/api/v1/workflows/{slow}/runs/{cancelled}/cancel")
         assert r.status_code == 202
         runs.append((slow, cancelled))
+        # Waits for a person (node.waiting) for a second, then the timeout decides.
+        gated = await create_workflow(http, _gated_graph())
+        runs.append((gated, await execute(http, gated)))
         for wf, run_id in runs:
             for event in await _events_of(http, wf, run_id):
                 MESSAGE.validate_python(event)  # raises on any field out of its model

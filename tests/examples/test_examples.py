@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -243,3 +244,22 @@ def test_generate_judge_retry_until_good(setup: Setup) -> None:
     asks = [json.loads(c.body)["messages"][-1]["content"] for c in calls[::2]]
     assert "A reviewer judged" not in asks[0]
     assert all("A reviewer judged your last attempt" in ask for ask in asks[1:])
+
+
+def test_approve_before_video(setup: Setup) -> None:
+    document = json.loads((EXAMPLES / "approve-before-video.json").read_text(encoding="utf-8"))
+    client = setup.client
+    workflow = client.workflows.create(EXAMPLES / "approve-before-video.json")
+    run = client.workflows.execute(workflow.id, document["input"])
+    deadline = time.monotonic() + 60
+    while not (pending := [a for a in client.approvals.list().data if a.run_id == run.id]):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert pending[0].input is not None and pending[0].input.text == document["input"]["script"]
+    waiting = client.runs.get(workflow.id, run.id)
+    assert {n.node_id: n.status for n in waiting.node_runs}["video"] == "pending"
+    client.approvals.approve(pending[0].id, text="The tide came in at dawn.", comment="shorter")
+    done = run.wait(timeout=300)
+    assert done.status == "completed"
+    out = decode("video/mp4", client.artifacts.read(done.outputs()["video"].id))
+    assert (out["video"], out["size"]) == ("h264", (1280, 720)) and out["audio"]

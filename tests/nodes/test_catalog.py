@@ -294,7 +294,8 @@ CASES = _cases()
 
 # Node types whose output is another run's (the engine starts a child run for them), so they
 # cannot run alone here: tests/api/test_subworkflows.py runs them through the API.
-RUN_BY_THE_ENGINE = {"Workflow"}
+# Waited for by the engine: tests/api/test_subworkflows.py and tests/api/test_approvals.py.
+RUN_BY_THE_ENGINE = {"Workflow", "Approval"}
 # Media inputs output a file the account already stored, found in the database by id:
 # tests/api/test_media_inputs.py runs them through the API.
 READ_FROM_THE_DATABASE = {"ImageInput", "AudioInput", "VideoInput"}

@@ -10,6 +10,7 @@ import { WorkflowsPage } from "./pages/WorkflowsPage";
 import { EditorPage } from "./pages/EditorPage";
 import { RunsPage } from "./pages/RunsPage";
 import { RunPage } from "./pages/RunPage";
+import { ApprovalsPage } from "./pages/ApprovalsPage";
 import { ProfilePage } from "./pages/ProfilePage";
 import { AssetsPage } from "./pages/AssetsPage";
 import { SchedulesPage } from "./pages/SchedulesPage";
@@ -72,6 +73,7 @@ export function App() {
         <Route path="/workflows/:workflowId/schedules" element={<SchedulesPage />} />
         <Route path="/runs" element={<RunsPage />} />
         <Route path="/assets" element={<AssetsPage />} />
+        <Route path="/approvals" element={<ApprovalsPage />} />
         <Route path="/profile" element={<ProfilePage />} />
         <Route path="/login" element={<BackToWhereItWas />} />
         <Route path="/setup" element={<BackToWhereItWas />} />

@@ -21,6 +21,7 @@ from nodeloom.api.middleware import (
 )
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes import (
+    approvals,
     artifacts,
     assets,
     auth,
@@ -47,6 +48,7 @@ from nodeloom.events.links import readiness
 from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
 from nodeloom.runtime import Runtime, build_windows
+from nodeloom.schemas.approvals import ApprovalDecision
 from nodeloom.schemas.events import openapi_schemas as event_schemas
 from nodeloom.schemas.runs import ExecuteRequest, RetryRequest
 from nodeloom.schemas.workflows import RestoreRequest, WorkflowCreate, WorkflowUpdate
@@ -128,6 +130,7 @@ def create_app(
     app.include_router(credentials.router, prefix=API_PREFIX)
     app.include_router(provider_hooks.router, prefix=API_PREFIX)
     app.include_router(problem_types.router, prefix=API_PREFIX)
+    app.include_router(approvals.router, prefix=API_PREFIX)
     _document_manual_bodies(app)
     webapp.install(app, settings.web_dist_dir)
     if settings.hot_paths:
@@ -151,7 +154,8 @@ def _document_manual_bodies(app: FastAPI) -> None:
             routes=app.routes,
         )
         components = schema.setdefault("components", {}).setdefault("schemas", {})
-        for model in (WorkflowCreate, WorkflowUpdate, ExecuteRequest, RestoreRequest, RetryRequest):
+        manual = (WorkflowCreate, WorkflowUpdate, ExecuteRequest, RestoreRequest, RetryRequest)
+        for model in (*manual, ApprovalDecision):
             model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
             for name, sub in model_schema.pop("$defs", {}).items():
                 components.setdefault(name, sub)

@@ -16,6 +16,7 @@ from pydantic import BaseModel, TypeAdapter
 
 from nodeloom.client import _config
 from nodeloom.client._resources import (
+    AsyncApprovals,
     AsyncArtifacts,
     AsyncAssets,
     AsyncCallbacks,
@@ -120,6 +121,7 @@ class AsyncClient:
         self.webhooks = AsyncWebhooks(self)
         self.schedules = AsyncSchedules(self)
         self.callbacks = AsyncCallbacks(self)
+        self.approvals = AsyncApprovals(self)
         self.keys = AsyncKeys(self)
         self.credentials = AsyncCredentials(self)
 

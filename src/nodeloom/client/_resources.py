@@ -24,6 +24,7 @@ import anyio
 from nodeloom.client._runs import AsyncRun, RunEvent, extension_for
 from nodeloom.client.errors import AmbiguousWorkflow, NotFound
 from nodeloom.schemas.accounts import ApiKeyCreated, ApiKeyOut
+from nodeloom.schemas.approvals import ApprovalList, ApprovalOut
 from nodeloom.schemas.assets import AssetOut
 from nodeloom.schemas.callbacks import (
     CallbackDeliveryOut,
@@ -507,6 +508,37 @@ class AsyncSchedules(_Resource):
         await self._client.request(
             "DELETE", f"/workflows/{_seg(workflow_id)}/schedules/{_seg(schedule_id)}"
         )
+
+
+class AsyncApprovals(_Resource):
+    """Approval nodes waiting for a person (docs/approvals.md)."""
+
+    async def list(self) -> ApprovalList:
+        """The account's pending approvals, oldest first (``count``: all of them)."""
+        response = await self._client.request("GET", "/approvals")
+        return ApprovalList.model_validate(response.json())
+
+    async def get(self, approval_id: str) -> ApprovalOut:
+        response = await self._client.request("GET", f"/approvals/{_seg(approval_id)}")
+        return ApprovalOut.model_validate(response.json())
+
+    async def approve(
+        self, approval_id: str, *, comment: str | None = None, text: str | None = None
+    ) -> ApprovalOut:
+        """Approve; ``text`` replaces the input (only where the node allows editing)."""
+        return await self._decide(approval_id, "approve", comment, text)
+
+    async def reject(self, approval_id: str, *, comment: str | None = None) -> ApprovalOut:
+        return await self._decide(approval_id, "reject", comment, None)
+
+    async def _decide(
+        self, approval_id: str, action: str, comment: str | None, text: str | None
+    ) -> ApprovalOut:
+        body = {k: v for k, v in {"comment": comment, "text": text}.items() if v is not None}
+        response = await self._client.request(
+            "POST", f"/approvals/{_seg(approval_id)}/{action}", json=body
+        )
+        return ApprovalOut.model_validate(response.json())
 
 
 class AsyncCallbacks(_Resource):

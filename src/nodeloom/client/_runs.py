@@ -63,6 +63,7 @@ OnEvent = Callable[[RunEvent], object]
 # one this client does not know).
 _NODE_STATUS_AFTER: dict[str, NodeStatus] = {
     EventType.NODE_STARTED: NodeStatus.RUNNING,
+    EventType.NODE_WAITING: NodeStatus.WAITING,
     EventType.NODE_COMPLETED: NodeStatus.COMPLETED,
     EventType.NODE_FAILED: NodeStatus.FAILED,
     EventType.NODE_SKIPPED: NodeStatus.SKIPPED,
@@ -159,10 +160,14 @@ def diff_events(before: RunOut | None, after: RunOut) -> list[RunEvent]:
         if node.status == old:
             continue
         first = len(events)
-        if old in ("pending", "queued") and node.status in ("running", "completed", "failed"):
+        started = ("running", "waiting", "completed", "failed")
+        if old in ("pending", "queued") and node.status in started:
             if not node.cached:
                 events.append(event("node.started", node.node_id))
-        if node.status == "completed":
+        if node.status == "waiting":
+            # What the approval asks is not in a run record: GET /approvals has it.
+            events.append(event("node.waiting", node.node_id))
+        elif node.status == "completed":
             events.append(
                 event(
                     "node.completed",

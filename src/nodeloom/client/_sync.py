@@ -24,6 +24,7 @@ from pydantic import PrivateAttr
 
 from nodeloom.client._core import AsyncClient, ClientOptions
 from nodeloom.client._resources import (
+    AsyncApprovals,
     AsyncArtifacts,
     AsyncAssets,
     AsyncCallbacks,
@@ -272,6 +273,14 @@ class Schedules:
         self.delete = loop.blocking(inner.delete)
 
 
+class Approvals:
+    def __init__(self, inner: AsyncApprovals, loop: _Loop) -> None:
+        self.list = loop.blocking(inner.list)
+        self.get = loop.blocking(inner.get)
+        self.approve = loop.blocking(inner.approve)
+        self.reject = loop.blocking(inner.reject)
+
+
 class Callbacks:
     def __init__(self, inner: AsyncCallbacks, loop: _Loop) -> None:
         self.rotate_secret = loop.blocking(inner.rotate_secret)
@@ -323,6 +332,7 @@ class Client:
         self.webhooks = Webhooks(inner.webhooks, loop)
         self.schedules = Schedules(inner.schedules, loop)
         self.callbacks = Callbacks(inner.callbacks, loop)
+        self.approvals = Approvals(inner.approvals, loop)
         self.keys = Keys(inner.keys, loop)
         self.credentials = Credentials(inner.credentials, loop)
         self.me = loop.blocking(inner.me)

@@ -8,6 +8,7 @@
     webhooks create|list|enable|disable|delete
     schedules create|list|show|update|pause|resume|delete   cron triggers
     callbacks secret [--rotate] | log WORKFLOW RUN          signed run callbacks
+    approvals list|approve|reject         Approval nodes waiting for a person
     keys create|list|revoke               API keys (with a log-in token)
     credentials create|list|show|update|delete|test   provider credentials
     accounts create|set|list              server-side administration, on the database
@@ -25,6 +26,7 @@ import typer
 
 from nodeloom.commands import (
     accounts,
+    approvals,
     assets,
     credentials,
     keys,
@@ -63,6 +65,7 @@ def register(app: typer.Typer) -> None:
     app.add_typer(assets.app, name="assets")
     app.add_typer(schedules.app, name="schedules")
     app.add_typer(schedules.callbacks_app, name="callbacks")
+    app.add_typer(approvals.app, name="approvals")
     app.add_typer(keys.app, name="keys")
     app.add_typer(credentials.app, name="credentials")
     app.add_typer(accounts.app, name="accounts")

@@ -8,7 +8,9 @@ change, with progress only at each quarter.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from types import TracebackType
+from typing import Any
 
 from rich.console import Console
 from rich.live import Live
@@ -23,12 +25,44 @@ STYLES = {
     "pending": "grey50",
     "queued": "grey70",
     "running": "blue",
+    "waiting": "magenta",  # an Approval node waiting for a person
     "completed": "green",
     "failed": "red",
     "skipped": "grey50",
     "cancelled": "yellow",
 }
 BAR = 12
+# The server's default for a Repeat's ``max_iterations`` (docs/repeat.md).
+DEFAULT_MAX_ITERATIONS = 3
+
+
+def repeat_bounds(graph_json: Mapping[str, Any]) -> dict[str, int]:
+    """Every node of a Repeat region (the Repeat, the nodes it reaches up to its Until, the
+    Until) with the Repeat's ``max_iterations``: their node runs are iterations, not items."""
+    nodes = [n for n in graph_json.get("nodes", []) if isinstance(n, dict)]
+    types = {n.get("id"): n.get("type") for n in nodes}
+    after: dict[str, list[str]] = {}
+    for edge in graph_json.get("edges", []):
+        if isinstance(edge, dict):
+            after.setdefault(str(edge.get("source")), []).append(str(edge.get("target")))
+    bounds: dict[str, int] = {}
+    for node in nodes:
+        if node.get("type") != "Repeat":
+            continue
+        raw = (node.get("data") or {}).get("max_iterations")
+        most = raw if isinstance(raw, int) and raw >= 1 else DEFAULT_MAX_ITERATIONS
+        seen = {node["id"]}
+        stack = list(after.get(node["id"], []))
+        while stack:
+            current = stack.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            if types.get(current) != "Until":
+                stack.extend(after.get(current, []))
+        for member in seen:
+            bounds.setdefault(member, most)
+    return bounds
 
 
 def _plural(n: int, word: str) -> str:
@@ -39,9 +73,11 @@ class RunProgress:
     """What the view shows: the run's state, kept up to date from its events by the client's
     ``apply_event`` (the one place events become state), plus each node's progress."""
 
-    def __init__(self, run: RunOut) -> None:
+    def __init__(self, run: RunOut, repeats: Mapping[str, int] | None = None) -> None:
         # A copy of the record only (``run`` may be the client's live run object).
         self.run = RunOut.model_validate(run.model_dump())
+        # Nodes of a Repeat region, with the Repeat's max_iterations (``repeat_bounds``).
+        self.repeats = dict(repeats or {})
         self.nodes = {n.node_id: n for n in self.run.node_runs}
         self.progress: dict[str, float] = {}
         self.started = time.monotonic()
@@ -85,15 +121,22 @@ class RunProgress:
         of items done, e.g. ``node tts item 16 completed · 17/40``."""
         if event.type not in ("node.completed", "node.failed"):
             return None
-        done, _ = item_progress(self.run).get(event.node_id or "", (0, 0))
-        total = int(event.data.get("item_count") or 0)
         item = event.data["item_index"]
         what = (
             "completed"
             if event.type == "node.completed"
             else ("failed · " + _node_error(event.data.get("error")))
         )
+        most = self.repeats.get(event.node_id or "")
+        if most is not None or self._repeat_node(event.node_id):
+            return f"node {event.node_id} {_iteration(int(item) + 1, most)} {what}"
+        done, _ = item_progress(self.run).get(event.node_id or "", (0, 0))
+        total = int(event.data.get("item_count") or 0)
         return f"node {event.node_id} item {item} {what} · {done}/{total}"
+
+    def _repeat_node(self, node_id: str | None) -> bool:
+        """Without the graph: a Repeat's own iterations are entries of type RepeatIteration."""
+        return any(n.node_id == node_id and n.type == "RepeatIteration" for n in self.run.node_runs)
 
     def elapsed(self) -> float:
         return time.monotonic() - self.started
@@ -116,7 +159,11 @@ class RunProgress:
                     entries = [n for n in run.node_runs if n.node_id == node.node_id]
                     credits = sum(n.credits_used for n in entries)
                     failed = sum(n.status == "failed" for n in entries if n.item_index is not None)
-                    state = f"{finished}/{total} items" + (f", {failed} failed" if failed else "")
+                    state = (
+                        _iteration(total, self.repeats[node.node_id])
+                        if node.node_id in self.repeats
+                        else f"{finished}/{total} items"
+                    ) + (f", {failed} failed" if failed else "")
                     table.add_row(
                         node.node_id, node.type, Text(state), "", str(credits) if credits else ""
                     )
@@ -134,16 +181,24 @@ class RunProgress:
         return table
 
 
+def _iteration(k: int, most: int | None) -> str:
+    """``iteration 2/5`` (the Repeat's max_iterations known), else ``iteration 2``."""
+    return f"iteration {k}" if most is None else f"iteration {k}/{max(most, k)}"
+
+
 def _node_error(error: dict[str, object] | None) -> str:
     error = error or {}
     return f"{error.get('code', 'error')}: {error.get('message', '')}"
 
 
 class ProgressView:
-    """``with ProgressView(run, console) as view: run.wait(on_event=view.on_event)``."""
+    """``with ProgressView(run, console) as view: run.wait(on_event=view.on_event)``;
+    ``repeats``: the nodes of the run's Repeat regions (``repeat_bounds`` of its graph)."""
 
-    def __init__(self, run: RunOut, console: Console) -> None:
-        self.state = RunProgress(run)
+    def __init__(
+        self, run: RunOut, console: Console, repeats: Mapping[str, int] | None = None
+    ) -> None:
+        self.state = RunProgress(run, repeats)
         self.console = console
         self.live: Live | None = None
 

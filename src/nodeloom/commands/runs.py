@@ -10,6 +10,7 @@ from typing import Annotated, Any
 import typer
 
 from nodeloom.client import Client, Run
+from nodeloom.client.errors import NodeloomClientError
 from nodeloom.commands.common import (
     ApiKeyOption,
     JsonOption,
@@ -25,7 +26,7 @@ from nodeloom.commands.common import (
     take,
     when,
 )
-from nodeloom.commands.progress import ProgressView
+from nodeloom.commands.progress import ProgressView, repeat_bounds
 from nodeloom.schemas.runs import RunStatusName
 
 app = typer.Typer(help="Runs of a workflow: list, show, cancel, retry, events.")
@@ -160,11 +161,24 @@ def _started(
             err().print(note)
             sys.stdout.write(run.id + "\n")
         return
-    with ProgressView(run, err()) as view:
+    with ProgressView(run, err(), _repeats(c, run)) as view:
         run = run.wait(timeout, on_event=view.on_event)
     _report(c, run, download, all_nodes, as_json)
     if run.status != "completed":
         raise typer.Exit(1)
+
+
+def _repeats(c: Client, run: Run) -> dict[str, int]:
+    """The nodes of the run's Repeat regions with their bound, from the graph the run was
+    started from (none when it cannot be read: iterations are then shown without a bound)."""
+    try:
+        if run.workflow_version is None:
+            graph = c.workflows.get(run.workflow_id).graph_json
+        else:
+            graph = c.workflows.version(run.workflow_id, run.workflow_version).graph_json
+    except NodeloomClientError:
+        return {}
+    return repeat_bounds(graph)
 
 
 def _report(c: Client, run: Run, download: Path | None, all_nodes: bool, as_json: bool) -> None:

@@ -273,6 +273,49 @@ class NodeRun(Base):
     )
 
 
+class Approval(Base):
+    """A person's decision an ``Approval`` node waits for (engine/approvals.py). Written,
+    committed, by the node when it starts waiting (one per run and node: a node run again
+    after a restart finds its own); decided by one conditional UPDATE from ``pending`` —
+    by a person through the API or a signed link, or by the node itself at ``expires_at``
+    with ``timeout_outcome``."""
+
+    __tablename__ = "approvals"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    workflow_id: Mapped[str] = mapped_column(sa.String(36))
+    run_id: Mapped[str] = mapped_column(sa.ForeignKey("runs.id", ondelete="CASCADE"))
+    node_id: Mapped[str] = mapped_column(sa.String(200))
+    # pending, approved or rejected.
+    status: Mapped[str] = mapped_column(sa.String(16))
+    kind: Mapped[str] = mapped_column(sa.String(16))  # the node's: text, json, image...
+    prompt: Mapped[str] = mapped_column(sa.Text)
+    allow_edit: Mapped[bool]
+    timeout_outcome: Mapped[str] = mapped_column(sa.String(16))
+    # The input the reviewer judges (an artifact of the run), NULL when it had none.
+    input_artifact_id: Mapped[str | None] = mapped_column(sa.String(36))
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+    decided_at: Mapped[datetime | None]
+    # "api", "link" or "timeout".
+    decided_by: Mapped[str | None] = mapped_column(sa.String(16))
+    comment: Mapped[str | None] = mapped_column(sa.Text)
+    # The reviewer's edited text (only where the node allows it), NULL: the input unchanged.
+    text: Mapped[str | None] = mapped_column(sa.Text)
+
+    __table_args__ = (
+        sa.Index("ux_approvals_node", "run_id", "node_id", unique=True),
+        sa.Index(
+            "ix_approvals_pending",
+            "account_id",
+            "created_at",
+            sqlite_where=sa.text("status = 'pending'"),
+            postgresql_where=sa.text("status = 'pending'"),
+        ),
+    )
+
+
 class Artifact(Base):
     __tablename__ = "artifacts"
 

@@ -26,7 +26,7 @@ from nodeloom.artifacts.store import ArtifactStore, StoredBlob
 from nodeloom.auth.tokens import decrypt
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
-from nodeloom.engine import hook_signals, work
+from nodeloom.engine import approvals, hook_signals, work
 from nodeloom.engine.cache import cache_key
 from nodeloom.engine.context import ProviderNodeContext, RunNodeContext
 from nodeloom.engine.graph import GraphNode
@@ -37,6 +37,7 @@ from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.adapters import hooks
 from nodeloom.nodes.adapters.policy import Credential, Signals
+from nodeloom.nodes.approval import APPROVAL_TYPE
 from nodeloom.nodes.packages import PackagedNode
 from nodeloom.nodes.providers import api_key as provider_key
 from nodeloom.nodes.registry import Registry
@@ -263,9 +264,31 @@ class NodeExecutor:
             return cached(task.node.id, hit, key)
         return None
 
-    async def execute(self, task: NodeTask, progress: Progress) -> Outcome:
+    async def execute(
+        self, task: NodeTask, progress: Progress, waiting: approvals.Announce | None = None
+    ) -> Outcome:
+        """Execute the node of ``task``. ``waiting``: how an Approval node announces, in its
+        run's events, that it waits for a person (engine/approvals.py)."""
         env = self.env
         node = task.node
+        if node.type == APPROVAL_TYPE:
+            # A person's decision, waited for on the event loop: no sandbox process, no slot.
+            try:
+                produced = await approvals.wait(
+                    approvals.Waiting(env.db, env.bus, env.settings),
+                    task.account_id,
+                    task.run_id,
+                    node,
+                    task.inputs.get("input"),
+                    waiting,
+                )
+                return await self._keep(node, produced, None)
+            except NodeFailure as exc:
+                return failed(node.id, exc.code, exc.message, utcnow())
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                return _crashed(task, exc)
         if node.type == WORKFLOW_TYPE:
             # A child run, waited for on the event loop: no sandbox process, no slot.
             if env.children is None:

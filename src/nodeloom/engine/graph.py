@@ -21,6 +21,7 @@ from nodeloom.engine.batches import Batches, costs, find_regions
 from nodeloom.errors import FieldError
 from nodeloom.nodes.registry import Registry
 from nodeloom.nodes.subworkflow import WORKFLOW_TYPE, ChildInterface, bind
+from nodeloom.notes import GROUP_TYPE, NOTE_TYPE
 from nodeloom.sdk._node import (
     DEFAULT_OUTPUT,
     ERROR_OUTPUT,
@@ -340,6 +341,8 @@ def _check_nodes(
                 notes[node_id] = "group"
             continue
         checked = _check_node_type(raw, index, registry, settings, problems)
+        if checked is not None:
+            checked = checked[0].bound(checked[1]), checked[1]
         if checked is not None and checked[0].spec.type == WORKFLOW_TYPE:
             checked = _bind_child(checked, children, f"{at}/data/workflow_id", problems)
         if node_id is not None:
@@ -352,12 +355,12 @@ def _check_nodes(
 
 
 LABEL_MAX = 80  # characters of a node's name (``data.label``)
-# A sticky note on the canvas: kept in the graph, never run, estimated or connected.
-NOTE_TYPE = "Note"
+# A sticky note on the canvas (NOTE_TYPE): kept in the graph, never run, estimated or
+# connected.
 NOTE_TEXT_MAX = 10_000
-# A group on the canvas: a titled frame (its title is ``data.label``) around the nodes whose
-# ``parentId`` names it (React Flow's sub flows); like a note, never run or connected.
-GROUP_TYPE = "Group"
+# A group (GROUP_TYPE) on the canvas: a titled frame (its title is ``data.label``) around the
+# nodes whose ``parentId`` names it (React Flow's sub flows); like a note, never run or
+# connected.
 
 
 def _check_parents(raw_nodes: list[Any], notes: dict[str, str], problems: _Problems) -> None:

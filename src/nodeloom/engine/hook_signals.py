@@ -32,19 +32,30 @@ RECHECK = 10.0  # seconds between reads of the node run while waiting for a webh
 RECHECK_POLLING = 1.0  # the same when the bus does not carry signals between processes
 
 
-async def wake(bus: EventBus, account_id: str, workflow_id: str, run_id: str, node_id: str) -> None:
-    """Tell the node waiting on ``run_id``/``node_id`` that its node run changed."""
-    signal = Event(SIGNAL, 0, utcnow(), run_id, workflow_id, account_id, node_id)
+async def wake(
+    bus: EventBus,
+    account_id: str,
+    workflow_id: str,
+    run_id: str,
+    node_id: str,
+    signal_type: str = SIGNAL,
+) -> None:
+    """Tell the node waiting on ``run_id``/``node_id`` that its node run changed (or, with
+    ``signal_type`` ``approval.decided``, that its approval was decided)."""
+    signal = Event(signal_type, 0, utcnow(), run_id, workflow_id, account_id, node_id)
     await bus.publish([signal])
 
 
 class Waiter:
     """One provider node's wait for signals; use ``with waiter(...)`` around its wait."""
 
-    def __init__(self, sub: Subscription, node_id: str, recheck: float) -> None:
+    def __init__(
+        self, sub: Subscription, node_id: str, recheck: float, signal_type: str = SIGNAL
+    ) -> None:
         self.sub = sub
         self.node_id = node_id
         self.recheck = recheck
+        self.signal_type = signal_type
 
     async def wait(self, most: float) -> bool:
         """Until a signal for this node arrives (True) or ``min(most, recheck)`` seconds pass
@@ -59,13 +70,15 @@ class Waiter:
                     event = await self.sub.queue.get()
             except TimeoutError:
                 return False
-            if event.type == SIGNAL and event.node_id == self.node_id:
+            if event.type == self.signal_type and event.node_id == self.node_id:
                 return True
 
 
 @contextlib.contextmanager
-def waiter(bus: EventBus, account_id: str, run_id: str, node_id: str) -> Iterator[Waiter]:
+def waiter(
+    bus: EventBus, account_id: str, run_id: str, node_id: str, signal_type: str = SIGNAL
+) -> Iterator[Waiter]:
     recheck = RECHECK_POLLING if isinstance(bus, PollingBus) else RECHECK
     with bus.subscribe(account_id) as sub:
         sub.watch_run(run_id)
-        yield Waiter(sub, node_id, recheck)
+        yield Waiter(sub, node_id, recheck, signal_type)

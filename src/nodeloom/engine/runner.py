@@ -28,6 +28,7 @@ from nodeloom.engine.items import AccountItems
 from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.stepper import RunGraphs, Unrunnable
 from nodeloom.engine.transitions import Batch
+from nodeloom.events.model import EventType
 from nodeloom.states import NodeStatus
 
 log = logging.getLogger("nodeloom.engine")
@@ -216,7 +217,12 @@ class RunDriver:
         async def report(fraction: float) -> None:
             await self._progress(node_id, fraction)
 
+        async def waiting(data: dict[str, Any]) -> None:
+            batch = state.batch()
+            batch.event(EventType.NODE_WAITING, utcnow(), node_id, **data)
+            await self._commit(batch)
+
         try:
-            return await self.executor.execute(NodeTask.of(state, node_id), report)
+            return await self.executor.execute(NodeTask.of(state, node_id), report, waiting)
         finally:
             self._throttle.forget(node_id)

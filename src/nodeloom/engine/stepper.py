@@ -46,6 +46,7 @@ from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
 from nodeloom.engine.transitions import Batch, apply
 from nodeloom.events.model import Event, EventType
 from nodeloom.metrics import Metrics
+from nodeloom.nodes.approval import APPROVAL_TYPE
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 from nodeloom.states import NodeStatus, RunStatus
@@ -272,11 +273,13 @@ def interrupted(
     """Nodes found running whose process stopped (a crash, a lost worker): queued again,
     unless they were started ``max_attempts`` times already — a node that keeps taking its
     process down with it fails as ``node_crashed`` (its pending descendants skipped)
-    instead of being retried for ever. The nodes queued again."""
+    instead of being retried for ever. An Approval node runs no code that could take its
+    process down, and may wait across many restarts: it is always queued again (it finds
+    its approval as it was; engine/approvals.py). The nodes queued again."""
     again: list[str] = []
     for node_id in node_ids:
         attempts = state.attempts.get(node_id, 0)
-        if attempts < max_attempts:
+        if attempts < max_attempts or state.graph.nodes[node_id].type == APPROVAL_TYPE:
             again.append(node_id)
         else:
             state.record(batch, crashed(node_id, attempts, now))
@@ -381,6 +384,17 @@ def progress(conn: Connection, run_id: str, node_id: str, fraction: float) -> li
         return []
     batch = Batch(run_id, run.workflow_id, run.account_id)
     progress_event(batch, node_id, fraction)
+    return apply(conn, batch, run_store.last_seq(conn, run_id) + 1)
+
+
+def waiting(conn: Connection, run_id: str, node_id: str, data: dict[str, Any]) -> list[Event]:
+    """A queue step recording that a node waits for a person (``node.waiting``), locked
+    like ``progress``."""
+    run = run_store.locked(conn, run_id)
+    if run is None or run.status != RunStatus.RUNNING:
+        return []
+    batch = Batch(run_id, run.workflow_id, run.account_id)
+    batch.event(EventType.NODE_WAITING, utcnow(), node_id, **data)
     return apply(conn, batch, run_store.last_seq(conn, run_id) + 1)
 
 

@@ -19,6 +19,8 @@ class EventType(StrEnum):
     RUN_STARTED = "run.started"
     NODE_STARTED = "node.started"
     NODE_PROGRESS = "node.progress"
+    # An Approval node waits for a person (engine/approvals.py); its data carries the links.
+    NODE_WAITING = "node.waiting"
     NODE_COMPLETED = "node.completed"
     NODE_FAILED = "node.failed"
     NODE_SKIPPED = "node.skipped"

@@ -4,6 +4,7 @@ node packages add theirs at start: see nodes/packages.py."""
 from __future__ import annotations
 
 from nodeloom.nodes import (
+    approval,
     audio,
     batch,
     captions,
@@ -34,6 +35,7 @@ def all_nodes() -> list[NodeType]:
         *text_extra.NODES,
         *jsondata.NODES,
         *flow.NODES,
+        *approval.NODES,
         *image.NODES,
         *image_filters.NODES,
         *audio.NODES,

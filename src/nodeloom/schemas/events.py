@@ -38,10 +38,24 @@ class NodeProgressData(_Data):
     progress: float = Field(ge=0, le=1)
 
 
+class NodeWaitingData(_Data):
+    approval_id: str = Field(description="Decide it at /api/v1/approvals/{approval_id}.")
+    prompt: str
+    allow_edit: bool
+    expires_at: Timestamp
+    approve_url: str = Field(description="One-click signed link (GET shows a confirmation).")
+    reject_url: str
+
+
 class NodeCompletedData(_Data):
     artifact_id: str
     credits_used: int
     cached: bool
+    outputs: list[str] | None = Field(
+        default=None,
+        description="The outputs a node with branches took (an If's `true`, an Approval's "
+        "`approved`); absent for other nodes, whose outputs all carry the artifact.",
+    )
 
 
 class NodeError(_Data):
@@ -102,6 +116,11 @@ class NodeProgress(_NodeEvent):
     data: NodeProgressData
 
 
+class NodeWaiting(_NodeEvent):
+    type: Literal[EventType.NODE_WAITING]
+    data: NodeWaitingData
+
+
 class NodeCompleted(_NodeEvent):
     type: Literal[EventType.NODE_COMPLETED]
     data: NodeCompletedData
@@ -141,6 +160,7 @@ RunEventMessage = Annotated[
     RunStarted
     | NodeStarted
     | NodeProgress
+    | NodeWaiting
     | NodeCompleted
     | NodeFailed
     | NodeSkipped

@@ -338,6 +338,11 @@ class NodeType(ABC):
         the ``max_seconds`` param of nodes whose length depends on their inputs."""
         return float(getattr(params, "max_seconds", 0.0))
 
+    def bound(self, params: Any) -> NodeType:
+        """The node type as these params make it, when they change its interface (an
+        Approval's ``kind`` sets its input's and output's kinds); by default itself."""
+        return self
+
     def output_names(self, params: Any) -> tuple[str, ...]:
         """The node's outputs besides ``error``: its branches (``NodeSpec.branches``, or
         names its params give, as a Switch's cases), else the one ``output``. Every output

@@ -19,6 +19,7 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, ApiKey, Run, Workflow, WorkflowVersion, utcnow
 from nodeloom.errors import PreconditionFailed
+from nodeloom.notes import node_count
 from nodeloom.store import Record
 from nodeloom.store.paging import newest_first
 
@@ -56,16 +57,6 @@ def _add_version(conn: Connection, row: Record, save: Save) -> None:
             restored_from=save.restored_from,
             graph_json=row.graph_json,
         )
-    )
-
-
-def node_count(graph_json: dict[str, Any]) -> int:
-    """The graph's nodes, less its groups (frames on the canvas, engine/graph.py GROUP_TYPE,
-    not imported: the engine is a layer above)."""
-    return sum(
-        1
-        for node in graph_json["nodes"]
-        if not (isinstance(node, dict) and node.get("type") == "Group")
     )
 
 

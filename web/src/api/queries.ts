@@ -7,6 +7,7 @@ import {
   withChildren,
   type ChildInterface,
 } from "../graph/subworkflow";
+import { withApprovalKinds } from "../graph/approval";
 import { api, unwrap } from "./client";
 import { fromServer } from "../credentials/kinds";
 import type { NodeType } from "./types";
@@ -30,10 +31,21 @@ export const keys = {
   schedules: (workflowId: string) => ["schedules", workflowId] as const,
   assets: (kind?: string) => ["assets", kind ?? "all"] as const,
   storage: ["storage"] as const,
+  approvals: ["approvals"] as const,
 };
 
 export function useMe() {
   return useQuery({ queryKey: keys.me, queryFn: async () => unwrap(await api.GET("/api/v1/me")) });
+}
+
+/** The account's approvals waiting for a person (the inbox and the badge in the nav). Read
+ * again every 15 s: a run anywhere may start waiting. */
+export function useApprovals() {
+  return useQuery({
+    queryKey: keys.approvals,
+    refetchInterval: 15_000,
+    queryFn: async () => unwrap(await api.GET("/api/v1/approvals")),
+  });
 }
 
 export function useNodeTypes() {
@@ -45,7 +57,7 @@ export function useNodeTypes() {
 }
 
 export function catalogMap(types: NodeType[] | undefined): Map<string, NodeType> {
-  return new Map((types ?? []).map((t) => [t.type, t]));
+  return withApprovalKinds(new Map((types ?? []).map((t) => [t.type, t])));
 }
 
 /** The account's credentials (the first 200: the picker and the profile list show them all). */

@@ -19,6 +19,7 @@ export type NodeRun = Schemas["NodeRunOut"];
 export type ArtifactMetadata = Schemas["ArtifactMetadata"];
 export type Webhook = Schemas["WebhookOut"];
 export type Schedule = Schemas["ScheduleOut"];
+export type Approval = Schemas["ApprovalOut"];
 export type RunEstimate = Schemas["RunEstimate"];
 export type SetupStatus = Schemas["SetupStatus"];
 export type Credential = Schemas["CredentialOut"];

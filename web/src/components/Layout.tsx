@@ -1,12 +1,13 @@
 import { NavLink, Outlet } from "react-router";
 import { clearToken } from "../api/session";
-import { useMe } from "../api/queries";
+import { useApprovals, useMe } from "../api/queries";
 import { UploadIndicator } from "../assets/UploadList";
 import { useState } from "react";
 import { chooseTheme, storedTheme, type ThemeChoice } from "../theme/theme";
 
 export function Layout() {
   const me = useMe();
+  const waiting = useApprovals().data?.count ?? 0;
   return (
     <div className="layout">
       <header className="topbar">
@@ -20,6 +21,14 @@ export function Layout() {
             Runs
           </NavLink>
           <NavLink to="/assets">Assets</NavLink>
+          <NavLink to="/approvals">
+            Needs approval
+            {waiting > 0 && (
+              <span className="badge" aria-label={`${waiting} waiting`}>
+                {waiting}
+              </span>
+            )}
+          </NavLink>
           <NavLink to="/profile">Profile</NavLink>
           <a href="/api/v1/docs">API docs</a>
         </nav>

@@ -3,6 +3,7 @@
 // output node's kind as output. The editor draws and checks a Workflow node with a spec
 // bound to its child, kept in the catalog under `Workflow:<workflow id>` (`specKey`).
 import type { NodeType } from "../api/types";
+import { APPROVAL_TYPE, approvalKey } from "./approval";
 import { isGroup } from "./group";
 import { isNote } from "./note";
 
@@ -13,9 +14,11 @@ interface GraphLike {
   edges?: { source?: unknown }[];
 }
 
-/** The catalog key of a node's spec: a Workflow node with a child has its own. */
+/** The catalog key of a node's spec: a Workflow node with a child has its own, and so has
+ * an Approval node of a kind other than text (graph/approval.ts). */
 export function specKey(node: { type?: string; data?: Record<string, unknown> }): string {
   const type = node.type ?? "";
+  if (type === APPROVAL_TYPE) return approvalKey(node.data);
   const child = node.data?.workflow_id;
   return type === WORKFLOW_TYPE && typeof child === "string" && child
     ? `${WORKFLOW_TYPE}:${child}`

@@ -321,7 +321,7 @@ function NodeRunCard({
   const nodeStatus = live ? live.status : node.status;
   const cached = liveCached ?? node.cached;
   return (
-    <li className="card" data-node-id={node.node_id}>
+    <li className="card" data-node-id={node.node_id} data-status={nodeStatus}>
       <div className="row">
         <NodeName id={node.node_id} label={label} /> <span className="muted">{node.type}</span>
         <Status status={nodeStatus} cached={cached} />

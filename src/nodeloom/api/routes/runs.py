@@ -24,6 +24,7 @@ from nodeloom.engine.batches import costs
 from nodeloom.engine.graph import Children
 from nodeloom.engine.submit import RunRequest, batch_items, check_credentials
 from nodeloom.errors import Conflict, NotFound
+from nodeloom.nodes.approval import APPROVAL_TYPE
 from nodeloom.schemas.records import run_record, run_summary
 from nodeloom.schemas.runs import (
     ExecuteRequest,
@@ -38,9 +39,10 @@ from nodeloom.schemas.runs import (
     RunSummary,
     RunTrigger,
 )
-from nodeloom.states import RunStatus
+from nodeloom.states import NodeStatus, RunStatus
 from nodeloom.store import Record
 from nodeloom.store import accounts as account_store
+from nodeloom.store import approvals as approval_store
 from nodeloom.store import runs as run_store
 from nodeloom.store import workflows as workflow_store
 
@@ -175,7 +177,7 @@ async def get_run(
     """The run with every node. Built straight from two indexed reads (this endpoint is
     polled), so the body is encoded once, without a validation pass."""
 
-    def read(conn: Connection) -> tuple[Record, list[Record], list[str]] | None:
+    def read(conn: Connection) -> tuple[dict[str, Any], set[tuple[str, str]]] | None:
         run = run_store.run(conn, principal.account_id, workflow_id, run_id)
         if run is None:
             return None
@@ -183,12 +185,20 @@ async def get_run(
         # running run costs no statement more.
         retryable = run.status in (RunStatus.FAILED, RunStatus.CANCELLED)
         retries = run_store.retries(conn, run_id) if retryable else []
-        return run, run_store.node_runs(conn, run_id), retries
+        nodes = run_store.node_runs(conn, run_id)
+        # Nor does one without a running Approval node: only those may wait for a person.
+        asking = any(n.type == APPROVAL_TYPE and n.status == NodeStatus.RUNNING for n in nodes)
+        waiting = approval_store.pending_in_runs(conn, [run_id]) if asking else set()
+        return run_record(run, nodes, retries), waiting
 
     found = await ctx.db.read(read)
     if found is None:
         raise NotFound("No such run of this workflow.")
-    return OrjsonResponse(run_record(*found))
+    body, waiting = found
+    for node in body["node_runs"]:
+        if node["status"] == NodeStatus.RUNNING and (run_id, node["node_id"]) in waiting:
+            node["status"] = NodeStatus.WAITING.value
+    return OrjsonResponse(body)
 
 
 StatusQuery = Annotated[RunStatusName | None, Query(alias="status")]

@@ -462,8 +462,12 @@ class QueueDispatcher:
         async def report(fraction: float) -> None:
             await report_of(node_id, fraction)
 
+        async def waiting(data: dict[str, Any]) -> None:
+            events = await self.env.db.write(lambda c: stepper.waiting(c, run_id, node_id, data))
+            await self._publish(events)
+
         try:
-            outcome = await self.executor.execute(claimed.task, report)
+            outcome = await self.executor.execute(claimed.task, report, waiting)
         except asyncio.CancelledError:
             # Aborted (the run was cancelled) or the worker is shutting down: record that
             # the node stopped; shielded, so the step commits whatever cancels us.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from nodeloom.engine.batches import SEPARATOR
 from nodeloom.engine.graph import Graph, GraphNode
+from nodeloom.nodes.approval import APPROVAL_TYPE
 from nodeloom.nodes.subworkflow import WORKFLOW_TYPE
 from nodeloom.settings import Settings
 
@@ -31,7 +32,7 @@ def node_of(graph: Graph, node_id: str) -> GraphNode | None:
 
 def may_wait(node: GraphNode) -> bool:
     """Could this node go to ``WAIT_QUEUE``, whatever credential it names?"""
-    return node.type == WORKFLOW_TYPE or node.node.spec.adapter
+    return node.type in (WORKFLOW_TYPE, APPROVAL_TYPE) or node.node.spec.adapter
 
 
 def credential_of(node: GraphNode) -> str | None:
@@ -41,10 +42,11 @@ def credential_of(node: GraphNode) -> str | None:
 
 
 def queue_of(node: GraphNode, settings: Settings, credential_kind: str | None) -> str:
-    """``WAIT_QUEUE`` for a Workflow node (it waits for its child run) and a node that will
+    """``WAIT_QUEUE`` for a Workflow node (it waits for its child run), an Approval node (it
+    waits for a person) and a node that will
     call its provider (``NodeType.waits_on_provider``, as the executor decides it);
     ``QUEUE`` for every other. ``credential_kind``: the kind of the credential it names."""
-    if node.type == WORKFLOW_TYPE:
+    if node.type in (WORKFLOW_TYPE, APPROVAL_TYPE):
         return WAIT_QUEUE
     if node.node.waits_on_provider(node.params, settings, credential_kind):
         return WAIT_QUEUE

@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 
+from tests.api.test_auth import assert_problem
 from tests.conftest import User
 
 
@@ -72,3 +73,39 @@ def e(source: str, target: str, handle: str | None = None) -> dict[str, Any]:
 
 def g(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, Any]:
     return {"nodes": nodes, "edges": edges, "viewport": {"x": 0, "y": 0, "zoom": 1}}
+
+
+async def assert_graph_refused(
+    client: httpx.AsyncClient, user: User, graph: dict[str, Any], pointer: str, words: str
+) -> None:
+    """A workflow made of ``graph`` is refused (400 ``invalid_graph``) with an error at
+    ``pointer`` whose message says ``words``."""
+    r = await client.post(
+        "/api/v1/workflows", json={"name": "x", "graph_json": graph}, headers=user.headers
+    )
+    errors = assert_problem(r, 400, "invalid_graph")["errors"]
+    assert isinstance(errors, list)
+    assert any(err["pointer"] == pointer and words in err["message"] for err in errors), errors
+
+
+async def assert_kept_never_run(
+    client: httpx.AsyncClient, user: User, graph: dict[str, Any], left_out: str, ran: set[str]
+) -> dict[str, Any]:
+    """A workflow of ``graph`` is saved as sent and without warnings; node ``left_out`` (a
+    note, a group: on the canvas only) is in neither its estimate nor its run, which
+    completes running exactly ``ran``, charged its estimate. The workflow as read back."""
+    wf = await create_workflow(client, user, graph)
+    r = await client.get(f"/api/v1/workflows/{wf}", headers=user.headers)
+    saved: dict[str, Any] = r.json()
+    assert saved["graph_json"] == graph
+    assert saved.get("warnings", []) == []
+    r = await client.post(f"/api/v1/workflows/{wf}/estimate", json={}, headers=user.headers)
+    assert r.status_code == 200, r.text
+    assert left_out not in r.text
+    r = await execute(client, user, wf, {"cache": False})
+    assert r.status_code == 202, r.text
+    run = await wait_for_run(client, user, wf, r.json()["run_id"])
+    assert run["status"] == "completed", run
+    assert {nr["node_id"] for nr in run["node_runs"]} == ran
+    assert run["credits_used"] == r.json()["estimated_credits"]
+    return saved

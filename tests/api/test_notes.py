@@ -8,9 +8,15 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tests.api.test_auth import assert_problem
 from tests.conftest import User
-from tests.runs_helpers import create_workflow, e, execute, g, n, wait_for_run
+from tests.runs_helpers import (
+    assert_graph_refused,
+    assert_kept_never_run,
+    create_workflow,
+    e,
+    g,
+    n,
+)
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -31,19 +37,7 @@ def noted(**note: object) -> dict[str, object]:
 
 async def test_a_note_is_kept_and_never_run(client: httpx.AsyncClient, owner: User) -> None:
     graph = noted(label="Read me", color="yellow")
-    wf = await create_workflow(client, owner, graph)
-    r = await client.get(f"/api/v1/workflows/{wf}", headers=owner.headers)
-    assert r.json()["graph_json"] == graph
-    assert r.json().get("warnings", []) == []
-    r = await client.post(f"/api/v1/workflows/{wf}/estimate", json={}, headers=owner.headers)
-    assert r.status_code == 200, r.text
-    assert "memo" not in r.text
-    r = await execute(client, owner, wf, {"cache": False})
-    assert r.status_code == 202, r.text
-    run = await wait_for_run(client, owner, wf, r.json()["run_id"])
-    assert run["status"] == "completed", run
-    assert {nr["node_id"] for nr in run["node_runs"]} == {"in", "tpl"}
-    assert run["credits_used"] == r.json()["estimated_credits"]
+    await assert_kept_never_run(client, owner, graph, "memo", {"in", "tpl"})
 
 
 @pytest.mark.parametrize(
@@ -80,13 +74,7 @@ async def test_a_note_is_kept_and_never_run(client: httpx.AsyncClient, owner: Us
 async def test_a_bad_note_is_refused_with_its_pointer(
     client: httpx.AsyncClient, owner: User, graph: dict[str, object], pointer: str, words: str
 ) -> None:
-    r = await client.post(
-        "/api/v1/workflows", json={"name": "x", "graph_json": graph}, headers=owner.headers
-    )
-    problem = assert_problem(r, 400, "invalid_graph")
-    errors = problem["errors"]
-    assert isinstance(errors, list)
-    assert any(err["pointer"] == pointer and words in err["message"] for err in errors), errors
+    await assert_graph_refused(client, owner, graph, pointer, words)
 
 
 async def test_node_count_leaves_notes_out(client: httpx.AsyncClient, owner: User) -> None:

@@ -141,6 +141,19 @@ def api(server: ServerProcess, credential: str) -> httpx.Client:
     )
 
 
+def open_new_workflow(
+    page: Any, server: ServerProcess, name: str, graph: dict[str, Any], first: str
+) -> str:
+    """The id of a workflow made over the API from ``graph``, opened in the editor of a
+    1400x900 page once node ``first`` is drawn."""
+    with api(server, token(page)) as client:
+        wf = str(client.post("/workflows", json={"name": name, "graph_json": graph}).json()["id"])
+    page.set_viewport_size({"width": 1400, "height": 900})
+    page.goto(f"/workflows/{wf}")
+    page.locator(f'.nl-node[data-node-id="{first}"]').wait_for()
+    return wf
+
+
 def node(page: Any, title: str) -> Any:
     """A node on the canvas, by its type's title."""
     return page.get_by_role("group", name=title, exact=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import api, enter, shot, token, wait_for_run
+from tests.e2e.conftest import api, enter, open_new_workflow, shot, token, wait_for_run
 from tests.server import ServerProcess
 
 pytest.importorskip("playwright")
@@ -26,11 +26,7 @@ def test_a_sticky_note_is_saved_and_never_run(page: Page, server: ServerProcess)
         "edges": [],
         "viewport": {"x": 40, "y": 80, "zoom": 1},
     }  # fmt: skip
-    with api(server, token(page)) as client:
-        wf = client.post("/workflows", json={"name": "Notes", "graph_json": graph}).json()["id"]
-    page.set_viewport_size({"width": 1400, "height": 900})
-    page.goto(f"/workflows/{wf}")
-    page.locator('.nl-node[data-node-id="in"]').wait_for()
+    wf = open_new_workflow(page, server, "Notes", graph, "in")
 
     page.get_by_role("button", name="Add a sticky note").click()
     note = page.get_by_role("group", name="Note")

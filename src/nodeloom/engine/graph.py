@@ -21,7 +21,7 @@ from nodeloom.engine.batches import Batches, costs, find_regions
 from nodeloom.errors import FieldError
 from nodeloom.nodes.registry import Registry
 from nodeloom.nodes.subworkflow import WORKFLOW_TYPE, ChildInterface, bind
-from nodeloom.notes import NOTE_TYPE
+from nodeloom.notes import GROUP_TYPE, NOTE_TYPE
 from nodeloom.sdk._node import (
     DEFAULT_OUTPUT,
     ERROR_OUTPUT,
@@ -162,8 +162,9 @@ def validate_graph(
     if problems.items:
         return problems.items
 
-    notes: set[str] = set()
+    notes: dict[str, str] = {}
     nodes = _check_nodes(raw_nodes, registry, settings, problems, children or {}, notes)
+    _check_parents(raw_nodes, notes, problems)
     inputs, ports = _check_edges(raw_edges, nodes, problems, notes)
     _check_required_inputs(nodes, inputs, problems)
     graph = Graph(
@@ -302,10 +303,11 @@ def _check_nodes(
     settings: Settings,
     problems: _Problems,
     children: Children,
-    notes: set[str],
+    notes: dict[str, str],
 ) -> dict[str, GraphNode | None]:
     """Node id -> checked node (None when the node itself is invalid but has a usable id).
-    Sticky notes (``NOTE_TYPE``) are checked but left out: their ids go to ``notes``."""
+    Sticky notes (``NOTE_TYPE``) and groups (``GROUP_TYPE``) are checked but left out: their
+    ids go to ``notes`` (id -> "note" or "group")."""
     nodes: dict[str, GraphNode | None] = {}
     for index, raw in enumerate(raw_nodes):
         at = f"{ROOT}/nodes/{index}"
@@ -330,7 +332,13 @@ def _check_nodes(
         if raw.get("type") == NOTE_TYPE:
             _check_note(raw.get("data"), at, problems)
             if node_id is not None:
-                notes.add(node_id)
+                notes[node_id] = "note"
+            continue
+        if raw.get("type") == GROUP_TYPE:
+            if raw.get("data") is not None and not isinstance(raw.get("data"), dict):
+                problems.add(f"{at}/data", "data must be an object {label}")
+            if node_id is not None:
+                notes[node_id] = "group"
             continue
         checked = _check_node_type(raw, index, registry, settings, problems)
         if checked is not None:
@@ -350,6 +358,22 @@ LABEL_MAX = 80  # characters of a node's name (``data.label``)
 # A sticky note on the canvas (NOTE_TYPE): kept in the graph, never run, estimated or
 # connected.
 NOTE_TEXT_MAX = 10_000
+# A group (GROUP_TYPE) on the canvas: a titled frame (its title is ``data.label``) around the
+# nodes whose ``parentId`` names it (React Flow's sub flows); like a note, never run or
+# connected.
+
+
+def _check_parents(raw_nodes: list[Any], notes: dict[str, str], problems: _Problems) -> None:
+    """A node's ``parentId``, when present, names a group of the graph (groups do not nest)."""
+    for index, raw in enumerate(raw_nodes):
+        if not isinstance(raw, dict) or raw.get("parentId") is None:
+            continue
+        at = f"{ROOT}/nodes/{index}/parentId"
+        parent = raw["parentId"]
+        if raw.get("type") == GROUP_TYPE:
+            problems.add(at, "a group cannot be inside another group")
+        elif not isinstance(parent, str) or notes.get(parent) != "group":
+            problems.add(at, f"parentId {parent!r} is not a group of this graph")
 
 
 def _check_note(data: Any, at: str, problems: _Problems) -> None:
@@ -434,7 +458,7 @@ def _check_edges(
     raw_edges: list[Any],
     nodes: dict[str, GraphNode | None],
     problems: _Problems,
-    notes: set[str],
+    notes: dict[str, str],
 ) -> tuple[dict[str, dict[str, list[str]]], dict[str, dict[str, list[str]]]]:
     """Each node's inputs (input name -> source nodes, in edge order) and the source output
     each of those comes from."""
@@ -457,7 +481,8 @@ def _check_edges(
         ok = True
         for key, value in (("source", source), ("target", target)):
             if isinstance(value, str) and value in notes:
-                problems.add(f"{at}/{key}", f"{value!r} is a note: notes cannot be connected")
+                kind = notes[value]
+                problems.add(f"{at}/{key}", f"{value!r} is a {kind}: {kind}s cannot be connected")
                 ok = False
             elif not isinstance(value, str) or value not in nodes:
                 problems.add(f"{at}/{key}", f"{key} {value!r} is not a node of this graph")

@@ -15,6 +15,8 @@ export function EditorToolbar({
   onSave,
   history,
   onFitView,
+  onGroup,
+  canGroup,
   run,
   onCancel,
   onRun,
@@ -35,6 +37,9 @@ export function EditorToolbar({
   onSave: () => void;
   history: { undo: () => void; redo: () => void; canUndo: boolean; canRedo: boolean };
   onFitView: () => void;
+  /** Frame the selected nodes in a new group (Ctrl+G). */
+  onGroup: () => void;
+  canGroup: boolean;
   run: RunView | null;
   onCancel: () => void;
   onRun: () => void;
@@ -97,6 +102,9 @@ export function EditorToolbar({
         </button>
         <button type="button" onClick={onFitView}>
           Fit view
+        </button>
+        <button type="button" onClick={onGroup} disabled={!canGroup} title="Group (Ctrl+G)">
+          Group
         </button>
         <span className="muted small save-state" data-testid="save-state">
           {dirty ? "Unsaved changes" : "All changes saved"} · version {version}

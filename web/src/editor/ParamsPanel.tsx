@@ -10,6 +10,7 @@ import {
 import { REMOVE, SchemaForm } from "../forms/SchemaForm";
 import { LABEL_MAX, labelProblem, nodeLabel } from "../graph/label";
 import { isNote } from "../graph/note";
+import { isGroup } from "../graph/group";
 import { useEffect, useState } from "react";
 import type { JsonSchema } from "../forms/schema";
 import { UNKNOWN_NOTE, unknownTitle } from "../graph/unknown";
@@ -38,7 +39,7 @@ export function ParamsPanel({
   onConnectInput: (nodeId: string, input: string, sourceId: string | null) => void;
   onDelete: () => void;
 }) {
-  const { catalog, problems, warnings } = useEditor();
+  const { catalog, problems, warnings, ungroup } = useEditor();
   const spec = catalog.get(specKey(node)) ?? catalog.get(node.type ?? "");
   if (isNote(node)) {
     return (
@@ -51,6 +52,25 @@ export function ParamsPanel({
         <button type="button" className="danger" onClick={onDelete}>
           Delete note
         </button>
+      </div>
+    );
+  }
+  if (isGroup(node)) {
+    return (
+      <div>
+        <h2>Group</h2>
+        <p className="small muted">
+          A frame around nodes: its title is edited on the canvas, and moving it moves the nodes in
+          it. It is saved with the workflow and never run.
+        </p>
+        <div className="row">
+          <button type="button" onClick={() => ungroup(node.id)}>
+            Ungroup
+          </button>
+          <button type="button" className="danger" onClick={onDelete}>
+            Delete group
+          </button>
+        </div>
       </div>
     );
   }

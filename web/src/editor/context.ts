@@ -22,6 +22,8 @@ export interface EditorState {
   rename: (nodeId: string, label: string) => void;
   /** Sets a sticky note's text. */
   editNote: (nodeId: string, text: string) => void;
+  /** Removes a group, keeping its members where they are on the canvas. */
+  ungroup: (groupId: string) => void;
 }
 
 export const EditorContext = createContext<EditorState>({
@@ -34,6 +36,7 @@ export const EditorContext = createContext<EditorState>({
   repeats: new Map(),
   rename: () => undefined,
   editNote: () => undefined,
+  ungroup: () => undefined,
 });
 
 export function useEditor(): EditorState {

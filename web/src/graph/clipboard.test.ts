@@ -65,3 +65,35 @@ describe("copy and paste", () => {
     expect(newEdgeId("a", "b", null, [{ id: "a->b", source: "a", target: "b" }])).toBe("a->b#2");
   });
 });
+
+describe("copy and paste of groups", () => {
+  const frame: FlowNode = {
+    id: "Group_1",
+    type: "Group",
+    position: { x: 100, y: 100 },
+    data: { label: "Stage" },
+    style: { width: 300, height: 200 },
+  };
+  const member: FlowNode = {
+    id: "a",
+    type: "TextInput",
+    position: { x: 20, y: 40 },
+    parentId: "Group_1",
+    data: {},
+  };
+
+  it("pastes a group with its nodes in it, keeping its size", () => {
+    const copied = { nodes: [member, frame], edges: [] };
+    const out = paste(copied, [frame, member], []);
+    const [group, inGroup] = out.pasted.nodes;
+    expect(group).toMatchObject({ id: "Group_2", position: { x: 140, y: 140 } });
+    expect(group!.style).toEqual({ width: 300, height: 200 });
+    expect(inGroup).toMatchObject({ parentId: "Group_2", position: { x: 20, y: 40 } });
+  });
+
+  it("pastes a node without its group at its place on the canvas", () => {
+    const out = paste({ nodes: [member], edges: [] }, [frame, member], []);
+    expect(out.pasted.nodes[0]!.parentId).toBeUndefined();
+    expect(out.pasted.nodes[0]!.position).toEqual({ x: 160, y: 180 });
+  });
+});

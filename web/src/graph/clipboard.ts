@@ -1,6 +1,7 @@
 // Copy and paste on the canvas, as pure functions: a copy is the selected nodes with the
 // connections between them; a paste adds them again with new ids, moved a little, selected.
 import { newNodeId, type FlowEdge, type FlowNode } from "./convert";
+import { absolutePosition, parentsFirst } from "./group";
 
 export interface Copied {
   nodes: FlowNode[];
@@ -40,13 +41,22 @@ export function paste(
   for (const n of copied.nodes) {
     renamed.set(n.id, newNodeId(n.type ?? "Node", [...taken, ...renamed.values()]));
   }
-  const newNodes: FlowNode[] = copied.nodes.map((n) => ({
-    id: renamed.get(n.id) as string,
-    type: n.type,
-    position: { x: n.position.x + OFFSET, y: n.position.y + OFFSET },
-    data: structuredClone(n.data),
-    selected: true,
-  }));
+  // A node pasted with its group stays in the pasted group, where it was in it; one pasted
+  // without it is pasted at its place on the canvas. A group keeps its size.
+  const byId = new Map(nodes.map((n) => [n.id, n]));
+  const newNodes: FlowNode[] = parentsFirst(copied.nodes).map((n) => {
+    const parentId = n.parentId ? renamed.get(n.parentId) : undefined;
+    const at = parentId ? n.position : absolutePosition(n, byId);
+    return {
+      id: renamed.get(n.id) as string,
+      type: n.type,
+      position: parentId ? { ...at } : { x: at.x + OFFSET, y: at.y + OFFSET },
+      data: structuredClone(n.data),
+      selected: true,
+      ...(parentId ? { parentId } : {}),
+      ...(n.style ? { style: structuredClone(n.style) } : {}),
+    };
+  });
   const newEdges: FlowEdge[] = [];
   for (const e of copied.edges) {
     const source = renamed.get(e.source) as string;

@@ -8,6 +8,7 @@
 // with the same ids, positions, data, handles and extra fields.
 import type { Edge, Node } from "@xyflow/react";
 import type { GraphEdge, GraphJson, GraphNode, Viewport } from "../api/types";
+import { parentsFirst } from "./group";
 
 export type FlowNode = Node<Record<string, unknown>, string>;
 export type FlowEdge = Edge;
@@ -33,7 +34,10 @@ export interface Loaded {
 }
 
 export function fromGraph(graph: GraphJson): Loaded {
-  const nodes = graph.nodes.map((node) => ({ ...node, data: { ...node.data } }) as FlowNode);
+  // A group comes before the nodes in it, as React Flow needs.
+  const nodes = parentsFirst(
+    graph.nodes.map((node) => ({ ...node, data: { ...node.data } }) as FlowNode),
+  );
   const edges = graph.edges.map(
     (edge) =>
       ({

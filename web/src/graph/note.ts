@@ -2,6 +2,6 @@
 // server never runs, estimates or connects them (docs/webapp.md, "Sticky notes").
 export const NOTE_TYPE = "Note";
 
-export function isNote(node: { type?: string }): boolean {
+export function isNote(node: { type?: unknown }): boolean {
   return node.type === NOTE_TYPE;
 }

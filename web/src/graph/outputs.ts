@@ -1,6 +1,7 @@
 // Which nodes make a run's outputs, and which outputs a later edit has made stale: pure
 // functions over graph_json's node and edge shapes (the run page and the editor share them).
 
+import { isGroup } from "./group";
 import { isNote } from "./note";
 
 /** The fields of a node that decide what it computes (its position does not). */
@@ -17,10 +18,12 @@ export interface EdgeLike {
 }
 
 /** A run's outputs: the nodes no edge leaves (README, "Outputs"), in graph order; a sticky
- * note is no node of the run. */
+ * note or a group is no node of the run. */
 export function outputNodeIds(graph: { nodes: NodeLike[]; edges: EdgeLike[] }): string[] {
   const sources = new Set(graph.edges.map((e) => e.source));
-  return graph.nodes.filter((n) => !sources.has(n.id) && !isNote(n)).map((n) => n.id);
+  return graph.nodes
+    .filter((n) => !sources.has(n.id) && !isNote(n) && !isGroup(n))
+    .map((n) => n.id);
 }
 
 /** The node runs of a run, outputs first (in the order the run lists them), then the rest.

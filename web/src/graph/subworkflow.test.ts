@@ -37,6 +37,18 @@ describe("sub-workflows in the editor", () => {
     expect(childInterface(child, catalog)).toEqual({ inputs: ["topic", "text"], output: "image" });
   });
 
+  it("leaves the child's notes and groups out of its outputs", () => {
+    const framed = {
+      ...child,
+      nodes: [
+        { id: "G", type: "Group", data: { label: "All" } },
+        ...child.nodes,
+        { id: "memo", type: "Note", data: { text: "x" } },
+      ],
+    };
+    expect(childInterface(framed, catalog).output).toBe("image");
+  });
+
   it("binds a Workflow node to its child, for drawing and for checking connections", () => {
     const bound = withChildren(catalog, new Map([["wf1", childInterface(child, catalog)]]));
     const node = {

@@ -4,6 +4,8 @@
 // bound to its child, kept in the catalog under `Workflow:<workflow id>` (`specKey`).
 import type { NodeType } from "../api/types";
 import { APPROVAL_TYPE, approvalKey } from "./approval";
+import { isGroup } from "./group";
+import { isNote } from "./note";
 
 export const WORKFLOW_TYPE = "Workflow";
 
@@ -40,7 +42,8 @@ export function childInterface(graph: GraphLike, catalog: Map<string, NodeType>)
     const name = typeof data.key === "string" && data.key ? data.key : "text";
     if (!inputs.includes(name)) inputs.push(name);
   }
-  const sinks = nodes.filter((n) => !sources.has(n.id));
+  // A note or a group is on the canvas only: not an output of the child.
+  const sinks = nodes.filter((n) => !sources.has(n.id) && !isNote(n) && !isGroup(n));
   const sink = sinks.length === 1 ? sinks[0] : undefined;
   const output = sink ? (catalog.get(String(sink.type))?.output.kind ?? null) : null;
   return { inputs, output };

@@ -47,6 +47,15 @@ import { REMOVE } from "../forms/SchemaForm";
 import { ShortcutSheet } from "../editor/ShortcutSheet";
 import { NoteView } from "../editor/NoteView";
 import { NOTE_TYPE } from "../graph/note";
+import { GroupView } from "../editor/GroupView";
+import {
+  GROUP_TYPE,
+  deletionKeepingMembers,
+  groupNodes,
+  isGroup,
+  releaseMembers,
+  ungroupNodes,
+} from "../graph/group";
 import { EditorContext } from "../editor/context";
 import { FlowNodeView } from "../editor/FlowNodeView";
 import { DRAG_TYPE, NodePalette } from "../editor/NodePalette";
@@ -161,7 +170,7 @@ function Editor({
   // lists (its package was removed): it gets the "Unknown node" placeholder, not React Flow's
   // default node. The key changes only when such a type appears or goes.
   const unknownKey = [...new Set(nodes.map((n) => n.type ?? ""))]
-    .filter((t) => !baseCatalog.has(t) && t !== NOTE_TYPE)
+    .filter((t) => !baseCatalog.has(t) && t !== NOTE_TYPE && t !== GROUP_TYPE)
     .sort()
     .join("\n");
   const nodeTypes = useMemo<NodeTypes>(
@@ -173,6 +182,7 @@ function Editor({
         ]),
       ),
       [NOTE_TYPE]: NoteView,
+      [GROUP_TYPE]: GroupView,
     }),
     [types, unknownKey],
   );
@@ -481,6 +491,46 @@ function Editor({
     [setParam],
   );
 
+  /** Ctrl+G: the selected nodes framed in a new group, selected so it can be named. */
+  const groupSelection = useCallback(() => {
+    const current = nodesRef.current;
+    const id = newNodeId(
+      GROUP_TYPE,
+      current.map((n) => n.id),
+    );
+    const chosen = current.filter((n) => n.selected).map((n) => n.id);
+    const grouped = groupNodes(current, chosen, id, "Group");
+    if (!grouped) {
+      setToast("Select the nodes to group first.");
+      return;
+    }
+    history.record();
+    setNodes(grouped.map((n) => ({ ...n, selected: n.id === id })));
+    setDirty(true);
+  }, [history, setNodes]);
+
+  const ungroup = useCallback(
+    (groupId: string) => {
+      history.record();
+      setNodes((ns) => ungroupNodes(ns, groupId));
+      setDirty(true);
+    },
+    [history, setNodes],
+  );
+
+  /** Deleting a group keeps the nodes in it (not chosen themselves) where they are. */
+  const onBeforeDelete = useCallback(
+    async (doomed: { nodes: FlowNode[]; edges: FlowEdge[] }) => {
+      const plan = deletionKeepingMembers(doomed);
+      if (plan.keep.size > 0) {
+        const groups = new Set(plan.nodes.filter(isGroup).map((n) => n.id));
+        setNodes((ns) => releaseMembers(ns, groups));
+      }
+      return { nodes: plan.nodes, edges: plan.edges };
+    },
+    [setNodes],
+  );
+
   const rename = useCallback(
     (nodeId: string, label: string) => setParam(nodeId, "label", label === "" ? REMOVE : label),
     [setParam],
@@ -779,7 +829,10 @@ function Editor({
       if (key === "z" && !event.shiftKey) history.undo();
       else if ((key === "z" && event.shiftKey) || key === "y") history.redo();
       else if (key === "c") copy();
-      else if (key === "v") {
+      else if (key === "g" && !event.shiftKey) groupSelection();
+      else if (key === "g" && event.shiftKey) {
+        for (const n of nodesRef.current) if (n.selected && isGroup(n)) ungroup(n.id);
+      } else if (key === "v") {
         pendingPaste.current = true;
         setTimeout(() => {
           if (!pendingPaste.current) return;
@@ -792,7 +845,7 @@ function Editor({
     };
     window.addEventListener("keydown", onKey);
     return () => window.removeEventListener("keydown", onKey);
-  }, [copy, history, pasteCopy, runOpen, save]);
+  }, [copy, groupSelection, history, pasteCopy, runOpen, save, ungroup]);
 
   // Unsaved changes are never lost silently: leaving by an in-app link, back or forward asks
   // first (LeaveDialog); closing or reloading the tab gets the browser's own question.
@@ -888,8 +941,9 @@ function Editor({
       repeats,
       rename,
       editNote,
+      ungroup,
     }),
-    [catalog, runner.live, problems, warnings, refused, stale, repeats, rename, editNote],
+    [catalog, runner.live, problems, warnings, refused, stale, repeats, rename, editNote, ungroup],
   );
   const cachedCount = Object.values(runner.live).filter(
     (n) => n.status === "completed" && n.cached,
@@ -928,6 +982,8 @@ function Editor({
             onSave={() => void save()}
             history={history}
             onFitView={() => void rf.fitView({ padding: FIT_PADDING, maxZoom: 1, duration: 200 })}
+            onGroup={groupSelection}
+            canGroup={nodes.some((n) => n.selected && !isGroup(n))}
             run={runner.run}
             onCancel={() => void runner.cancel().catch((e: Error) => setToast(e.message))}
             onRun={() => void openRun()}
@@ -1008,6 +1064,7 @@ function Editor({
               onConnectEnd={onConnectEnd}
               isValidConnection={isValidConnection}
               onNodeDragStart={() => history.record()}
+              onBeforeDelete={onBeforeDelete}
               defaultViewport={loaded.viewport}
               fitView={opened.fit === true}
               fitViewOptions={{ padding: FIT_PADDING, maxZoom: 1 }}

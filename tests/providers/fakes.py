@@ -132,6 +132,11 @@ class Script:
     webhooks_lost: bool = False
     webhook_signing: str | None = None
     data_uri_max: int = 10_000_000  # bytes of data: URIs one submission may carry
+    # Replicate: the shape of a succeeded prediction's file output, as models answer it:
+    # "list" ([url], most image models), "string" (url), "object" ({"image": url}, models
+    # with named outputs) or "data" (a data: URI, what a prediction made with Prefer: wait
+    # may return in place of a URL).
+    output_shape: str = "list"
 
 
 class _Fake:
@@ -255,6 +260,15 @@ class _Fake:
 
     def output_url(self, job: Job) -> str:
         return self.script.output_url or f"{self.url}/files/{self.output_of(job)}"
+
+    def file_output(self, job: Job) -> Any:
+        """A Replicate prediction's file output in the shape ``script.output_shape`` names."""
+        shape = self.script.output_shape
+        if shape == "data":
+            content_type, data = self.files[self.output_of(job)]
+            return f"data:{content_type};base64,{base64.b64encode(data).decode()}"
+        url = self.output_url(job)
+        return {"string": url, "object": {"image": url}}.get(shape, [url])
 
     def route(self, method: str, path: str, body: Any, headers: dict[str, str]) -> tuple[int, Any]:
         raise NotImplementedError
@@ -488,7 +502,7 @@ class FakeReplicate(_Fake):
                 if self.output_of(job) == "text":
                     output = ["Once ", "upon ", "a time"]
                 else:
-                    output = [self.output_url(job)]
+                    output = self.file_output(job)
         base = f"{self.url}/v1/predictions/{job.id}"
         return {
             "id": job.id,

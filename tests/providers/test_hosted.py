@@ -114,6 +114,20 @@ class TestReplicate:
         polls = [r for r in replicate_fake.requests if r[0] == "GET" and "/predictions/" in r[1]]
         assert len(polls) >= 2
 
+    @pytest.mark.parametrize("shape", ["string", "object", "data"])
+    async def test_every_shape_of_file_output_gives_the_file(
+        self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate, shape: str
+    ) -> None:
+        """Models answer one URL, a list of them, named outputs, or (with Prefer: wait) the
+        file itself as a data: URI: each gives the node the model's file."""
+        replicate_fake.script.output_shape = shape
+        cred = await credential(client, owner, "replicate")
+        run = await run_graph(client, owner, image_graph(cred))
+        assert run["status"] == "completed", run
+        body = await artifact(client, owner, node_of(run, "gen")["artifact_id"])
+        assert body.headers["content-type"] == "image/png"
+        assert body.content == replicate_fake.files["image"][1]
+
     async def test_a_version_id_and_prefer_wait(
         self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
     ) -> None:

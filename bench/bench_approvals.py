@@ -226,7 +226,10 @@ def scaled_out(args: argparse.Namespace) -> list[tuple[str, str]]:
         # What autovacuum does after a bulk insert; this machine's PostgreSQL runs without
         # it, and the job fetch then crawls (docs/operations.md).
         def analyze() -> None:
-            scaleout._sql(f.db_url, "ANALYZE")
+            import psycopg
+
+            with psycopg.connect(f.db_url.replace("+asyncpg", ""), autocommit=True) as conn:
+                conn.execute("ANALYZE")
 
         workers = [w.pid for w in f.workers]
         return asyncio.run(_measure(f.base_url, key, workers, args, analyze))

@@ -28,6 +28,7 @@ ORDER = (
     "workflow_versions",
     "runs",
     "node_runs",
+    "approvals",
     "artifacts",
     "credit_ledger",
     "idempotency_keys",

@@ -19,10 +19,14 @@ conditional UPDATE — a person deciding at that instant wins or loses cleanly.
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
+import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+import sqlalchemy.exc
 
 from nodeloom.auth.tokens import check_signed_url, sign_url
 from nodeloom.db.engine import Database
@@ -37,6 +41,35 @@ from nodeloom.settings import Settings
 from nodeloom.store import Record
 from nodeloom.store import approvals as approval_store
 from nodeloom.timestamps import format_timestamp
+
+log = logging.getLogger("nodeloom.approvals")
+T = TypeVar("T")
+
+# What a read or write of an approval may meet under load that says nothing about the
+# approval: a pool or statement timeout, a connection dropped. The decision is in the
+# database, not in the waiting coroutine, so these are tried again instead of failing a node
+# that a person may still decide (measured: 161 of 10,000 waiting nodes failed so with two
+# workers, before this).
+TRANSIENT = (
+    TimeoutError,
+    OSError,
+    sqlalchemy.exc.TimeoutError,
+    sqlalchemy.exc.OperationalError,
+    sqlalchemy.exc.InterfaceError,
+)
+RETRY_SECONDS = (0.5, 2.0, 5.0)  # between tries of one read or write
+
+
+async def _patiently(what: str, attempt: Callable[[], Awaitable[T]]) -> T:
+    """``attempt()``, tried again after a transient failure (``TRANSIENT``) a few times."""
+    for delay in RETRY_SECONDS:
+        try:
+            return await attempt()
+        except TRANSIENT as exc:
+            log.warning("%s failed (%s); trying again in %.1f s", what, type(exc).__name__, delay)
+            await asyncio.sleep(delay)
+    return await attempt()
+
 
 DECIDED = "approval.decided"  # the bus signal that wakes the node (never in a run's log)
 ACTIONS = {"approve": APPROVED, "reject": REJECTED}
@@ -96,8 +129,11 @@ async def _time_out(env: Waiting, row: Record) -> None:
     """Decide ``row`` with its timeout outcome (unless someone decided it just now)."""
     outcome = APPROVED if row.timeout_outcome == "approve" else REJECTED
     approval_id = row.id
-    await env.db.write(
-        lambda c: approval_store.decide(c, approval_id, outcome, by="timeout", now=utcnow())
+    await _patiently(
+        f"the timeout of approval {approval_id}",
+        lambda: env.db.write(
+            lambda c: approval_store.decide(c, approval_id, outcome, by="timeout", now=utcnow())
+        ),
     )
 
 
@@ -117,26 +153,33 @@ async def wait(
     if value is None or isinstance(value, list):
         raise NodeFailure("the Approval node has no input", "no_input")
     now = utcnow()
-    row, new = await env.db.write(
-        lambda c: approval_store.open_once(
-            c,
-            account_id=account_id,
-            run_id=run_id,
-            node_id=node_id,
-            kind=params.kind,
-            prompt=params.prompt,
-            allow_edit=params.allow_edit,
-            timeout_outcome=params.timeout_outcome,
-            input_artifact_id=value.id,
-            now=now,
-            expires_at=now + dt.timedelta(seconds=params.timeout_seconds),
-        )
+    # open_once finds the approval it wrote before: trying it again writes nothing twice.
+    row, new = await _patiently(
+        f"opening the approval of node {node_id} of run {run_id}",
+        lambda: env.db.write(
+            lambda c: approval_store.open_once(
+                c,
+                account_id=account_id,
+                run_id=run_id,
+                node_id=node_id,
+                kind=params.kind,
+                prompt=params.prompt,
+                allow_edit=params.allow_edit,
+                timeout_outcome=params.timeout_outcome,
+                input_artifact_id=value.id,
+                now=now,
+                expires_at=now + dt.timedelta(seconds=params.timeout_seconds),
+            )
+        ),
     )
     if new and announce is not None:
         await announce(waiting_event(env.settings, row))
     with hook_signals.waiter(env.bus, account_id, run_id, node_id, signal_type=DECIDED) as waiter:
         while True:
-            row = await env.db.read(lambda c: approval_store.of_node(c, run_id, node_id))
+            row = await _patiently(
+                f"reading the approval of node {node_id} of run {run_id}",
+                lambda: env.db.read(lambda c: approval_store.of_node(c, run_id, node_id)),
+            )
             if row.status != approval_store.PENDING:
                 break
             left = (row.expires_at - utcnow()).total_seconds()

@@ -57,6 +57,9 @@ class TestSharedWindows:
             assert (await asyncio.wait_for(counting, 1)).remaining == 2
 
 
+# 200 rounds of forking the test process twice: late in a full run that process holds
+# over 2 GB, and beside other work the rounds outlasted the suite's 120 s timeout.
+@pytest.mark.timeout(600)
 def test_a_prepared_file_opens_in_every_process_starting_at_once(tmp_path: Path) -> None:
     """``serve --processes N`` starts its children together. Two that set a new file up at
     once could deadlock switching it to WAL, and SQLite failed one without waiting (one

@@ -180,6 +180,9 @@ async def test_balances_move_to_their_own_table_and_back(empty_url: str) -> None
         await _rows(empty_url, "UPDATE accounts SET credits_balance = -1 WHERE id = 'a1'")
 
 
+# 200 rounds of forking the test process twice: late in a full run that process holds
+# over 2 GB, and beside other work the rounds outlasted the suite's 120 s timeout.
+@pytest.mark.timeout(600)
 def test_a_migrated_sqlite_file_opens_in_every_process_starting_at_once(tmp_path: Path) -> None:
     """``serve`` migrates, then ``--processes N`` starts its children together, each setting
     its connection to WAL. Two switching a file to WAL at once could deadlock, and SQLite

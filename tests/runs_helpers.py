@@ -71,6 +71,19 @@ def e(source: str, target: str, handle: str | None = None) -> dict[str, Any]:
     return edge
 
 
+def edge(
+    source: str, target: str, out: str | None = None, into: str | None = None
+) -> dict[str, Any]:
+    """An edge from the output ``out`` of ``source`` (If's ``true``, an ``error`` output...)
+    into the input ``into`` of ``target``; either left out means the default handle."""
+    found: dict[str, Any] = {"id": f"{source}.{out}->{target}", "source": source, "target": target}
+    if out is not None:
+        found["sourceHandle"] = out
+    if into is not None:
+        found["targetHandle"] = into
+    return found
+
+
 def g(nodes: list[dict[str, Any]], edges: list[dict[str, Any]]) -> dict[str, Any]:
     return {"nodes": nodes, "edges": edges, "viewport": {"x": 0, "y": 0, "zoom": 1}}
 

@@ -14,17 +14,10 @@ import httpx
 import pytest
 
 from tests.live import account, wait_run
-from tests.runs_helpers import g, n
+from tests.runs_helpers import edge, g, n
 from tests.server import ServerProcess
 
 pytestmark = pytest.mark.slow
-
-
-def _edge(source: str, target: str, out: str | None = None) -> dict[str, Any]:
-    found: dict[str, Any] = {"id": f"{source}.{out}->{target}", "source": source, "target": target}
-    if out is not None:
-        found["sourceHandle"] = out
-    return found
 
 
 # in -> if: "go" in the text -> slow (Delay) -> done; else -> other -> other2
@@ -38,11 +31,11 @@ GRAPH = g(
         n("other2", "TextTemplate", template="{{ text }}!"),
     ],
     [
-        _edge("in", "if"),
-        _edge("if", "slow", "true"),
-        _edge("slow", "done"),
-        _edge("if", "other", "false"),
-        _edge("other", "other2"),
+        edge("in", "if"),
+        edge("if", "slow", "true"),
+        edge("slow", "done"),
+        edge("if", "other", "false"),
+        edge("other", "other2"),
     ],
 )
 SKIPPED = ("other", "other2")

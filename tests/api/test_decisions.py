@@ -13,7 +13,7 @@ import pytest
 
 from tests.api.test_auth import assert_problem
 from tests.conftest import User
-from tests.runs_helpers import balance, create_workflow, execute, g, n, wait_for_run
+from tests.runs_helpers import balance, create_workflow, edge, execute, g, n, wait_for_run
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -24,17 +24,6 @@ def backend(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def settings_overrides() -> dict[str, object]:
     return {"rate_limit_api_key": 100_000, "rate_limit_jwt": 100_000}
-
-
-def edge(
-    source: str, target: str, out: str | None = None, into: str | None = None
-) -> dict[str, Any]:
-    found: dict[str, Any] = {"id": f"{source}.{out}->{target}", "source": source, "target": target}
-    if out is not None:
-        found["sourceHandle"] = out
-    if into is not None:
-        found["targetHandle"] = into
-    return found
 
 
 async def run(

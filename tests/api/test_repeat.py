@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from tests.api.test_auth import assert_problem
-from tests.api.test_decisions import edge, nodes_of, text_of
+from tests.api.test_decisions import nodes_of, text_of
 from tests.conftest import User
-from tests.runs_helpers import balance, create_workflow, execute, g, n, wait_for_run
+from tests.runs_helpers import balance, create_workflow, edge, execute, g, n, wait_for_run
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

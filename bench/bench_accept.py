@@ -40,7 +40,14 @@ import httpx
 from bench import bench_peers as peers
 from bench import bench_scaleout as scaleout
 from bench.bench_queue_mode import _transactions, backends
-from bench.common import RAISED_LIMITS, WEBHOOK_GRAPH, free_port, make_account, wait_healthy
+from bench.common import (
+    RAISED_LIMITS,
+    WEBHOOK_GRAPH,
+    free_port,
+    make_account,
+    proc_stat,
+    wait_healthy,
+)
 from bench.wire_counts import CountingProxy, postgres_proxy, redis_proxy
 
 
@@ -57,7 +64,7 @@ def _backend_cpu(database: str) -> dict[int, float]:
     return {
         pid: stat[1]
         for pid in backends(scaleout.PG_ADMIN, database)
-        if (stat := peers._proc_stat(pid)) is not None
+        if (stat := proc_stat(pid)) is not None
     }
 
 

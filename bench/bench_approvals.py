@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import sys
 import time
 from collections.abc import Callable, Iterator
@@ -35,7 +34,16 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import grant_credits, make_account, percentile, server, table, write_section
+from bench.common import (
+    grant_credits,
+    make_account,
+    percentile,
+    proc_stat,
+    rss_mb,
+    server,
+    table,
+    write_section,
+)
 
 GRAPH: dict[str, Any] = {
     "nodes": [
@@ -62,11 +70,7 @@ GRAPH: dict[str, Any] = {
 
 
 def _cpu_seconds(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    return total
+    return sum(stat[1] for pid in pids if (stat := proc_stat(pid)) is not None)
 
 
 def _at(stamp: str) -> datetime:
@@ -197,12 +201,7 @@ async def _delays(http: httpx.AsyncClient, wf: str, run_ids: list[str]) -> list[
 
 
 def _rss_mb(pids: list[int]) -> float:
-    total = 0.0
-    for pid in pids:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                total += int(line.split()[1]) / 1024
-    return total
+    return sum(rss_mb(pid) for pid in pids)
 
 
 def embedded(args: argparse.Namespace) -> list[tuple[str, str]]:

@@ -58,6 +58,8 @@ from bench.common import (
     grant_credits,
     machine_line,
     make_account,
+    proc_stat,
+    rss_mb,
     server,
     table,
     write_section,
@@ -87,22 +89,11 @@ def log(message: str) -> None:
 # --------------------------------------------------------------------------- processes / CPU
 
 
-def _proc_stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, utime + stime in seconds) of a live process, None when it is gone."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw[raw.rindex(")") + 2 :].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    return int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks
-
-
 def process_tree(root: int) -> list[int]:
     """``root`` and all of its descendants (n8n starts task-runner children, for instance)."""
     parents: dict[int, list[int]] = collections.defaultdict(list)
     for entry in Path("/proc").iterdir():
-        if entry.name.isdigit() and (stat := _proc_stat(int(entry.name))) is not None:
+        if entry.name.isdigit() and (stat := proc_stat(int(entry.name))) is not None:
             parents[stat[0]].append(int(entry.name))
     tree, todo = [], [root]
     while todo:
@@ -113,18 +104,11 @@ def process_tree(root: int) -> list[int]:
 
 
 def tree_cpu_seconds(root: int) -> float:
-    return sum(stat[1] for pid in process_tree(root) if (stat := _proc_stat(pid)) is not None)
+    return sum(stat[1] for pid in process_tree(root) if (stat := proc_stat(pid)) is not None)
 
 
 def tree_rss_mb(root: int) -> float:
-    total = 0
-    for pid in process_tree(root):
-        try:
-            match = re.search(r"VmRSS:\s+(\d+) kB", Path(f"/proc/{pid}/status").read_text())
-        except OSError:
-            continue
-        total += int(match.group(1)) if match else 0
-    return total / 1024
+    return sum(rss_mb(pid) for pid in process_tree(root))
 
 
 def machine_busy_ticks() -> tuple[int, int]:
@@ -631,7 +615,7 @@ def n8n_server(folder: Path) -> Iterator[tuple[str, int]]:
         children = sorted(set(children) | set(process_tree(proc.pid)[1:]))
         stop_pid(proc.pid)
         for child in children:  # task runners n8n started, if it left any behind
-            if _proc_stat(child) is not None:
+            if proc_stat(child) is not None:
                 stop_pid(child)
         n8n_log.close()
         log(f"n8n: stopped (pid {proc.pid})")

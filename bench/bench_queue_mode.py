@@ -49,7 +49,15 @@ import psycopg
 from bench import bench_peers as peers
 from bench import bench_scaleout as scaleout
 from bench import bench_worker_path as worker_path
-from bench.common import WEBHOOK_GRAPH, free_port, make_account, median, percentile, table
+from bench.common import (
+    WEBHOOK_GRAPH,
+    free_port,
+    make_account,
+    median,
+    percentile,
+    proc_stat,
+    table,
+)
 
 N8N_DB = os.environ.get("NODELOOM_BENCH_N8N_DB", "n8n_bench")
 N8N_REDIS_DB = os.environ.get("NODELOOM_BENCH_N8N_REDIS_DB", "9")
@@ -132,11 +140,9 @@ class CpuMeter:
         found: dict[str, dict[int, float]] = {}
         for part, roots in self.roots.items():
             pids = [p for root in roots for p in peers.process_tree(root)]
-            found[part] = {p: s[1] for p in pids if (s := peers._proc_stat(p)) is not None}
+            found[part] = {p: s[1] for p in pids if (s := proc_stat(p)) is not None}
         pids = [p for p in backends(self.admin_url, self.database) if p not in self.exclude]
-        found["PostgreSQL backends"] = {
-            p: s[1] for p in pids if (s := peers._proc_stat(p)) is not None
-        }
+        found["PostgreSQL backends"] = {p: s[1] for p in pids if (s := proc_stat(p)) is not None}
         return found
 
     def start(self) -> None:
@@ -486,7 +492,7 @@ def n8n_queue(folder: Path, workers: int) -> Iterator[tuple[str, int, list[int]]
         for p in procs:
             peers.stop_pid(p.pid)
             for child in trees[p.pid]:
-                if peers._proc_stat(child) is not None:
+                if proc_stat(child) is not None:
                     peers.stop_pid(child)
         peers.log("n8n queue mode: stopped")
 

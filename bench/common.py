@@ -69,14 +69,33 @@ class Server:
     data_dir: Path
 
     def rss_mb(self) -> float:
-        status = Path(f"/proc/{self.proc.pid}/status").read_text()
-        match = re.search(r"VmRSS:\s+(\d+) kB", status)
-        return int(match.group(1)) / 1024 if match else 0.0
+        return rss_mb(self.proc.pid)
 
     def peak_rss_mb(self) -> float:
         """Peak RSS of the server; with ``--processes N``, of the supervisor and its
         server processes together."""
         return sum(_peak_rss_mb(pid) for pid in [self.proc.pid, *_children(self.proc.pid)])
+
+
+def rss_mb(pid: int) -> float:
+    """Resident memory of a live process (0 when it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0.0
+    match = re.search(r"VmRSS:\s+(\d+) kB", status)
+    return int(match.group(1)) / 1024 if match else 0.0
+
+
+def proc_stat(pid: int) -> tuple[int, float] | None:
+    """(parent pid, utime + stime in seconds) of a live process, None when it is gone."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = raw[raw.rindex(")") + 2 :].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    return int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks
 
 
 def _peak_rss_mb(pid: int) -> float:

@@ -39,7 +39,8 @@ import httpx
 
 from bench import bench_peers as peers
 from bench import bench_scaleout as scaleout
-from bench.bench_queue_mode import _transactions, backends
+from bench import peers_kit as kit
+from bench.bench_queue_mode import _transactions
 from bench.common import (
     RAISED_LIMITS,
     WEBHOOK_GRAPH,
@@ -48,6 +49,7 @@ from bench.common import (
     proc_stat,
     wait_healthy,
 )
+from bench.peers_kit import backends
 from bench.wire_counts import CountingProxy, postgres_proxy, redis_proxy
 
 
@@ -105,11 +107,11 @@ def main(args: argparse.Namespace) -> None:
                     f"/api/v1/workflows/{wf}/webhooks", json={"name": "h", "active": True}
                 ).json()["token"]
             paths = [f"/api/v1/webhooks/{token}"]
-            peers.log("warm-up")
-            peers.run_wrk(base_url, paths, connections=10, seconds=3, server_pid=api.pid)
+            kit.log("warm-up")
+            kit.run_wrk(base_url, paths, connections=10, seconds=3, server_pid=api.pid)
             if args.repeat:
                 # Every body of the measured load was seen in the warm-up: all cache hits.
-                peers.run_wrk(
+                kit.run_wrk(
                     base_url,
                     paths,
                     connections=10,
@@ -124,7 +126,7 @@ def main(args: argparse.Namespace) -> None:
             pg0 = pg_proxy.snapshot() if pg_proxy else Counter()
             redis0 = redis_counter.snapshot() if redis_counter else Counter()
             backend0 = _backend_cpu(database)
-            replica0 = peers.tree_cpu_seconds(api.pid)
+            replica0 = kit.tree_cpu_seconds(api.pid)
             spy = None
             if args.profile:
                 spy = subprocess.Popen(
@@ -133,8 +135,8 @@ def main(args: argparse.Namespace) -> None:
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                 )  # fmt: skip
                 time.sleep(1)
-            peers.log(f"{args.runs} triggers at c={args.concurrency}")
-            load = peers.run_wrk(
+            kit.log(f"{args.runs} triggers at c={args.concurrency}")
+            load = kit.run_wrk(
                 base_url,
                 paths,
                 connections=args.concurrency,
@@ -143,7 +145,7 @@ def main(args: argparse.Namespace) -> None:
                 stop_after=args.runs,
                 nonce="" if args.repeat else None,
             )
-            replica = peers.tree_cpu_seconds(api.pid) - replica0
+            replica = kit.tree_cpu_seconds(api.pid) - replica0
             if spy is not None:
                 spy.send_signal(signal.SIGINT)  # py-spy writes what it recorded
                 spy.wait(60)
@@ -154,7 +156,7 @@ def main(args: argparse.Namespace) -> None:
             pg1 = pg_proxy.snapshot() if pg_proxy else Counter()
             redis1 = redis_counter.snapshot() if redis_counter else Counter()
         finally:
-            peers.stop_pid(api.pid)
+            kit.stop_pid(api.pid)
     n = load.ok
     rows = [
         ("accepted triggers", f"{n} ({load.non_2xx} refused)"),

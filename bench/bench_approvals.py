@@ -77,6 +77,19 @@ def _at(stamp: str) -> datetime:
     return datetime.fromisoformat(stamp.replace("Z", "+00:00"))
 
 
+async def _sent(http: httpx.AsyncClient, method: str, url: str, **kwargs: Any) -> httpx.Response:
+    """``method url``, sent again (three tries in all) when the connection fails: every request
+    of this bench is safe to repeat (an execute carries its Idempotency-Key, a second approval
+    is 409), and at this load the server may close a kept-alive connection the starved client
+    is about to use."""
+    for _ in range(2):
+        try:
+            return await http.request(method, url, **kwargs)
+        except httpx.TransportError:
+            pass
+    return await http.request(method, url, **kwargs)
+
+
 async def _submit(http: httpx.AsyncClient, wf: str, runs: int, clients: int) -> list[str]:
     ids: list[str] = []
     todo = iter(range(runs))
@@ -85,17 +98,13 @@ async def _submit(http: httpx.AsyncClient, wf: str, runs: int, clients: int) -> 
         for i in todo:
             # A connection the server closed meanwhile is tried again, under the same
             # Idempotency-Key: the run is made once either way.
-            for attempt in range(3):
-                try:
-                    r = await http.post(
-                        f"/api/v1/workflows/{wf}/execute",
-                        json={"input": {"text": f"run {i}"}},
-                        headers={"Idempotency-Key": f"bench-approvals-{i}"},
-                    )
-                    break
-                except httpx.TransportError:
-                    if attempt == 2:
-                        raise
+            r = await _sent(
+                http,
+                "POST",
+                f"/api/v1/workflows/{wf}/execute",
+                json={"input": {"text": f"run {i}"}},
+                headers={"Idempotency-Key": f"bench-approvals-{i}"},
+            )
             r.raise_for_status()
             ids.append(r.json()["run_id"])
 
@@ -104,7 +113,7 @@ async def _submit(http: httpx.AsyncClient, wf: str, runs: int, clients: int) -> 
 
 
 async def _pending(http: httpx.AsyncClient) -> tuple[int, list[dict[str, Any]]]:
-    r = await http.get("/api/v1/approvals")
+    r = await _sent(http, "GET", "/api/v1/approvals")
     r.raise_for_status()
     body = r.json()
     return int(body["count"]), list(body["data"])
@@ -122,9 +131,24 @@ async def _approve_all(http: httpx.AsyncClient, clients: int) -> None:
 async def _approve_some(http: httpx.AsyncClient, queue: Iterator[dict[str, Any]]) -> None:
     """Approve from ``queue`` (shared by the clients) until it is empty."""
     for item in queue:
-        r = await http.post(f"/api/v1/approvals/{item['id']}/approve", json={})
+        # Approving is safe to send again (a second answer is 409); a connection the server
+        # closed while this starved client held it (its keep-alive ran out) is retried.
+        r = await _sent(http, "POST", f"/api/v1/approvals/{item['id']}/approve", json={})
         if r.status_code not in (200, 409):
             r.raise_for_status()
+
+
+# Autovacuum analyses a table once a tenth of its rows changed: every minute or less while
+# thousands of runs arrive. Without it (as on this machine) Procrastinate's fetch and the
+# reconciler's sweeps keep plans made when the tables were empty, and crawl (measured: a
+# sweep of 2 min 47 s, 0.1 approvals reached a second, 4.4 a second after one ANALYZE).
+ANALYZE_EVERY = 30.0
+
+
+async def _every(seconds: float, fn: Callable[[], None]) -> None:
+    while True:
+        await asyncio.sleep(seconds)
+        await asyncio.to_thread(fn)
 
 
 async def _measure(
@@ -144,16 +168,23 @@ async def _measure(
         r.raise_for_status()
         wf = r.json()["id"]
         rss_idle = _rss_mb(holders)
+        analyzing = None if analyze is None else asyncio.create_task(_every(ANALYZE_EVERY, analyze))
         started = time.monotonic()
         run_ids = await _submit(http, wf, args.runs, args.clients)
         accepted = time.monotonic() - started
-        if analyze is not None:
-            analyze()
-        while (await _pending(http))[0] < args.runs:
+        while (waiting := (await _pending(http))[0]) < args.runs:
             if time.monotonic() - started > args.timeout:
-                raise RuntimeError("the runs did not all reach their approval in time")
+                r = await http.get(f"/api/v1/workflows/{wf}/runs", params={"status": "failed"})
+                failed = len(r.json()) if r.status_code == 200 else "?"
+                raise RuntimeError(
+                    f"{waiting} of {args.runs} runs waited at their approval after "
+                    f"{args.timeout:.0f} s (accepted in {accepted:.1f} s; "
+                    f"failed runs on the first page: {failed})"
+                )
             await asyncio.sleep(0.5)
         all_waiting = time.monotonic() - started
+        if analyzing is not None:
+            analyzing.cancel()
         rss_waiting = _rss_mb(holders)
         cpu_before = _cpu_seconds(holders)
         await asyncio.sleep(args.idle)
@@ -222,8 +253,8 @@ def scaled_out(args: argparse.Namespace) -> list[tuple[str, str]]:
         _jwt, key = make_account(f.base_url)
         scaleout._grant(f)
 
-        # What autovacuum does after a bulk insert; this machine's PostgreSQL runs without
-        # it, and the job fetch then crawls (docs/operations.md).
+        # What autovacuum does while rows arrive (ANALYZE_EVERY); this machine's PostgreSQL
+        # runs without it, and the job fetch then crawls (docs/operations.md).
         def analyze() -> None:
             import psycopg
 

@@ -36,8 +36,8 @@ from urllib.parse import urlsplit
 import httpx
 import psycopg
 
-from bench import bench_peers as peers
 from bench import bench_scaleout as scaleout
+from bench import peers_kit as kit
 from bench.common import WEBHOOK_GRAPH, make_account, table, write_section
 
 _OUTPUT = "'\\x412073756e736574206f766572207468652073656120333031'::bytea"
@@ -171,7 +171,7 @@ def main(args: argparse.Namespace) -> None:
                     with psycopg.connect(admin, autocommit=True) as conn:
                         conn.execute(f"VACUUM {table_name}")  # type: ignore[arg-type]
                     time.sleep(1)
-                    peers.log(f"{name}, {clients} clients")
+                    kit.log(f"{name}, {clients} clients")
                     tps, latency, cpu, busy = _pgbench(
                         scaleout.PG_ADMIN, database, scripts[name], clients, args.seconds
                     )

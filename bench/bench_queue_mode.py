@@ -46,9 +46,10 @@ from typing import Any
 import httpx
 import psycopg
 
-from bench import bench_peers as peers
 from bench import bench_scaleout as scaleout
 from bench import bench_worker_path as worker_path
+from bench import common
+from bench import peers_kit as kit
 from bench.common import (
     WEBHOOK_GRAPH,
     free_port,
@@ -62,34 +63,14 @@ from bench.common import (
 N8N_DB = os.environ.get("NODELOOM_BENCH_N8N_DB", "n8n_bench")
 N8N_REDIS_DB = os.environ.get("NODELOOM_BENCH_N8N_REDIS_DB", "9")
 N8N_WORKER_CONCURRENCY = 10  # n8n's default for `n8n worker`
-# A run that must go through the workers: Delay is not instant (it waits, even 0 s), so the
-# run is accepted pending and each of its nodes is claimed by a worker (or, with instant
-# successors, executed by the job that made them runnable).
-QUEUED_GRAPH = {
-    "nodes": [
-        {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0}, "data": {}},
-        {"id": "wait", "type": "Delay", "position": {"x": 1, "y": 0}, "data": {"seconds": 0}},
-        {
-            "id": "tpl",
-            "type": "TextTemplate",
-            "position": {"x": 2, "y": 0},
-            "data": {"template": "{{ text }} / done"},
-        },
-    ],
-    "edges": [
-        {"id": "e1", "source": "in", "target": "wait"},
-        {"id": "e2", "source": "wait", "target": "tpl"},
-    ],
-    "viewport": {"x": 0, "y": 0, "zoom": 1},
-}
 
 
 @dataclass
 class QueueProduct:
     name: str
     topology: str
-    load: peers.Load  # (a), c=50
-    goal_load: peers.Load  # (a), c=--goal-concurrency
+    load: kit.Load  # (a), c=50
+    goal_load: kit.Load  # (a), c=--goal-concurrency
     runs: int
     runs_seconds: float
     failed: int
@@ -107,53 +88,6 @@ class QueueProduct:
     @property
     def cpu_ms_per_run(self) -> float:
         return 1000 * sum(self.cpu_seconds.values()) / self.runs
-
-
-# --------------------------------------------------------------------------- CPU
-
-
-def backends(admin_url: str, database: str) -> list[int]:
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        rows = conn.execute(
-            "select pid from pg_stat_activity where datname = %s", (database,)
-        ).fetchall()
-    return [int(r[0]) for r in rows]
-
-
-class CpuMeter:
-    """CPU seconds of process trees and of a database's PostgreSQL backends, between
-    ``start`` and ``stop`` (a backend that appears meanwhile counts from zero; one that
-    exits meanwhile is lost — the pools keep theirs for the whole load)."""
-
-    def __init__(
-        self,
-        roots: dict[str, list[int]],
-        admin_url: str,
-        database: str,
-        exclude: set[int] | None = None,
-    ) -> None:
-        self.roots, self.admin_url, self.database = roots, admin_url, database
-        self.exclude = exclude or set()  # backends of the bench's own connections
-        self._before: dict[str, dict[int, float]] = {}
-
-    def _sample(self) -> dict[str, dict[int, float]]:
-        found: dict[str, dict[int, float]] = {}
-        for part, roots in self.roots.items():
-            pids = [p for root in roots for p in peers.process_tree(root)]
-            found[part] = {p: s[1] for p in pids if (s := proc_stat(p)) is not None}
-        pids = [p for p in backends(self.admin_url, self.database) if p not in self.exclude]
-        found["PostgreSQL backends"] = {p: s[1] for p in pids if (s := proc_stat(p)) is not None}
-        return found
-
-    def start(self) -> None:
-        self._before = self._sample()
-
-    def stop(self) -> dict[str, float]:
-        after = self._sample()
-        return {
-            part: sum(cpu - self._before.get(part, {}).get(pid, 0.0) for pid, cpu in now.items())
-            for part, now in after.items()
-        }
 
 
 # --------------------------------------------------------------------------- Nodeloom
@@ -208,15 +142,15 @@ def measure_nodeloom(args: argparse.Namespace) -> QueueProduct:
                 f"/api/v1/workflows/{wf}/webhooks", json={"name": "h", "active": True}
             ).json()["token"]
             queued_wf = http.post(
-                "/api/v1/workflows", json={"name": "queued", "graph_json": QUEUED_GRAPH}
+                "/api/v1/workflows", json={"name": "queued", "graph_json": kit.QUEUED_GRAPH}
             ).json()["id"]
             queued_token = http.post(
                 f"/api/v1/workflows/{queued_wf}/webhooks", json={"name": "q", "active": True}
             ).json()["token"]
         paths = [f"/api/v1/webhooks/{token}"]
         api = f.api.pid
-        peers.log("Nodeloom scaled out: warm-up")
-        peers.run_wrk(f.base_url, paths, connections=10, seconds=3, server_pid=api)
+        kit.log("Nodeloom scaled out: warm-up")
+        kit.run_wrk(f.base_url, paths, connections=10, seconds=3, server_pid=api)
         scaleout._wait_idle(f)
         load, goal_load = (
             _accepted(f, paths, connections, args.seconds)
@@ -253,12 +187,12 @@ class CompletedRuns:
     transactions_per_run: float
 
 
-def _metered(f: scaleout.Fleet) -> tuple[str, worker_path.Poller, CpuMeter, int]:
+def _metered(f: scaleout.Fleet) -> tuple[str, worker_path.Poller, kit.CpuMeter, int]:
     """The fleet's database, a poller of its runs, a started meter of its CPU (the poller's
     backend excluded) and its transactions so far."""
     database = f.db_url.rsplit("/", 1)[1]
     poller = worker_path.Poller(f.db_url.replace("+asyncpg", ""))
-    meter = CpuMeter(
+    meter = kit.CpuMeter(
         {"API replica": [f.api.pid], "workers": [w.pid for w in f.workers]},
         _pg_admin_dsn(),
         database,
@@ -277,12 +211,12 @@ def _completed_runs(
     body for all (it answers all but the first)."""
     scaleout._wait_idle(f)
     bodies = "one body for all" if same_body else "a body each"
-    peers.log(f"Nodeloom scaled out: (b) {runs} runs at c=50, {bodies}")
+    kit.log(f"Nodeloom scaled out: (b) {runs} runs at c=50, {bodies}")
     (mark,) = scaleout._sql(f.db_url, "select now()")[0]
     done0, failed0 = _completed(f.db_url)
     database, poller, meter, xacts0 = _metered(f)
     started = time.monotonic()
-    peers.run_wrk(
+    kit.run_wrk(
         f.base_url,
         paths,
         connections=50,
@@ -298,7 +232,7 @@ def _completed_runs(
     xacts1 = _transactions(_pg_admin_dsn(), database) - poller.queries
     poller.close()
     _, failed1 = _completed(f.db_url)
-    peers.log(f"  {runs} runs in {ended - started:.2f} s, CPU {cpu}")
+    kit.log(f"  {runs} runs in {ended - started:.2f} s, CPU {cpu}")
     return CompletedRuns(
         seconds=ended - started,
         failed=failed1 - failed0,
@@ -314,16 +248,16 @@ def _claims(f: scaleout.Fleet, since: Any) -> list[float]:
     return [float(row[0]) for row in scaleout._sql(f.db_url, worker_path.CLAIMS, since)]
 
 
-def _accepted(f: scaleout.Fleet, paths: list[str], connections: int, seconds: int) -> peers.Load:
+def _accepted(f: scaleout.Fleet, paths: list[str], connections: int, seconds: int) -> kit.Load:
     """(a): triggers accepted at c=``connections``, then every run they made finished (the
     next load starts on an idle fleet)."""
-    peers.log(f"Nodeloom scaled out: (a) c={connections} for {seconds} s")
+    kit.log(f"Nodeloom scaled out: (a) c={connections} for {seconds} s")
     base = sum(_completed(f.db_url))
-    load = peers.run_wrk(
+    load = kit.run_wrk(
         f.base_url, paths, connections=connections, seconds=seconds, server_pid=f.api.pid
     )
     _wait_finished(f.db_url, base + load.ok)
-    peers.log(f"  {peers._short(load)}")
+    kit.log(f"  {kit.short(load)}")
     scaleout._wait_idle(f)
     return load
 
@@ -335,12 +269,12 @@ def _queued_load(
     Its figures, and the claim latencies from the commit of the runs made one at a time."""
     runs = args.queued_runs
     scaleout._wait_idle(f)
-    peers.log(f"Nodeloom scaled out: (e) {runs} runs through the workers at c=50")
+    kit.log(f"Nodeloom scaled out: (e) {runs} runs through the workers at c=50")
     (mark,) = scaleout._sql(f.db_url, "select now()")[0]
     done0, failed0 = _completed(f.db_url)
     database, poller, meter, xacts0 = _metered(f)
     started = time.monotonic()
-    peers.run_wrk(
+    kit.run_wrk(
         f.base_url, paths, connections=50, seconds=600, server_pid=f.api.pid, stop_after=runs
     )
     ended = poller.wait_finished(done0 + failed0 + runs)
@@ -390,7 +324,7 @@ def _queued_load(
         + ")",
         "database transactions per run (the bench's own excluded)": f"{xacts:.1f}",
     }
-    peers.log(f"  {found}")
+    kit.log(f"  {found}")
     return found, from_commit
 
 
@@ -398,7 +332,7 @@ def _queued_load(
 
 
 def _n8n_queue_env(folder: Path, port: int) -> dict[str, str]:
-    env = peers._n8n_env(folder, port, free_port())
+    env = kit.n8n_env(folder, port, free_port())
     env.update(
         {
             "N8N_USER_FOLDER": str(folder / "data-queue"),
@@ -450,7 +384,7 @@ def n8n_queue(folder: Path, workers: int) -> Iterator[tuple[str, int, list[int]]
     env["N8N_LOG_LEVEL"] = "info"
     for step in (
         ["import:workflow", "--input=n8n-bench-workflow.json"],
-        ["publish:workflow", f"--id={peers.N8N_WORKFLOW_ID}"],
+        ["publish:workflow", f"--id={kit.N8N_WORKFLOW_ID}"],
     ):
         proc = _n8n(folder, env, *step, log="queue-import.log")
         if proc.wait(300) != 0:
@@ -473,7 +407,7 @@ def n8n_queue(folder: Path, workers: int) -> Iterator[tuple[str, int, list[int]]
             )
         )
     base_url = f"http://127.0.0.1:{port}"
-    peers.log(f"n8n queue mode: main pid {procs[0].pid}, workers {[p.pid for p in procs[1:]]}")
+    kit.log(f"n8n queue mode: main pid {procs[0].pid}, workers {[p.pid for p in procs[1:]]}")
     try:
         deadline = time.monotonic() + 180
         while True:
@@ -488,35 +422,35 @@ def n8n_queue(folder: Path, workers: int) -> Iterator[tuple[str, int, list[int]]
             time.sleep(1)
         yield base_url, procs[0].pid, [p.pid for p in procs[1:]]
     finally:
-        trees = {p.pid: peers.process_tree(p.pid)[1:] for p in procs}
+        trees = {p.pid: kit.process_tree(p.pid)[1:] for p in procs}
         for p in procs:
-            peers.stop_pid(p.pid)
+            kit.stop_pid(p.pid)
             for child in trees[p.pid]:
                 if proc_stat(child) is not None:
-                    peers.stop_pid(child)
-        peers.log("n8n queue mode: stopped")
+                    kit.stop_pid(child)
+        kit.log("n8n queue mode: stopped")
 
 
 def measure_n8n(folder: Path, args: argparse.Namespace) -> QueueProduct:
     with n8n_queue(folder, args.workers) as (base_url, main, workers):
         paths = ["/webhook/bench"]
-        peers.log("n8n queue mode: warm-up")
-        peers.run_wrk(base_url, paths, connections=10, seconds=3, server_pid=main)
+        kit.log("n8n queue mode: warm-up")
+        kit.run_wrk(base_url, paths, connections=10, seconds=3, server_pid=main)
         time.sleep(2)
         load, goal_load = (
             _n8n_accepted(base_url, paths, main, connections, args.seconds)
             for connections in (50, args.goal_concurrency)
         )
-        peers.log(f"n8n queue mode: (b) {args.runs} runs at c=50")
-        meter = CpuMeter({"main": [main], "workers": workers}, _pg_admin_dsn(), N8N_DB)
+        kit.log(f"n8n queue mode: (b) {args.runs} runs at c=50")
+        meter = kit.CpuMeter({"main": [main], "workers": workers}, _pg_admin_dsn(), N8N_DB)
         meter.start()
         started = time.monotonic()
-        runs_load = peers.run_wrk(
+        runs_load = kit.run_wrk(
             base_url, paths, connections=50, seconds=600, server_pid=main, stop_after=args.runs
         )
         ended = time.monotonic()
         cpu = meter.stop()
-        peers.log(f"  {args.runs} runs in {ended - started:.2f} s, CPU {cpu}")
+        kit.log(f"  {args.runs} runs in {ended - started:.2f} s, CPU {cpu}")
     return QueueProduct(
         name="n8n",
         topology=f"`n8n start` + {args.workers} `n8n worker --concurrency="
@@ -532,10 +466,10 @@ def measure_n8n(folder: Path, args: argparse.Namespace) -> QueueProduct:
 
 def _n8n_accepted(
     base_url: str, paths: list[str], main: int, connections: int, seconds: int
-) -> peers.Load:
-    peers.log(f"n8n queue mode: (a) c={connections} for {seconds} s")
-    load = peers.run_wrk(base_url, paths, connections=connections, seconds=seconds, server_pid=main)
-    peers.log(f"  {peers._short(load)}")
+) -> kit.Load:
+    kit.log(f"n8n queue mode: (a) c={connections} for {seconds} s")
+    load = kit.run_wrk(base_url, paths, connections=connections, seconds=seconds, server_pid=main)
+    kit.log(f"  {kit.short(load)}")
     time.sleep(2)  # n8n answers once the execution is saved: nothing is left in flight
     return load
 
@@ -588,13 +522,13 @@ def report(
             (
                 "Nodeloom/n8n",
                 "",
-                peers._ratio(nl.load.rps_ok, n8n.load.rps_ok),
+                kit.ratio(nl.load.rps_ok, n8n.load.rps_ok),
                 "",
-                peers._ratio(nl.goal_load.rps_ok, n8n.goal_load.rps_ok),
+                kit.ratio(nl.goal_load.rps_ok, n8n.goal_load.rps_ok),
                 "",
-                peers._ratio(nl.runs_per_s, n8n.runs_per_s),
+                kit.ratio(nl.runs_per_s, n8n.runs_per_s),
                 "",
-                peers._ratio(n8n.cpu_ms_per_run, nl.cpu_ms_per_run) + " less CPU",
+                kit.ratio(n8n.cpu_ms_per_run, nl.cpu_ms_per_run) + " less CPU",
             )
         )
     text = table(
@@ -750,21 +684,21 @@ def goals(
 
 
 def main(args: argparse.Namespace) -> None:
-    peers.ensure_wrk()
+    common.ensure_wrk()
     if args.claim_hops or args.scaling:
         worker_path.main(args)  # bench_worker_path.py: writes nothing to the docs
         return
     nodeloom = measure_nodeloom(args)
     n8n = None
     if not args.no_n8n:
-        n8n = measure_n8n(peers.ensure_n8n(), args)
+        n8n = measure_n8n(kit.ensure_n8n(), args)
     scaling = None
     if args.scaling_runs:
         scaling = worker_path.scaling(args, args.scaling_runs)
     text = "### Scaled out: Nodeloom vs n8n queue mode\n\n" + report(nodeloom, n8n, args, scaling)
     print(text)
     if not args.no_write:
-        peers.write_section(
+        common.write_section(
             "peers-queue",
             f".venv/bin/python -m bench.bench_peers --queue-mode --runs {args.runs} "
             f"--seconds {args.seconds} --workers {args.workers} --queued-runs {args.queued_runs}"

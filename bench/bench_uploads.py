@@ -111,12 +111,19 @@ def large_upload(srv: Server, key: str, size: int) -> list[tuple[str, str]]:
             started = time.monotonic()
             answer = http.post("/api/v1/uploads?name=big.bin", content=_body(size), headers=headers)
             elapsed = time.monotonic() - started
-    highest = max(sampler.samples, default=before)
-    cp = _cp_seconds(size)
     mb = size / CHUNK
+    body = f"{mb:,.0f} MiB, streamed (answer {answer.status_code} {answer.json()['code']})"
+    return [("body", body), *rss_and_throughput(before, sampler, mb, elapsed, _cp_seconds(size))]
+
+
+def rss_and_throughput(
+    before: float, sampler: _RssSampler, mb: float, elapsed: float, cp: float
+) -> list[tuple[str, str]]:
+    """The rows every large-upload table shares: memory against its target, and the
+    throughput against ``cp``'s on the same disk (``cp`` seconds for the same size)."""
+    highest = max(sampler.samples, default=before)
     growth = highest - before
     return [
-        ("body", f"{mb:,.0f} MiB, streamed (answer {answer.status_code} {answer.json()['code']})"),
         (
             "server RSS before / highest during",
             f"{before:.0f} / {highest:.0f} MB ({len(sampler.samples)} samples, every 20 ms)",

@@ -45,8 +45,8 @@ import orjson
 import psycopg
 import redis
 
-from bench import bench_peers as peers
 from bench import bench_scaleout as scaleout
+from bench import peers_kit as kit
 from bench.common import make_account, median, percentile, table
 
 EVENTS_CHANNEL = "nodeloom:events"  # events/links.py
@@ -112,9 +112,7 @@ WHERE r.created_at > %s AND n.claimed_by LIKE 'job:%%' AND n.queued_at IS NOT NU
 
 
 def delay_graph(seconds: float) -> dict[str, Any]:
-    from bench.bench_queue_mode import QUEUED_GRAPH
-
-    graph = copy.deepcopy(QUEUED_GRAPH)
+    graph = copy.deepcopy(kit.QUEUED_GRAPH)
     for node in graph["nodes"]:
         if node["type"] == "Delay":
             node["data"]["seconds"] = seconds
@@ -222,9 +220,7 @@ def _transactions(admin: str, database: str) -> int:
 
 
 def _meter(f: scaleout.Fleet, database: str, exclude: set[int]) -> Any:
-    from bench.bench_queue_mode import CpuMeter
-
-    return CpuMeter(
+    return kit.CpuMeter(
         {"API replica": [f.api.pid], "workers": [w.pid for w in f.workers]},
         scaleout.PG_ADMIN,
         database,
@@ -259,11 +255,11 @@ def claim_hops(args: argparse.Namespace) -> str:
         url, database = _db(f)
         poller = Poller(url)
         try:
-            peers.log("worker path: warm-up, 20 runs one at a time")
+            kit.log("worker path: warm-up, 20 runs one at a time")
             one_at_a_time(f, path, 20)
-            peers.log("worker path: idle background (10 s)")
+            kit.log("worker path: idle background (10 s)")
             bg_tx, bg_cpu = _background(f, database, poller, 10.0)
-            peers.log(f"  {bg_tx:.1f} transactions/s, {1000 * bg_cpu:.1f} ms CPU/s")
+            kit.log(f"  {bg_tx:.1f} transactions/s, {1000 * bg_cpu:.1f} ms CPU/s")
             load0 = load_average()
             (mark,) = poller.one("select now()")
             time.sleep(STATS_SETTLE_SECONDS)
@@ -271,7 +267,7 @@ def claim_hops(args: argparse.Namespace) -> str:
             meter = _meter(f, database, {poller.pid})
             meter.start()
             started = time.monotonic()
-            peers.log(f"worker path: {runs} runs one at a time")
+            kit.log(f"worker path: {runs} runs one at a time")
             walls = one_at_a_time(f, path, runs)
             loaded = time.monotonic() - started
             cpu = meter.stop()
@@ -294,7 +290,7 @@ def claim_hops(args: argparse.Namespace) -> str:
             # Second pass: the hops, with the job events copied by a trigger.
             poller.conn.execute(COPY_JOB_EVENTS)  # type: ignore[arg-type]
             (mark2,) = poller.one("select now()")
-            peers.log(f"worker path: {runs} more runs one at a time, job events copied")
+            kit.log(f"worker path: {runs} more runs one at a time, job events copied")
             one_at_a_time(f, path, runs)
             hops = poller.conn.execute(HOPS, (mark2,)).fetchall()  # type: ignore[arg-type]
             load2 = load_average()
@@ -349,7 +345,7 @@ def _scaling_once(
             meter = _meter(f, database, {poller.pid})
             meter.start()
             started = time.monotonic()
-            peers.run_wrk(
+            kit.run_wrk(
                 f.base_url, [path], connections=50, seconds=600, server_pid=f.api.pid,
                 stop_after=runs,
             )  # fmt: skip
@@ -372,9 +368,9 @@ def scaling(args: argparse.Namespace, runs: int) -> tuple[str, dict[float, float
         # are over within a second, and the ramp of wrk's first connections weighs on them.
         n = runs if seconds else runs * CPU_BOUND_RUNS_FACTOR
         for workers in (1, 2):
-            peers.log(f"scaling: Delay {seconds:g} s, {workers} worker(s), {n} runs at c=50")
+            kit.log(f"scaling: Delay {seconds:g} s, {workers} worker(s), {n} runs at c=50")
             rate, cpu, load = _scaling_once(workers, concurrency, seconds, n)
-            peers.log(f"  {rate:.1f} runs/s, {cpu:.1f} ms CPU/run, load {load}")
+            kit.log(f"  {rate:.1f} runs/s, {cpu:.1f} ms CPU/run, load {load}")
             rates.append(rate)
             bound = f"{workers * concurrency / seconds:.0f}" if seconds else "CPU"
             rows.append(

@@ -138,7 +138,7 @@ def wait_healthy(
 
 
 @contextmanager
-def server(env: dict[str, str] | None = None) -> Iterator[Server]:
+def server(env: dict[str, str] | None = None, start_timeout: float = 30) -> Iterator[Server]:
     data_dir = Path(tempfile.mkdtemp(prefix="nodeloom-bench-"))
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
@@ -157,7 +157,7 @@ def server(env: dict[str, str] | None = None) -> Iterator[Server]:
         stderr=subprocess.STDOUT,
     )
     try:
-        wait_healthy(base_url, proc, data_dir / "server.log")
+        wait_healthy(base_url, proc, data_dir / "server.log", start_timeout)
         yield Server(proc, base_url, data_dir)
     finally:
         if proc.poll() is None:

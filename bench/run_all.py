@@ -25,6 +25,9 @@ SCENARIOS: dict[str, list[str]] = {
     "scaleout": ["-m", "bench.bench_scaleout", "--write"],
     "uploads": ["-m", "bench.bench_uploads", "--write"],
     "approvals": ["-m", "bench.bench_approvals"],
+    "app_page": ["-m", "bench.bench_app_page", "--write"],
+    "app_visitors": ["-m", "bench.bench_app_visitors", "--write"],
+    "app_build": ["-m", "bench.bench_app_build", "--write"],
 }
 # Scripts that print their results instead of writing their own section.
 PRINTED = {

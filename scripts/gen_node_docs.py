@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from nodeloom.sdk._node import NodeType
 from nodeloom.nodes.registry import build_registry
+from nodeloom.sdk._node import NodeType
 
 OUTPUT = Path(__file__).resolve().parents[1] / "docs" / "nodes.md"
 
@@ -138,6 +138,25 @@ def _default(value: Any) -> str:
     return f"`{json.dumps(value, ensure_ascii=False)}`"
 
 
+def _bound_outputs(node: NodeType) -> str:
+    """The other output kinds a param's values give the node (``NodeType.bound``: an
+    Approval's ``kind``, an HttpRequest's ``output``), as ``; image (`image/png`) with
+    `output: image`, ...``."""
+    spec = node.spec
+    found: list[str] = []
+    for name, prop in spec.params.model_json_schema().get("properties", {}).items():
+        for value in prop.get("enum", []):
+            try:
+                params = spec.params.model_validate({name: value})
+            except ValueError:
+                continue
+            output = node.bound(params).spec.output
+            if output.kind != spec.output.kind:
+                kind = f"{output.kind.value} (`{output.content_type}`)"
+                found.append(f"{kind} with `{name}: {value}`")
+    return "; " + ", ".join(found) if found else ""
+
+
 def _price(node: NodeType) -> str:
     cost = node.spec.cost
     flat = f"{cost.credits} credit{'s' if cost.credits != 1 else ''}"
@@ -183,7 +202,8 @@ def _section(node: NodeType) -> list[str]:
         lines += [
             f"- Category: {spec.category} · version {spec.version}",
             f"- Inputs: {inputs or 'none'}",
-            f"- Output: {spec.output.kind.value} (`{spec.output.content_type}`){_branches(node)}",
+            f"- Output: {spec.output.kind.value} (`{spec.output.content_type}`)"
+            f"{_bound_outputs(node)}{_branches(node)}",
             f"- Price: {_price(node)}",
             "",
         ]

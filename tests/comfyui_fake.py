@@ -105,20 +105,44 @@ REQUIRED = {
     "CLIPTextEncode": ("text", "clip"),
     "VAEDecode": ("samples", "vae"),
 }
+# Loaders' model inputs: a combo of the files in a models folder, as /object_info lists them.
+MODEL_INPUTS = {
+    "CheckpointLoaderSimple": ("ckpt_name", "checkpoints"),
+    "UNETLoader": ("unet_name", "diffusion_models"),
+    "CLIPLoader": ("clip_name", "text_encoders"),
+    "VAELoader": ("vae_name", "vae"),
+}
+# What a fake server has unless a test says otherwise: the sample workflows' models.
+MODELS: dict[str, tuple[str, ...]] = {
+    "checkpoints": (
+        "sdxl.safetensors",
+        "sd_xl_base_1.0.safetensors",
+        "stable-audio-open-1.0.safetensors",
+    ),
+    "diffusion_models": ("wan2.1_t2v_1.3B_fp16.safetensors",),
+    "text_encoders": ("umt5_xxl_fp8_e4m3fn_scaled.safetensors", "t5_base.safetensors"),
+    "vae": ("wan_2.1_vae.safetensors",),
+}
 VIDEO_FPS, VIDEO_FRAMES, VIDEO_SIZE = 8, 16, (64, 48)  # a 2-second clip
 AUDIO_SECONDS = 1.0
 
 
-def validate_prompt(prompt: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+def validate_prompt(
+    prompt: dict[str, Any],
+    classes: frozenset[str] | set[str] = frozenset(KNOWN),
+    models: dict[str, tuple[str, ...]] = MODELS,
+) -> tuple[bool, dict[str, Any]]:
     """Whether ComfyUI takes a prompt, and what its server answers about it, field by field
     (``execution.validate_prompt``): an unknown class stops at once (``invalid_prompt``, no
     node errors); otherwise each output node's inputs are checked back through its links,
     every node with errors listed under ``node_errors``. With no output left valid that is
     the 400 answer (the top ``details`` joining the output nodes' own errors only); else
-    the prompt is taken and its 200 answer carries ``node_errors`` (the outputs left out)."""
+    the prompt is taken and its 200 answer carries ``node_errors`` (the outputs left out).
+    A loader's model file that is not among the server's (``models``) is a
+    ``value_not_in_list`` error, as for any combo input."""
     for node_id, node in prompt.items():
         class_type = node.get("class_type") if isinstance(node, dict) else None
-        if class_type not in KNOWN:
+        if class_type not in classes:
             return False, {
                 "error": {
                     "type": "invalid_prompt",
@@ -152,6 +176,22 @@ def validate_prompt(prompt: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
                 for name in REQUIRED.get(node["class_type"], ())
                 if name not in inputs
             ]
+            if node["class_type"] in MODEL_INPUTS:
+                name, folder = MODEL_INPUTS[node["class_type"]]
+                value, options = inputs.get(name), list(models.get(folder, ()))
+                if isinstance(value, str) and value not in options:
+                    errors.append(
+                        {
+                            "type": "value_not_in_list",
+                            "message": "Value not in list",
+                            "details": f"{name}: '{value}' not in {options}",
+                            "extra_info": {
+                                "input_name": name,
+                                "input_config": [options, {}],
+                                "received_value": value,
+                            },
+                        }
+                    )
             if errors:
                 failed = True
                 entry = node_errors.setdefault(
@@ -186,6 +226,8 @@ class FakeComfyUI:
     steps: int = 4
     step_seconds: float = 0.05
     token: str | None = None  # the bearer token it requires, if any
+    classes: set[str] = field(default_factory=lambda: set(KNOWN))  # its node types
+    models: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(MODELS))
     port: int = field(default_factory=free_port)
     submissions: list[dict[str, Any]] = field(default_factory=list)
     interrupts: list[dict[str, Any]] = field(default_factory=list)
@@ -203,6 +245,7 @@ class FakeComfyUI:
     _interrupted: set[str] = field(default_factory=set)
     _running: str | None = None
     _loop: asyncio.AbstractEventLoop | None = None
+    _server: uvicorn.Server | None = None
     _wake: asyncio.Event | None = None
 
     @property
@@ -221,7 +264,40 @@ class FakeComfyUI:
             time.sleep(0.01)
         return self._running
 
+    def kill(self) -> None:
+        """Stop answering at once, as a server that crashed or lost its network: the port
+        closes, WebSockets drop, the prompts it held are lost."""
+        assert self._server is not None
+        self._server.should_exit = True
+        self._server.force_exit = True
+
     # ------------------------------------------------------------------ HTTP
+
+    async def object_info(self, request: Request) -> Response:
+        """Its node types as ComfyUI describes them; a loader's model input is a combo of
+        the files in its models folder."""
+        self._authorized(request)
+        info: dict[str, Any] = {}
+        for kind in sorted(self.classes):
+            required: dict[str, Any] = {name: ["*", {}] for name in REQUIRED.get(kind, ())}
+            if kind in MODEL_INPUTS:
+                name, folder = MODEL_INPUTS[kind]
+                options = list(self.models.get(folder, ()))
+                required[name] = [options, {"tooltip": f"The name of the {folder} file."}]
+            info[kind] = {
+                "input": {"required": required, "optional": {}},
+                "input_order": {"required": list(required)},
+                "output": [],
+                "output_is_list": [],
+                "output_name": [],
+                "name": kind,
+                "display_name": kind,
+                "description": "",
+                "python_module": "nodes",
+                "category": "loaders" if kind in MODEL_INPUTS else "sampling",
+                "output_node": kind in OUTPUT_NODES,
+            }
+        return JSONResponse(info)
 
     def _authorized(self, request: Request | WebSocket) -> bool:
         header = request.headers.get("authorization")
@@ -235,7 +311,7 @@ class FakeComfyUI:
         prompt = body.get("prompt")
         if not isinstance(prompt, dict):
             return JSONResponse({"error": {"type": "no_prompt", "message": "No prompt"}}, 400)
-        taken, validation = validate_prompt(prompt)
+        taken, validation = validate_prompt(prompt, self.classes, self.models)
         if not taken:
             return JSONResponse(validation, 400)
         self.received.set()
@@ -248,6 +324,15 @@ class FakeComfyUI:
         self._wake.set()
         number = len(self.submissions)
         return JSONResponse({"prompt_id": prompt_id, "number": number, **validation})
+
+    async def all_history(self, request: Request) -> Response:
+        """``GET /history[?max_items=N]``: every finished prompt (the last N), by id."""
+        self._authorized(request)
+        items = list(self.history.items())
+        most = request.query_params.get("max_items")
+        if most is not None and most.isdigit():
+            items = items[-int(most) :] if int(most) else []
+        return JSONResponse(dict(items))
 
     async def get_history(self, request: Request) -> Response:
         self._authorized(request)
@@ -345,7 +430,8 @@ class FakeComfyUI:
 
     async def _execute(self, prompt_id: str, prompt: dict[str, Any], client_id: str) -> None:
         base = {"prompt_id": prompt_id}
-        await self._send(client_id, "execution_start", {**base, "timestamp": 0})
+        started = int(time.time() * 1000)  # ComfyUI's timestamps are Unix milliseconds
+        await self._send(client_id, "execution_start", {**base, "timestamp": started})
         await self._send(client_id, "execution_cached", {**base, "nodes": []})
         outputs: dict[str, Any] = {}
         for node_id in sorted(prompt, key=lambda k: (len(k), k)):
@@ -393,7 +479,18 @@ class FakeComfyUI:
             if saved is not None:
                 outputs[node_id] = saved
                 await self._send(client_id, "executed", {**base, "node": node_id, "output": saved})
-        self._finish(prompt_id, prompt, outputs, "success", [])
+        ended = int(time.time() * 1000)
+        self._finish(
+            prompt_id,
+            prompt,
+            outputs,
+            "success",
+            [
+                ["execution_start", {**base, "timestamp": started}],
+                ["execution_cached", {**base, "nodes": [], "timestamp": started}],
+                ["execution_success", {**base, "timestamp": ended}],
+            ],
+        )
         await self._send(client_id, "executing", {**base, "node": None})
         await self._send(client_id, "execution_success", base)
 
@@ -457,12 +554,14 @@ class FakeComfyUI:
         return Starlette(
             routes=[
                 Route("/prompt", self.prompt, methods=["POST"]),
+                Route("/history", self.all_history),
                 Route("/history/{prompt_id}", self.get_history),
                 Route("/queue", self.queue, methods=["GET", "POST"]),
                 Route("/interrupt", self.interrupt, methods=["POST"]),
                 Route("/upload/image", self.upload, methods=["POST"]),
                 Route("/view", self.view),
                 Route("/system_stats", self.system_stats),
+                Route("/object_info", self.object_info),
                 WebSocketRoute("/ws", self.ws),
             ],
             lifespan=lifespan,
@@ -557,6 +656,7 @@ def running(fake: FakeComfyUI) -> Iterator[FakeComfyUI]:
         fake.app(), host="127.0.0.1", port=fake.port, log_level="warning", lifespan="on"
     )
     server = uvicorn.Server(config)
+    fake._server = server
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     try:

@@ -15,10 +15,12 @@ from pathlib import Path
 import httpx
 import pytest
 import sqlalchemy as sa
+from argon2 import PasswordHasher
 from fastapi import FastAPI
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from nodeloom.api.app import create_app
+from nodeloom.auth import passwords
 from nodeloom.db.migrate import upgrade
 from nodeloom.settings import Settings
 from tests.providers.fakes import FakeFal, FakeReplicate
@@ -26,6 +28,14 @@ from tests.services import POSTGRES_ADMIN_URL, require_postgres
 
 TEST_SECRET = "test-secret-" + "x" * 40
 PASSWORD = "correct horse battery"
+
+# Passwords hashed in this process use argon2id at its lowest cost (one pass over 8 KiB, one
+# lane) instead of the RFC 9106 low-memory profile (three passes over 64 MiB, four lanes): the
+# same algorithm, hash format, salt and tag length, and the same hash_password/verify_password
+# code, but about a millisecond instead of 0.2-1.5 s per call on a 2-core machine, and most tests
+# sign up and log in at least once. The timing dummy hash keeps the real cost, and so do the
+# `nodeloom serve` processes that tests start (tests/server.py).
+passwords._hasher = PasswordHasher(time_cost=1, memory_cost=8, parallelism=1)
 
 
 @pytest.fixture(scope="session")
@@ -66,6 +76,25 @@ async def _admin(statement: str) -> None:
     try:
         async with engine.connect() as conn:
             await conn.execute(sa.text(statement))
+    finally:
+        await engine.dispose()
+
+
+async def drop_connections(database_url: str) -> int:
+    """End every server connection to ``database_url``'s database (a restart of PostgreSQL
+    or a proxy dropping idle connections, as the app meets them): how many were ended."""
+    name = database_url.rsplit("/", 1)[1]
+    engine = create_async_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
+    try:
+        async with engine.connect() as conn:
+            ended = await conn.execute(
+                sa.text(
+                    "select pg_terminate_backend(pid) from pg_stat_activity"
+                    " where datname = :name and pid <> pg_backend_pid()"
+                ),
+                {"name": name},
+            )
+            return len(ended.all())
     finally:
         await engine.dispose()
 
@@ -120,10 +149,17 @@ def settings(
     return Settings(**values).prepare()  # type: ignore[arg-type]
 
 
-@pytest.fixture
-async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+@contextlib.asynccontextmanager
+async def started_app(settings: Settings) -> AsyncIterator[FastAPI]:
+    """``create_app(settings)`` with its lifespan running, as a server runs it."""
     application = create_app(settings)
     async with application.router.lifespan_context(application):
+        yield application
+
+
+@pytest.fixture
+async def app(settings: Settings) -> AsyncIterator[FastAPI]:
+    async with started_app(settings) as application:
         yield application
 
 
@@ -222,3 +258,28 @@ def text_graph(template: str = "Hello {{ text }}!") -> dict[str, object]:
         "edges": [{"id": "e1", "source": "in", "target": "tpl"}],
         "viewport": {"x": 0, "y": 0, "zoom": 1},
     }
+
+
+# Files whose tests start server processes, browsers or CLI subprocesses: the suite's longest.
+LONG_FILES = (
+    "tests/topology/",
+    "tests/e2e/",
+    "tests/client/test_cli.py",
+    "tests/store/test_migrations.py",
+    "tests/test_shared_ratelimit.py",
+    "tests/test_crash_recovery.py",
+    "tests/test_repeat_crash_recovery.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The longest tests first (marked slow, then the files that start processes):
+    pytest-xdist hands tests out in this order, and a long test started last would leave
+    the other workers idle while it ends the run."""
+
+    def rank(item: pytest.Item) -> int:
+        if item.get_closest_marker("slow") is not None:
+            return 0
+        return 1 if item.nodeid.startswith(LONG_FILES) else 2
+
+    items.sort(key=rank)

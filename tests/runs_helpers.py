@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -39,6 +40,37 @@ async def execute(
 async def wait_for_run(
     client: httpx.AsyncClient, user: User, workflow_id: str, run_id: str, timeout: float = 20.0
 ) -> dict[str, Any]:
+    return await _poll_run(
+        client, user, workflow_id, run_id, lambda body: body["status"] != "running", timeout
+    )
+
+
+async def wait_for_node(
+    client: httpx.AsyncClient,
+    user: User,
+    workflow_id: str,
+    run_id: str,
+    node_id: str,
+    status: str = "running",
+    timeout: float = 20.0,
+) -> dict[str, Any]:
+    """The run once its node ``node_id`` has ``status`` (a node running: the moment to
+    cancel, delete or restart while it runs, instead of a guessed sleep)."""
+
+    def reached(body: dict[str, Any]) -> bool:
+        return any(nr["node_id"] == node_id and nr["status"] == status for nr in body["node_runs"])
+
+    return await _poll_run(client, user, workflow_id, run_id, reached, timeout)
+
+
+async def _poll_run(
+    client: httpx.AsyncClient,
+    user: User,
+    workflow_id: str,
+    run_id: str,
+    reached: Callable[[dict[str, Any]], bool],
+    timeout: float,
+) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     # Backing off as a client should: a run queued on PostgreSQL may take seconds, and
     # polling every 20 ms would spend the key's 100 requests a minute.
@@ -47,10 +79,10 @@ async def wait_for_run(
         r = await client.get(f"/api/v1/workflows/{workflow_id}/runs/{run_id}", headers=user.headers)
         assert r.status_code == 200, r.text
         body: dict[str, Any] = r.json()
-        if body["status"] != "running":
+        if reached(body):
             return body
         if time.monotonic() > deadline:
-            raise AssertionError(f"run {run_id} still running after {timeout}s: {body}")
+            raise AssertionError(f"run {run_id} not there after {timeout}s: {body}")
         await asyncio.sleep(delay)
         delay = min(0.25, delay * 1.5)
 
@@ -122,3 +154,17 @@ async def assert_kept_never_run(
     assert {nr["node_id"] for nr in run["node_runs"]} == ran
     assert run["credits_used"] == r.json()["estimated_credits"]
     return saved
+
+
+# A run that fails part-way, for retries: "a" and "side" complete (1 credit each), "bad"
+# fails and skips "after".
+FAILS_PART_WAY = g(
+    [
+        n("in", "TextInput", text="x"),
+        n("a", "TextTemplate", template="A {{ text }}"),
+        n("bad", "TextTemplate", template="{{ 1 / 0 }}"),
+        n("after", "TextTemplate", template="{{ text }}!"),
+        n("side", "TextTemplate", template="side {{ text }}"),
+    ],
+    [e("in", "a"), e("a", "bad"), e("bad", "after"), e("in", "side")],
+)

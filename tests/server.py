@@ -9,15 +9,42 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 
+# Ports handed to processes that bind them later. The suite runs in several pytest-xdist
+# workers at once: a port the kernel picks for ``bind(0)`` and this process then lets go
+# could be picked again by another worker before the child binds it, and a health check
+# would then reach the other worker's server. So each worker takes its ports from a range
+# of its own, below the kernel's ephemeral range (32768 and up), which client sockets use.
+_PORTS_PER_WORKER = 1500
+_FIRST_PORT = 18000
+
+
+def _port_candidates() -> Iterator[int]:
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    index = int(worker) if worker.isdigit() else 0
+    first = _FIRST_PORT + (index % 9) * _PORTS_PER_WORKER
+    while True:
+        yield from range(first, first + _PORTS_PER_WORKER)
+
+
+_candidates = _port_candidates()
+
 
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A port on 127.0.0.1 that nothing listens on now, of this worker's own range."""
+    for _ in range(_PORTS_PER_WORKER):
+        port = next(_candidates)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port in this test worker's range")
 
 
 class ChildProcess:

@@ -3,6 +3,7 @@ path they mention exists."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 from pathlib import Path
 
@@ -25,3 +26,16 @@ def test_repository_paths_in_the_docs_exist() -> None:
         for match in REPO_PATH.finditer(page.read_text(encoding="utf-8")):
             target = match.group(1).split("::")[0].rstrip(".")
             assert (ROOT / target).exists(), f"{page.relative_to(ROOT)} names {target}"
+
+
+def test_the_module_map_matches_the_tree() -> None:
+    """docs/architecture.md's module map names every module of the package, with its
+    docstring's first sentence; regenerate with scripts/gen_module_map.py."""
+    spec = importlib.util.spec_from_file_location(
+        "gen_module_map", ROOT / "scripts" / "gen_module_map.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.undocumented() == [], "every module says what it is in its docstring"
+    assert module.current() == module.render(), "run: .venv/bin/python scripts/gen_module_map.py"

@@ -11,6 +11,8 @@ export default defineConfig({
     assetsDir: "assets",
     sourcemap: false,
     chunkSizeWarningLimit: 1024,
+    // Two pages: the web app, and a workflow app's page for visitors (its own small entry).
+    rollupOptions: { input: { main: "index.html", app: "app.html" } },
   },
   server: {
     proxy: {
@@ -18,7 +20,13 @@ export default defineConfig({
     },
   },
   test: {
-    include: ["src/**/*.test.ts"],
+    // Unit tests (*.test.ts) run in Node; component tests (*.test.tsx) ask for jsdom in their
+    // first line and render with Testing Library.
+    include: ["src/**/*.test.{ts,tsx}"],
     environment: "node",
+    setupFiles: ["src/testing/setup.ts"],
+    // Queries by role and name walk the accessibility tree in jsdom: a few seconds per test
+    // on a busy 2-core machine, so the 5 s default would fail for load, not for a defect.
+    testTimeout: 30_000,
   },
 });

@@ -56,7 +56,7 @@ def serve(
     ] = None,
 ) -> None:
     """Migrate the database, then serve the API (and, unless --no-worker, run workflows)."""
-    from nodeloom.api import serving
+    from nodeloom.api.urls import base_url_mismatch
 
     settings = _settings()
     logs.configure(settings.log_level)
@@ -68,7 +68,7 @@ def serve(
         raise typer.Exit(2)
     if processes is not None:
         settings = settings.model_copy(update={"processes": processes})
-    mismatch = serving.base_url_mismatch(settings.base_url, host, port)
+    mismatch = base_url_mismatch(settings.base_url, host, port)
     if mismatch is not None:
         logging.getLogger("nodeloom").warning(mismatch)
     upgrade(settings.effective_database_url)
@@ -77,6 +77,9 @@ def serve(
 
         code = Supervisor(settings, host, port, executes=not no_worker).run()
         raise typer.Exit(code)
+    # Imported here, not above: a supervisor of N processes never builds the app itself.
+    from nodeloom.api import serving
+
     serving.serve(settings, host, port, executes=not no_worker)
 
 
@@ -122,7 +125,7 @@ def worker(
 async def _work(settings: Settings) -> None:
     import signal
 
-    from nodeloom.engine.submit import GraphCache
+    from nodeloom.engine.graph_cache import GraphCache
     from nodeloom.runtime import Runtime
 
     runtime = Runtime.build(settings, executes=True)

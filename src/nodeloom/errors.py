@@ -11,10 +11,12 @@ RFC 9457 problem+json responses.
         ├── InvalidSignature        401 invalid_signature (a provider's webhook delivery)
         ├── InsufficientCredits     402 insufficient_credits
         ├── StorageQuotaExceeded    402 storage_quota_exceeded
+        ├── AppBudgetExhausted      402 app_budget_exhausted (an app's own budget)
         ├── Forbidden               403 forbidden
         │   ├── JwtRequired         403 jwt_required
         │   ├── PlanUpgradeRequired 403 plan_upgrade_required
         │   ├── WebhookInactive     403 webhook_inactive
+        │   ├── ChallengeFailed     403 challenge_failed (an app's proof of work)
         │   └── BadSignature        403 forbidden (signed webhooks' signatures)
         ├── NotFound                404 not_found
         ├── Conflict                409 conflict
@@ -134,6 +136,14 @@ class StorageQuotaExceeded(ProblemError):
         )
 
 
+class AppBudgetExhausted(ProblemError):
+    """A workflow app spent the credits its owner allowed it (per day or in total)."""
+
+    status = 402
+    code = "app_budget_exhausted"
+    title = "App budget exhausted"
+
+
 class Forbidden(ProblemError):
     status = 403
     code = "forbidden"
@@ -153,6 +163,14 @@ class PlanUpgradeRequired(Forbidden):
 class WebhookInactive(Forbidden):
     code = "webhook_inactive"
     title = "Webhook inactive"
+
+
+class ChallengeFailed(Forbidden):
+    """An app asks for a proof of work and the run came without a valid, unexpired, unused
+    solution (``reason``: missing, invalid, expired, wrong or used)."""
+
+    code = "challenge_failed"
+    title = "Proof of work needed"
 
 
 class BadSignature(Forbidden):

@@ -111,6 +111,16 @@ CATALOG: tuple[ProblemType, ...] = (
         "administrator for a plan with more storage.",
     ),
     _p(
+        "app_budget_exhausted",
+        402,
+        "App budget exhausted",
+        "A workflow app has used the credits its owner allowed it: `budget` says which "
+        "(`daily`, with `resets_at` and `Retry-After`, or `total`). No run was started and "
+        "nothing was charged.",
+        "Try again after `resets_at`; the app's owner can raise its budget.",
+        retry=True,
+    ),
+    _p(
         "forbidden",
         403,
         "Forbidden",
@@ -143,6 +153,19 @@ CATALOG: tuple[ProblemType, ...] = (
         "The webhook exists but is switched off; no run was started.",
         'Its owner switches it on again (`PATCH` with `{"active": true}`, or '
         "`nodeloom webhooks enable`).",
+    ),
+    _p(
+        "challenge_failed",
+        403,
+        "Proof of work needed",
+        "A workflow app asks each run for a proof of work, and this run came without a "
+        "valid one: `reason` is `missing` (no X-App-Challenge and X-App-Solution), `invalid` "
+        "(not this server's or this app's challenge, altered, or easier than the app asks "
+        "now), `expired`, `wrong` (the hash falls short) or `used` (a solution starts one "
+        "run). No run was started.",
+        "Read the app's form again for a new `challenge`, solve it (docs/apps.md) and send "
+        "the run with it.",
+        retry=True,
     ),
     _p(
         "not_found",

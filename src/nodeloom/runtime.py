@@ -21,18 +21,22 @@ from nodeloom.artifacts.store import ArtifactStore, LocalArtifactStore
 from nodeloom.auth.revocation import RevocationFeed, Revocations
 from nodeloom.db.engine import Database
 from nodeloom.engine.callbacks import CallbackSender
+from nodeloom.engine.child_runs import ChildRuns
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.dispatch.local import LocalDispatcher
 from nodeloom.engine.dispatch.queue import QueueDispatcher
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor
+from nodeloom.engine.graph_cache import GraphCache
 from nodeloom.engine.process import ProcessIdentity
 from nodeloom.engine.retention import Retention
 from nodeloom.engine.scratch import ScratchSpace
-from nodeloom.engine.submit import Acceptor, GraphCache
-from nodeloom.engine.subworkflows import ChildRuns
+from nodeloom.engine.submit import Acceptor
 from nodeloom.events.bus import EventBus, MemoryBus
 from nodeloom.events.links import LogReader, PollingBus, RedisBus
 from nodeloom.metrics import Metrics
+from nodeloom.nodes.adapters import comfyui_fleet
+from nodeloom.nodes.adapters.comfyui_drains import DrainFeed
+from nodeloom.nodes.adapters.comfyui_reports import FleetReports
 from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.ratelimit import LocalWindows, Windows
 from nodeloom.sandbox.fair import FairSlots
@@ -95,6 +99,8 @@ class Runtime:
     revocation_feed: RevocationFeed
     retention: Retention
     callbacks: CallbackSender
+    fleet_reports: FleetReports
+    drain_feed: DrainFeed
 
     @classmethod
     def build(
@@ -147,6 +153,8 @@ class Runtime:
             revocation_feed=RevocationFeed(db, revocations),
             retention=Retention(settings, db, store),
             callbacks=CallbackSender(settings, db),
+            fleet_reports=FleetReports(settings.redis_url, identity.token),
+            drain_feed=DrainFeed(settings, db),
         )
         runtime._gauges()
         return runtime
@@ -216,6 +224,12 @@ class Runtime:
             "Accepted runs waiting for a driver slot in this process.",
             lambda: float(getattr(dispatcher, "waiting_runs", 0)),
         )
+        metrics.gauge(
+            "nodeloom_runs_parked",
+            "Runs driven here whose nodes only wait (approvals, child runs, provider jobs):"
+            " their driver slots are given back meanwhile.",
+            lambda: float(getattr(dispatcher, "parked_runs", 0)),
+        )
 
     def describe(self) -> str:
         """What this process runs on, for the start-up log."""
@@ -245,11 +259,16 @@ class Runtime:
         await self.dispatcher.start()
         await self.retention.start()
         await self.callbacks.start()
+        await self.fleet_reports.start()
+        await self.drain_feed.start()
 
     async def stop(self) -> None:
+        await self.drain_feed.stop()
+        await self.fleet_reports.stop()
         await self.callbacks.stop()
         await self.retention.stop()
         await self.dispatcher.stop()
+        await comfyui_fleet.close_all()  # after the nodes: their health checks and clients
         await self.sandbox.stop()
         self.scratch.close()
         await self.revocation_feed.stop()

@@ -33,6 +33,58 @@ class UploadLimitsOverride(BaseModel):
     seconds: float | None = Field(default=None, gt=0)
 
 
+class ComfyUIServer(BaseModel):
+    """One ComfyUI server of a fleet: a ``comfyui`` credential's ``servers`` or the
+    operator's shared pool (``NODELOOM_COMFYUI_POOL``). See docs/providers.md, "A fleet of
+    ComfyUI servers"."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    base_url: str = Field(max_length=2000, description="http(s) URL of the ComfyUI server.")
+    name: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=64,
+        description="What /metrics and the node run call it (default: its host and port).",
+    )
+    max_in_flight: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Prompts sent to it at once (1: a single-GPU box runs one at a time; "
+        "more wait in Nodeloom, where they can still go to another server).",
+    )
+    draining: bool = Field(
+        default=False,
+        description="Draining for maintenance: the prompts it holds finish, it gets no new one.",
+    )
+    bearer_token: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=4096,
+        repr=False,
+        description="Shared pool only: the bearer token the server (or its proxy) requires.",
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http_url(cls, value: str) -> str:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError("base_url must be an http or https URL with a host")
+        if parts.username is not None or parts.password is not None:
+            raise ValueError("base_url must not carry a user name or password")
+        return value.rstrip("/")
+
+    @property
+    def label(self) -> str:
+        """Its name, else its host and port."""
+        if self.name:
+            return self.name
+        parts = urlsplit(self.base_url)
+        return f"{parts.hostname}:{parts.port}" if parts.port else str(parts.hostname)
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="NODELOOM_", extra="ignore")
 
@@ -68,6 +120,12 @@ class Settings(BaseSettings):
     )
     signup_enabled: bool = Field(
         default=False, description="Allow sign-up after the first (owner) account exists."
+    )
+    operator_emails: list[str] = Field(
+        default_factory=list,
+        description="E-mail addresses of the accounts that are this server's operators (the "
+        "operator pages and /api/v1/operator). Empty: the first account (the owner, who set "
+        "the server up) alone.",
     )
     owner_plan: str = Field(default="enterprise", description="Plan of the first account.")
     owner_credits: int = Field(default=10_000, description="Credits granted to the first account.")
@@ -306,6 +364,32 @@ class Settings(BaseSettings):
         description="Largest file a provider node downloads from a URL its provider hands "
         "back (the artifact size limit applies too).",
     )
+    comfyui_pool: list[ComfyUIServer] = Field(
+        default_factory=list,
+        description="The operator's shared pool of ComfyUI servers (JSON list of {base_url, "
+        "name?, max_in_flight?, draining?, bearer_token?}), offered to every account through "
+        'a comfyui credential {"shared_pool": true}. Drain a server by setting its '
+        "draining and restarting: prompts it holds re-attach and finish, none new go to it.",
+    )
+    comfyui_pool_account_limit: int = Field(
+        default=2,
+        ge=1,
+        description="Prompts one account may have in flight on the shared pool at once; "
+        "free slots go to the account with the fewest in flight first.",
+    )
+    comfyui_check_seconds: float = Field(
+        default=5.0,
+        gt=0,
+        description="Seconds between health checks (GET /queue) of each fleet server; a "
+        "server that does not answer is taken out and checked again with back-off.",
+    )
+    comfyui_object_info_seconds: float = Field(
+        default=300.0,
+        gt=0,
+        description="Seconds a fleet server's node types and model files (GET /object_info) "
+        "are kept before the background check fetches them again (a prompt that no server "
+        "seems to fit fetches them at once).",
+    )
     replicate_api_url: str = Field(
         default="https://api.replicate.com/v1",
         description="Replicate's HTTP API (ReplicateModel and the video/music nodes).",
@@ -362,6 +446,12 @@ class Settings(BaseSettings):
         description="Upload limits by plan, as JSON (fields file_bytes, storage_bytes, pixels, "
         'seconds): {"free": {"storage_bytes": 2147483648}}. Fields left out keep their '
         "defaults (docs/media-inputs.md); max_image_pixels and max_media_seconds cap them all.",
+    )
+    tus_expiry_seconds: int = Field(
+        default=86400,
+        ge=1,
+        description="A resumable upload (tus) not finished this long after its creation is "
+        "removed, and the quota it held given back.",
     )
     artifact_store: Literal["local", "s3"] = Field(
         default="local",

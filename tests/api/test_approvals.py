@@ -13,10 +13,15 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
+from fastapi import FastAPI
 
+from nodeloom.db.models import utcnow
+from nodeloom.engine import hook_signals
+from nodeloom.settings import Settings
+from nodeloom.store import approvals as approval_store
 from tests.api.test_auth import assert_problem
-from tests.conftest import User
-from tests.runs_helpers import create_workflow, execute, g, n, wait_for_run
+from tests.conftest import User, drop_connections
+from tests.runs_helpers import create_workflow, edge, execute, g, n, wait_for_run
 
 
 @pytest.fixture(params=["sqlite", "postgres"])
@@ -57,15 +62,7 @@ async def pending(
     client: httpx.AsyncClient, user: User, run_id: str, timeout: float = 30.0
 ) -> dict[str, Any]:
     """The approval of ``run_id`` once it is listed (the node is waiting)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        r = await client.get("/api/v1/approvals", headers=user.headers)
-        assert r.status_code == 200, r.text
-        for item in r.json()["data"]:
-            if item["run_id"] == run_id:
-                return dict(item)
-        assert time.monotonic() < deadline, f"no approval for {run_id}: {r.json()}"
-        await asyncio.sleep(0.05)
+    return (await all_pending(client, user, run_id, 1, timeout))[0]
 
 
 def statuses(run: dict[str, Any]) -> dict[str, str]:
@@ -334,3 +331,192 @@ class TestMedia:
         assert isinstance(errors, list)
         pointers = [e["pointer"] for e in errors]
         assert "/graph_json/nodes/0/data/allow_edit" in pointers
+
+
+async def all_pending(
+    client: httpx.AsyncClient, user: User, run_id: str, count: int, timeout: float = 30.0
+) -> list[dict[str, Any]]:
+    """The ``count`` approvals of ``run_id`` once they are all listed."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = await client.get("/api/v1/approvals", headers=user.headers)
+        assert r.status_code == 200, r.text
+        mine = [dict(item) for item in r.json()["data"] if item["run_id"] == run_id]
+        if len(mine) >= count:
+            return mine
+        assert time.monotonic() < deadline, f"{len(mine)} approvals for {run_id}: {r.json()}"
+        await asyncio.sleep(0.05)
+
+
+class TestInRegions:
+    async def test_each_item_of_a_for_each_waits_for_its_own_decision(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("each", "ForEach", concurrency=3),
+                n("gate", "Approval", prompt="Post this line?"),
+                n("yes", "TextTemplate", template="posted: {{ text }}"),
+                n("all", "Collect"),
+            ],
+            [
+                edge("in", "each"),
+                edge("each", "gate"),
+                edge("gate", "yes", "approved"),
+                edge("yes", "all"),
+            ],
+        )
+        wf = await create_workflow(client, owner, graph)
+        r = await execute(client, owner, wf, {"input": {"text": "one\ntwo\nthree"}, "cache": False})
+        assert r.status_code == 202, r.text
+        run_id = r.json()["run_id"]
+        items = await all_pending(client, owner, run_id, 3)
+        by_text = {item["input"]["text"]: item for item in items}
+        assert set(by_text) == {"one", "two", "three"}
+        assert {(item["node_id"], item["item_index"]) for item in items} == {
+            ("gate", 0),
+            ("gate", 1),
+            ("gate", 2),
+        }
+        assert by_text["two"]["item_index"] == 1
+        for text, action in (("one", "approve"), ("two", "reject"), ("three", "approve")):
+            r = await client.post(
+                f"/api/v1/approvals/{by_text[text]['id']}/{action}", headers=owner.headers
+            )
+            assert r.status_code == 200, r.text
+        done = await wait_for_run(client, owner, wf, run_id, timeout=60)
+        assert done["status"] == "completed", done
+        yes = {nr["item_index"]: nr["status"] for nr in done["node_runs"] if nr["node_id"] == "yes"}
+        assert yes == {0: "completed", 1: "skipped", 2: "completed"}
+        assert done["credits_used"] == 2
+        collected = next(nr for nr in done["node_runs"] if nr["node_id"] == "all")
+        r = await client.get(f"/api/v1/artifacts/{collected['artifact_id']}", headers=owner.headers)
+        assert json.loads(r.text) == ["posted: one", None, "posted: three"]  # a rejected item
+
+    async def test_a_person_is_the_judge_of_a_repeat(
+        self, client: httpx.AsyncClient, owner: User
+    ) -> None:
+        """Regenerate until approved: a rejection sends the draft round again, an approval
+        ends the loop; each iteration has its own approval."""
+        graph = g(
+            [
+                n("in", "TextInput"),
+                n("rep", "Repeat", max_iterations=3),
+                n("grow", "TextTemplate", template="{{ text }}x"),
+                n("gate", "Approval", prompt="Good enough?"),
+                n("ok", "TextTemplate", template="ok:{{ text }}"),
+                n("again", "TextTemplate", template="{{ text }}"),
+                n("join", "Merge"),
+                n("until", "Until", operator="starts_with", value="ok:"),
+                n("good", "TextTemplate", template="good: {{ text }}"),
+            ],
+            [
+                edge("in", "rep"),
+                edge("rep", "grow"),
+                edge("grow", "gate"),
+                edge("gate", "ok", "approved"),
+                edge("gate", "again", "rejected"),
+                edge("ok", "join"),
+                edge("again", "join"),
+                edge("join", "until"),
+                edge("until", "good", "done"),
+            ],
+        )
+        wf = await create_workflow(client, owner, graph)
+        r = await execute(client, owner, wf, {"input": {"text": "a"}, "cache": False})
+        assert r.status_code == 202, r.text
+        run_id = r.json()["run_id"]
+        first = await pending(client, owner, run_id)
+        assert first["input"]["text"] == "ax"
+        assert (first["node_id"], first["item_index"]) == ("gate", 0)
+        r = await client.post(f"/api/v1/approvals/{first['id']}/reject", headers=owner.headers)
+        assert r.status_code == 200, r.text
+        second = await pending(client, owner, run_id)
+        assert second["id"] != first["id"] and second["input"]["text"] == "axx"
+        assert (second["node_id"], second["item_index"]) == ("gate", 1)
+        r = await client.post(f"/api/v1/approvals/{second['id']}/approve", headers=owner.headers)
+        assert r.status_code == 200, r.text
+        done = await wait_for_run(client, owner, wf, run_id, timeout=60)
+        assert done["status"] == "completed", done
+        gates = sorted(
+            (nr["item_index"], nr["status"]) for nr in done["node_runs"] if nr["node_id"] == "gate"
+        )
+        assert gates == [(0, "completed"), (1, "completed")]
+        assert await text_of(client, owner, done, "good") == "good: ok:axx"
+
+
+class TestDatabaseHiccups:
+    @pytest.mark.parametrize("backend", ["postgres"])
+    async def test_a_wait_outlives_every_connection_dropped(
+        self, client: httpx.AsyncClient, owner: User, settings: Settings
+    ) -> None:
+        """PostgreSQL restarts (or a proxy drops the connections) while a node waits for a
+        person: the decision made afterwards still reaches it and the run completes."""
+        wf, run_id = await start(client, owner, gated())
+        item = await pending(client, owner, run_id)
+        assert settings.database_url is not None
+        assert await drop_connections(settings.database_url) > 0
+        # As our client does: a 503 (a request that met a dropped connection) is tried again.
+        for _ in range(50):
+            r = await client.post(f"/api/v1/approvals/{item['id']}/approve", headers=owner.headers)
+            if r.status_code != 503:
+                break
+            await asyncio.sleep(0.1)
+        assert r.status_code == 200, r.text
+        done = await wait_for_run(client, owner, wf, run_id, timeout=60)
+        assert done["status"] == "completed", done
+        assert statuses(done) == {
+            "in": "completed",
+            "gate": "completed",
+            "yes": "completed",
+            "no": "skipped",
+        }
+
+
+class TestLookingAgain:
+    """A decision whose signal is lost (Redis restarted, a bus that carries no signals between
+    processes) still reaches its node: the process looks at all its waiting approvals together,
+    one statement per look, however many nodes wait."""
+
+    @pytest.fixture(autouse=True)
+    def quick_rechecks(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch.setattr(hook_signals, "RECHECK", 0.2)
+
+    async def test_a_decision_without_its_signal_still_completes_the_run(
+        self, client: httpx.AsyncClient, app: FastAPI, owner: User
+    ) -> None:
+        wf, run_id = await start(client, owner, gated())
+        item = await pending(client, owner, run_id)
+        # Decided as another process would, with no signal on this process's bus.
+        decided = await app.state.ctx.db.write(
+            lambda c: approval_store.decide(c, item["id"], "approved", by="api", now=utcnow())
+        )
+        assert decided
+        done = await wait_for_run(client, owner, wf, run_id, timeout=60)
+        assert done["status"] == "completed", done
+        assert statuses(done)["yes"] == "completed" and statuses(done)["no"] == "skipped"
+
+    @pytest.mark.parametrize("backend", ["sqlite"])
+    async def test_many_waiting_nodes_cost_one_read_per_look(
+        self, client: httpx.AsyncClient, app: FastAPI, owner: User
+    ) -> None:
+        waiting = 40
+        wf = await create_workflow(client, owner, gated())
+        for _ in range(waiting):
+            r = await execute(client, owner, wf, {"cache": False})
+            assert r.status_code == 202, r.text
+        r = await client.get("/api/v1/approvals", headers=owner.headers)
+        deadline = time.monotonic() + 60
+        while r.json()["count"] < waiting:
+            assert time.monotonic() < deadline, r.json()["count"]
+            await asyncio.sleep(0.05)
+            r = await client.get("/api/v1/approvals", headers=owner.headers)
+        db = app.state.ctx.db
+        started, before = time.monotonic(), db.statements
+        await asyncio.sleep(10 * hook_signals.RECHECK)
+        looks = (time.monotonic() - started) / hook_signals.RECHECK
+        sent = db.statements - before
+        # One read per node per look would be 40 x looks; the watch sends one per look (the
+        # server's own background work adds a few).
+        assert sent < waiting, (sent, looks)

@@ -15,7 +15,8 @@ from fastapi import FastAPI
 
 from nodeloom.engine.credits import ledger_balance
 from nodeloom.engine.executor import INLINE_INPUT_BYTES
-from nodeloom.engine.submit import RunRequest, new_run, read_workflow, write_run
+from nodeloom.engine.new_run import new_run, read_workflow, write_run
+from nodeloom.engine.run_request import RunRequest
 from nodeloom.engine.transitions import WorkflowChanged
 from nodeloom.errors import NotFound
 from nodeloom.store import accounts

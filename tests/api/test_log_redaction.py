@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import logging
 from collections.abc import Iterator
+from typing import Any
 from urllib.parse import unquote
 
 import pytest
@@ -29,62 +30,75 @@ def quote_all(text: str) -> str:
     return "".join(f"%{b:02X}" for b in text.encode())
 
 
+def numbered(cases: list[Any]) -> list[Any]:
+    """Cases named by their place: their text holds secrets made at import, which differ in
+    each test process, and pytest-xdist's workers must collect the same test names."""
+    return [
+        pytest.param(*(case if isinstance(case, tuple) else (case,)), id=f"case{i}")
+        for i, case in enumerate(cases)
+    ]
+
+
 class TestRedact:
     @pytest.mark.parametrize(
         ("line", "expected"),
-        [
-            (
-                f'127.0.0.1:5 - "WebSocket /api/v1/ws?token={JWT}" [accepted]',
-                '127.0.0.1:5 - "WebSocket /api/v1/ws?token=[redacted]" [accepted]',
-            ),
-            (
-                f"GET /api/v1/workflows/w/runs/r/events?after_seq=3&token={API_KEY} HTTP/1.1",
-                "GET /api/v1/workflows/w/runs/r/events?after_seq=3&token=[redacted] HTTP/1.1",
-            ),
-            (
-                f"GET /api/v1/artifacts/a1?{SIGNED}",
-                f"GET /api/v1/artifacts/a1?{SIGNED.split('sig=')[0]}sig=[redacted]",
-            ),
-            (f"POST /api/v1/webhooks/{HOOK} 202", "POST /api/v1/webhooks/[redacted] 202"),
-            (f"POST /api/v1/webhooks/{HOOK[:9]}?x=1", "POST /api/v1/webhooks/[redacted]?x=1"),
-            (
-                f"POST /api/v1/provider-hooks/replicate/{HOOK}.mac 200",
-                "POST /api/v1/provider-hooks/replicate/[redacted] 200",
-            ),
-            (f"Authorization: Bearer {HOOK}", "Authorization: Bearer [redacted]"),
-            (f"key {API_KEY} refused", "key nlk_[redacted] refused"),
-            (f"token was {JWT}.", "token was [redacted]."),
-            ("GET /api/v1/ws?TOKEN=abc&x=1", "GET /api/v1/ws?TOKEN=[redacted]&x=1"),
-        ],
+        numbered(
+            [
+                (
+                    f'127.0.0.1:5 - "WebSocket /api/v1/ws?token={JWT}" [accepted]',
+                    '127.0.0.1:5 - "WebSocket /api/v1/ws?token=[redacted]" [accepted]',
+                ),
+                (
+                    f"GET /api/v1/workflows/w/runs/r/events?after_seq=3&token={API_KEY} HTTP/1.1",
+                    "GET /api/v1/workflows/w/runs/r/events?after_seq=3&token=[redacted] HTTP/1.1",
+                ),
+                (
+                    f"GET /api/v1/artifacts/a1?{SIGNED}",
+                    f"GET /api/v1/artifacts/a1?{SIGNED.split('sig=')[0]}sig=[redacted]",
+                ),
+                (f"POST /api/v1/webhooks/{HOOK} 202", "POST /api/v1/webhooks/[redacted] 202"),
+                (f"POST /api/v1/webhooks/{HOOK[:9]}?x=1", "POST /api/v1/webhooks/[redacted]?x=1"),
+                (
+                    f"POST /api/v1/provider-hooks/replicate/{HOOK}.mac 200",
+                    "POST /api/v1/provider-hooks/replicate/[redacted] 200",
+                ),
+                (f"Authorization: Bearer {HOOK}", "Authorization: Bearer [redacted]"),
+                (f"key {API_KEY} refused", "key nlk_[redacted] refused"),
+                (f"token was {JWT}.", "token was [redacted]."),
+                ("GET /api/v1/ws?TOKEN=abc&x=1", "GET /api/v1/ws?TOKEN=[redacted]&x=1"),
+            ]
+        ),
     )
     def test_secrets_are_replaced(self, line: str, expected: str) -> None:
         assert logs.redact(line) == expected
 
     @pytest.mark.parametrize(
         "line",
-        [
-            # The server decodes a query's names and values before it reads them, so
-            # ?%74oken=%6Elk_... is ?token=nlk_...: it authenticates, and must not be logged.
-            f'127.0.0.1:5 - "WebSocket /api/v1/ws?%74oken={quote_all(API_KEY)}" [accepted]',
-            f"GET /api/v1/ws?%74%6F%6B%65%6E={API_KEY}",
-            f"GET /api/v1/ws?%54oKeN={JWT}&x=1",
-            f"GET /api/v1/ws?x=1%26token%3D{API_KEY}",
-            f"GET /api/v1/ws?tok%2565n={quote_all(quote_all(JWT))}",
-            f"GET /api/v1/artifacts/a1?exp=1&%73ig={SIG}",
-            f"GET /api/v1/artifacts/a1?exp=1&SIG={quote_all(SIG)}",
-            f"GET /api/v1/artifacts/a1%3Fexp=1%26sig={SIG}",
-            # Whatever path reaches the trigger route, or a 404/405 beside it.
-            f"GET //webhooks/{HOOK} HTTP/1.1 405",
-            f"GET /api/v1//webhooks/{HOOK} HTTP/1.1 405",
-            f"POST /API/V1/Webhooks/{HOOK} 404",
-            f"POST /api/v1/webhooks//{HOOK} 404",
-            f"POST /api/v1%2Fwebhooks%2F{HOOK} 404",
-            f"POST /api/v1/provider-hooks//replicate/{HOOK}.mac 404",
-            # A credential outside a URL, encoded or in other case.
-            f"value {quote_all(API_KEY)} refused",
-            f"value {API_KEY.upper()} refused",
-            f"value {quote_all(JWT)} refused",
-        ],
+        numbered(
+            [
+                # The server decodes a query's names and values before it reads them, so
+                # ?%74oken=%6Elk_... is ?token=nlk_...: it authenticates, and must not be logged.
+                f'127.0.0.1:5 - "WebSocket /api/v1/ws?%74oken={quote_all(API_KEY)}" [accepted]',
+                f"GET /api/v1/ws?%74%6F%6B%65%6E={API_KEY}",
+                f"GET /api/v1/ws?%54oKeN={JWT}&x=1",
+                f"GET /api/v1/ws?x=1%26token%3D{API_KEY}",
+                f"GET /api/v1/ws?tok%2565n={quote_all(quote_all(JWT))}",
+                f"GET /api/v1/artifacts/a1?exp=1&%73ig={SIG}",
+                f"GET /api/v1/artifacts/a1?exp=1&SIG={quote_all(SIG)}",
+                f"GET /api/v1/artifacts/a1%3Fexp=1%26sig={SIG}",
+                # Whatever path reaches the trigger route, or a 404/405 beside it.
+                f"GET //webhooks/{HOOK} HTTP/1.1 405",
+                f"GET /api/v1//webhooks/{HOOK} HTTP/1.1 405",
+                f"POST /API/V1/Webhooks/{HOOK} 404",
+                f"POST /api/v1/webhooks//{HOOK} 404",
+                f"POST /api/v1%2Fwebhooks%2F{HOOK} 404",
+                f"POST /api/v1/provider-hooks//replicate/{HOOK}.mac 404",
+                # A credential outside a URL, encoded or in other case.
+                f"value {quote_all(API_KEY)} refused",
+                f"value {API_KEY.upper()} refused",
+                f"value {quote_all(JWT)} refused",
+            ]
+        ),
     )
     def test_encoded_and_recased_secrets_are_replaced(self, line: str) -> None:
         scrubbed = logs.redact(line)

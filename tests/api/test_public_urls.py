@@ -14,8 +14,7 @@ import pydantic
 import pytest
 from fastapi import FastAPI
 
-from nodeloom.api.serving import base_url_mismatch
-from nodeloom.api.urls import valid_host
+from nodeloom.api.urls import base_url_mismatch, valid_host
 from nodeloom.settings import Settings
 from tests.conftest import TEST_SECRET, User, make_user
 from tests.live import account

@@ -17,7 +17,16 @@ from tests.api.test_auth import assert_problem
 from tests.api.test_instant_runs import events_of, ledger_of
 from tests.api.test_webhooks import set_credits
 from tests.conftest import User, text_graph
-from tests.runs_helpers import balance, create_workflow, e, execute, g, n, wait_for_run
+from tests.runs_helpers import (
+    FAILS_PART_WAY,
+    balance,
+    create_workflow,
+    e,
+    execute,
+    g,
+    n,
+    wait_for_run,
+)
 
 
 @pytest.fixture
@@ -31,18 +40,7 @@ def backend(request: pytest.FixtureRequest) -> str:
     return str(request.param)
 
 
-# Two paid nodes complete ("a", then "slow", which takes long enough that a retry running it
-# again would show), then "bad" fails and skips "after"; "side" is another completed branch.
-FAILING = g(
-    [
-        n("in", "TextInput", text="x"),
-        n("a", "TextTemplate", template="A {{ text }}"),
-        n("bad", "TextTemplate", template="{{ 1 / 0 }}"),
-        n("after", "TextTemplate", template="{{ text }}!"),
-        n("side", "TextTemplate", template="side {{ text }}"),
-    ],
-    [e("in", "a"), e("a", "bad"), e("bad", "after"), e("in", "side")],
-)
+FAILING = FAILS_PART_WAY
 
 
 def _url(wf: str, run_id: str, action: str = "") -> str:

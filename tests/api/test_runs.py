@@ -13,7 +13,16 @@ from fastapi import FastAPI
 from nodeloom.engine.credits import ledger_balance
 from tests.api.test_auth import assert_problem
 from tests.conftest import User, text_graph
-from tests.runs_helpers import balance, create_workflow, e, execute, g, n, wait_for_run
+from tests.runs_helpers import (
+    balance,
+    create_workflow,
+    e,
+    execute,
+    g,
+    n,
+    wait_for_node,
+    wait_for_run,
+)
 
 
 @pytest.fixture
@@ -93,8 +102,10 @@ class TestExecute:
             "error",
             "child_run_id",
             "child_workflow_id",
+            "server",  # a ComfyUI fleet's server, null for every other node
         }
         assert run["node_runs"][0]["item_index"] is None
+        assert run["node_runs"][0]["server"] is None
 
     @pytest.mark.parametrize(
         ("data", "body", "expected"),
@@ -263,7 +274,7 @@ class TestCancel:
         wf = await create_workflow(client, owner, graph)
         before = await balance(client, owner)
         run_id = (await execute(client, owner, wf)).json()["run_id"]
-        await asyncio.sleep(0.2)
+        await wait_for_node(client, owner, wf, run_id, "d")
         r = await client.post(f"/api/v1/workflows/{wf}/runs/{run_id}/cancel", headers=owner.headers)
         assert r.status_code == 202
         run = await wait_for_run(client, owner, wf, run_id, timeout=5)
@@ -294,7 +305,7 @@ class TestCancel:
             client, owner, g([n("in", "TextInput"), n("d", "Delay", seconds=30)], [e("in", "d")])
         )
         run_id = (await execute(client, owner, wf)).json()["run_id"]
-        await asyncio.sleep(0.1)
+        await wait_for_node(client, owner, wf, run_id, "d")
         assert (
             await client.delete(f"/api/v1/workflows/{wf}", headers=owner.headers)
         ).status_code == 204

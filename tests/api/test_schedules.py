@@ -74,6 +74,23 @@ async def wait_until(condition: Any, timeout: float = 15.0) -> Any:
         await asyncio.sleep(0.1)
 
 
+async def loop_went_round(client: httpx.AsyncClient, user: User, firings: int = 2) -> None:
+    """A positive sign that the schedule loop has gone round since now, and so had every
+    chance to fire anything due: a schedule made now, firing every second, has fired
+    ``firings`` times (it is paused again after)."""
+    wf = await create_workflow(client, user, text_graph(), name="clock")
+    clock = await make_schedule(client, user, wf, cron=EVERY_SECOND)
+
+    async def fired() -> bool:
+        runs = await runs_of(client, user, wf)
+        return sum(r["trigger"] == "schedule" for r in runs) >= firings
+
+    await wait_until(fired)
+    url = f"/api/v1/workflows/{wf}/schedules/{clock['id']}"
+    r = await client.patch(url, json={"active": False}, headers=user.headers)
+    assert r.status_code == 200, r.text
+
+
 @pytest.fixture
 async def business(app: FastAPI, owner: User) -> User:
     await set_plan(app, owner, "business")
@@ -238,7 +255,7 @@ class TestFiring:
         # for it to be recorded. Then paused: no more runs.
         await wait_until(recorded)
         count = len(await fired())
-        await asyncio.sleep(1.2)  # six ticks of the loop
+        await loop_went_round(client, business)
         assert len(await fired()) == count
 
     async def test_missed_firings_run_once_then_skip_ahead(
@@ -260,7 +277,7 @@ class TestFiring:
             return [r for r in await runs_of(client, business, wf) if r["trigger"] == "schedule"]
 
         await wait_until(fired)
-        await asyncio.sleep(1.0)  # five more ticks: nothing else fires
+        await loop_went_round(client, business)  # the backlog had its chances: no more runs
         assert len(await fired()) == 1
         url = f"/api/v1/workflows/{wf}/schedules/{s['id']}"
         shown = (await client.get(url, headers=business.headers)).json()

@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from nodeloom.db.models import Workflow
 from nodeloom.engine.credits import ledger_balance
 from nodeloom.engine.executor import NodeTask
-from nodeloom.engine.submit import read_workflow
+from nodeloom.engine.new_run import read_workflow
 from nodeloom.schemas.events import MESSAGE
 from tests.api.test_auth import assert_problem
 from tests.api.test_instant_runs import events_of

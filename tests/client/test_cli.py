@@ -149,6 +149,36 @@ class TestLogin:
         assert "Wrong e-mail or password. (invalid_credentials)" in done.stderr
 
 
+class TestRootOptions:
+    """``--url``, ``--api-key`` and ``--json`` given once, before the command; the same after
+    the command (the form every command took before) still work, and win."""
+
+    def test_before_the_command(self, live: Live, account: Account, tmp_path: Path) -> None:
+        env: Env = {"NODELOOM_CONFIG_DIR": str(tmp_path)}  # no stored login
+        root = ("--url", live.url, "--api-key", account.api_key, "--json")
+        pushed = cli(*root, "workflows", "push", str(EXAMPLES / "greeting.json"), env=env)
+        assert pushed.returncode == 0, pushed.stderr
+        workflow_id = json.loads(pushed.stdout)["id"]  # --json reached the command
+        listed = cli(*root, "workflows", "list", env=env)
+        assert workflow_id in [w["id"] for w in json.loads(listed.stdout)]
+        ran = cli(*root, "run", workflow_id, "-i", "text=root", "--wait", env=env)
+        assert ran.returncode == 0 and json.loads(ran.stdout)["run"]["status"] == "completed"
+
+    def test_after_the_command_wins(self, live: Live, logged_in: Env) -> None:
+        nowhere = "http://127.0.0.1:9"
+        done = cli("--url", nowhere, "workflows", "list", "--url", live.url, env=logged_in)
+        assert done.returncode == 0, done.stderr
+        done = cli("--url", live.url, "workflows", "list", "--url", nowhere, env=logged_in)
+        assert done.returncode == 1 and "Is the server running?" in done.stderr
+
+    def test_help_shows_them_once_at_the_root(self) -> None:
+        root = cli("--help").stdout
+        assert all(option in root for option in ("--url", "--api-key", "--json"))
+        command = cli("workflows", "list", "--help").stdout
+        assert "--limit" in command
+        assert not any(option in command for option in ("--url", "--api-key", "--json"))
+
+
 class TestWorkflowsAndRuns:
     def test_push_run_wait_download(self, logged_in: Env, tmp_path: Path) -> None:
         pushed = cli(

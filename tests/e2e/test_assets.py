@@ -8,6 +8,7 @@ from __future__ import annotations
 import base64
 import io
 import time
+import wave
 from typing import Any
 
 import numpy as np
@@ -204,3 +205,35 @@ def test_a_pasted_image_becomes_an_input_node(page: Page, server: ServerProcess)
         saved = client.get(f"/workflows/{wf}").json()["graph_json"]["nodes"]
     keys = sorted(n["data"]["key"] for n in saved if n["type"] == "ImageInput")
     assert keys == ["image", "product_photo"]
+
+
+def long_wav(seconds: int, seed: int) -> bytes:
+    """A mono 16-bit WAV of quiet noise: 88,200 bytes a second, no two seeds alike."""
+    samples = np.random.default_rng(seed).integers(-2000, 2000, seconds * 44100, dtype=np.int16)
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(44100)
+        out.writeframes(samples.tobytes())
+    return buffer.getvalue()
+
+
+def test_a_large_file_goes_up_resumably(page: Page, server: ServerProcess) -> None:
+    """A file over 8 MiB goes up over tus, in pieces the server keeps as they come, and
+    becomes an asset as a small one does (converted: WAV -> MP3)."""
+    voice = long_wav(100, 5)
+    assert len(voice) > 8 * 1024 * 1024
+    sent: list[str] = []
+    page.on("request", lambda r: sent.append(f"{r.method} {r.url}"))
+    page.goto("/assets")
+    page.get_by_label("Files to upload").set_input_files(
+        files=[{"name": "voice-memo.wav", "mimeType": "audio/wav", "buffer": voice}]
+    )
+    expect(card(page, "voice-memo.wav")).to_contain_text("audio", timeout=120_000)
+    assert any(s.startswith("POST ") and s.endswith("/api/v1/uploads/tus") for s in sent), sent
+    assert any(s.startswith("PATCH ") and "/api/v1/uploads/tus/" in s for s in sent), sent
+    with api(server, token(page)) as client:
+        listed = client.get("/assets", params={"kind": "audio"}).json()
+    memo = next(a for a in listed if a["name"] == "voice-memo.wav")
+    assert memo["content_type"] == "audio/mpeg" and 99_000 <= memo["duration_ms"] <= 101_000

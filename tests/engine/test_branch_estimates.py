@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from nodeloom.engine.graph import Graph, validate_graph
+from nodeloom.engine.graph import Graph
+from nodeloom.engine.graph_checks import validate_graph
 from nodeloom.nodes.registry import build_registry
 from nodeloom.settings import Settings
 from tests.runs_helpers import g, n

@@ -17,10 +17,11 @@ import sqlalchemy as sa
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
 from nodeloom.engine import stepper, steps
-from nodeloom.engine.graph import validate_graph
+from nodeloom.engine.graph_checks import validate_graph
+from nodeloom.engine.new_run import new_run, write_run
+from nodeloom.engine.run_request import RunRequest, WorkflowVersion
 from nodeloom.engine.run_state import ArtifactInfo, Outcome, failed
 from nodeloom.engine.stepper import RunGraphs
-from nodeloom.engine.submit import RunRequest, WorkflowVersion, new_run, write_run
 from nodeloom.nodes.registry import build_registry
 from nodeloom.runtime import Runtime
 from nodeloom.settings import Settings

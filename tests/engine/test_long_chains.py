@@ -17,7 +17,8 @@ from fastapi import FastAPI
 from sqlalchemy.engine import Connection
 
 from nodeloom.engine.credits import ledger_balance
-from nodeloom.engine.submit import RunRequest, new_run, read_workflow, write_run
+from nodeloom.engine.new_run import new_run, read_workflow, write_run
+from nodeloom.engine.run_request import RunRequest
 from nodeloom.engine.transitions import Batch, apply
 from nodeloom.states import StaleTransition
 from tests.api.test_auth import assert_problem

@@ -34,9 +34,10 @@ from hypothesis.stateful import (
 )
 
 from nodeloom.engine import stepper
-from nodeloom.engine.graph import validate_graph
+from nodeloom.engine.graph_checks import validate_graph
+from nodeloom.engine.new_run import new_run
+from nodeloom.engine.run_request import RunRequest, WorkflowVersion
 from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, failed
-from nodeloom.engine.submit import RunRequest, WorkflowVersion, new_run
 from nodeloom.engine.transitions import Batch, numbered
 from nodeloom.events.model import Event, EventType
 from nodeloom.nodes.registry import build_registry

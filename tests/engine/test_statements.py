@@ -17,6 +17,9 @@ from tests.conftest import User
 from tests.runs_helpers import create_workflow, e, execute, g, n
 
 RUNS = 20
+# Counted over the whole process: a loaded machine makes the runs slower and the background
+# loops' statements more. Run alone, after the parallel part of the suite.
+pytestmark = pytest.mark.serial
 
 
 @pytest.fixture

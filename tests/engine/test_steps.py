@@ -18,11 +18,12 @@ import sqlalchemy as sa
 from nodeloom.db.engine import Database
 from nodeloom.db.models import Run, utcnow
 from nodeloom.engine import stepper, steps
-from nodeloom.engine.graph import validate_graph
+from nodeloom.engine.graph_checks import validate_graph
+from nodeloom.engine.new_run import new_run, write_run
+from nodeloom.engine.run_request import RunRequest, WorkflowVersion
 from nodeloom.engine.run_state import ArtifactInfo, Outcome, RunState, failed
 from nodeloom.engine.stepper import RunGraphs
 from nodeloom.engine.steps import StepResult
-from nodeloom.engine.submit import RunRequest, WorkflowVersion, new_run, write_run
 from nodeloom.nodes.registry import Registry, build_registry
 from nodeloom.settings import Settings
 from nodeloom.states import NodeStatus

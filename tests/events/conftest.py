@@ -142,6 +142,20 @@ async def wait_finished(
         await asyncio.sleep(0.05)
 
 
+async def wait_running(
+    http: httpx.AsyncClient, workflow_id: str, run_id: str, node_id: str, timeout: float = 15
+) -> None:
+    """Until the run's node ``node_id`` is running."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = await http.get(f"/api/v1/workflows/{workflow_id}/runs/{run_id}")
+        body: dict[str, Any] = r.json()
+        if any(nr["node_id"] == node_id for nr in body["node_runs"] if nr["status"] == "running"):
+            return
+        assert time.monotonic() < deadline, body
+        await asyncio.sleep(0.05)
+
+
 # -- WebSocket messages ----------------------------------------------------------------------
 
 

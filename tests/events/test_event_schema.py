@@ -3,7 +3,6 @@ OpenAPI document), for each way a run and its nodes can end."""
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import httpx
@@ -12,7 +11,14 @@ from nodeloom.client._runs import RunEvent, apply_event, diff_events
 from nodeloom.events.model import EventType
 from nodeloom.schemas.events import MESSAGE
 from nodeloom.schemas.runs import RunOut
-from tests.events.conftest import Live, create_workflow, delay_graph, execute, quick_graph
+from tests.events.conftest import (
+    Live,
+    create_workflow,
+    delay_graph,
+    execute,
+    quick_graph,
+    wait_running,
+)
 from tests.events.test_sse import stream
 
 
@@ -68,7 +74,7 @@ async def test_every_event_kind_matches_its_model(live: Live) -> None:
         slow = await create_workflow(http, delay_graph(2))
         runs.append((slow, await execute(http, slow)))
         cancelled = await execute(http, slow)
-        await asyncio.sleep(0.5)
+        await wait_running(http, slow, cancelled, "d")
         r = await http.post(f"/api/v1/workflows/{slow}/runs/{cancelled}/cancel")
         assert r.status_code == 202
         runs.append((slow, cancelled))

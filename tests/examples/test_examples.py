@@ -172,6 +172,35 @@ def test_narration_with_captions(setup: Setup) -> None:
     assert [c.path for c in calls] == ["/v1/audio/transcriptions"]
 
 
+def test_animate_product_photo(setup: Setup) -> None:
+    """The photo comes with the run as a data: URI (an asset id or an https URL work alike)."""
+    out = run_example(setup, "animate-product-photo.json")
+    assert list(out) == ["titled"]
+    video = out["titled"]
+    assert (video["video"], video["size"]) == ("h264", (1280, 720))
+    assert 3.9 <= video["seconds"] <= 4.2
+
+
+def test_transcribe_voice_memo(setup: Setup) -> None:
+    before = len(setup.provider.requests)
+    out = run_example(setup, "transcribe-voice-memo.json")
+    assert list(out) == ["transcript"]
+    assert out["transcript"]["text"].strip() == "Hello there. General Kenobi."
+    calls = setup.provider.requests[before:]
+    assert [c.path for c in calls] == ["/v1/audio/transcriptions"]
+
+
+def test_caption_my_video(setup: Setup) -> None:
+    before = len(setup.provider.requests)
+    out = run_example(setup, "caption-my-video.json")
+    assert list(out) == ["captions"]  # the sound and the transcript feed it
+    video = out["captions"]
+    assert (video["video"], video["audio"], video["size"]) == ("h264", "aac", (160, 90))
+    assert 1.9 <= video["seconds"] <= 2.3  # the whole video, its sound kept
+    calls = setup.provider.requests[before:]
+    assert [c.path for c in calls] == ["/v1/audio/transcriptions"]
+
+
 def test_comfyui_text_to_image(setup: Setup, tmp_path: Path) -> None:
     with running(FakeComfyUI(steps=3)) as comfy:
         credential = setup.client.credentials.create(

@@ -223,6 +223,7 @@ def _cases() -> dict[str, CaseFactory]:
         "AudioVolume": lambda a, s: Case(
             {"gain_db": -6, "fade_in": 0.1, "fade_out": 0.1}, {"audio": a.audio(0.5)}, seconds=0.5
         ),
+        "VideoSound": lambda a, s: Case({}, {"video": a.video(0.5)}, seconds=0.5),
         "TextToSpeech": lambda a, s: Case(
             {"engine": "local"}, {"text": a.text("Hello there.")}, seconds=None
         ),

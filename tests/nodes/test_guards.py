@@ -10,7 +10,7 @@ import pytest
 from PIL import Image
 
 from nodeloom.nodes import media
-from nodeloom.nodes.audio import AudioConcat, AudioVolume, ToneGenerator
+from nodeloom.nodes.audio import AudioConcat, AudioVolume, ToneGenerator, VideoSound
 from nodeloom.nodes.image import GradientBackground, ImageGrid, ImageResize, RenderText
 from nodeloom.nodes.video import ImageAudioToVideo, KenBurns, Slideshow, VideoCaption
 from nodeloom.sdk._node import Kind, NodeFailure, Produced
@@ -157,3 +157,17 @@ def test_estimates_bound_pricing() -> None:
 
 def test_even_dimensions() -> None:
     assert [media.even(v) for v in (1, 2, 3, 721)] == [2, 2, 2, 720]
+
+
+class TestVideoSound:
+    async def test_a_silent_video_fails_with_a_clear_message(
+        self, tight: media.LocalContext, artifacts: Artifacts
+    ) -> None:
+        with pytest.raises(NodeFailure, match="no audio stream"):
+            await run_node(VideoSound(), tight, {}, {"video": artifacts.video(0.5, sound=False)})
+
+    async def test_a_video_longer_than_the_limit_is_refused(
+        self, tight: media.LocalContext, artifacts: Artifacts
+    ) -> None:
+        with pytest.raises(NodeFailure, match=r"3\.0 s exceeds the limit of 2 s"):
+            await run_node(VideoSound(), tight, {}, {"video": artifacts.video(3.0)})

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import ipaddress
 import json
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
+from typing import Any, ClassVar
 
+import av
 import pytest
+from PIL import Image
 
 from nodeloom.nodes import media
 from nodeloom.nodes.http import Allowlist, BlockedAddress, HttpRequest, fetch, is_public
-from nodeloom.sdk._node import NodeFailure
+from nodeloom.sdk._node import Kind, NodeFailure
+from tests.fakes import serve
+from tests.media_files import SVG, audio_file, image_bytes, jpeg_with_gps, video_file
 from tests.nodes.conftest import Artifacts, FakeServer, make_settings, run_node
 
 
@@ -194,3 +201,141 @@ def test_https_request_pins_the_address_and_keeps_the_name() -> None:
         None,
     )
     assert v6.url.host == "2606:4700::1" and v6.headers["Host"] == "example.com"
+
+
+class _Media(BaseHTTPRequestHandler):
+    """Files by path, each with a Content-Type that lies (the content decides)."""
+
+    files: ClassVar[dict[str, bytes]] = {}
+
+    def do_GET(self) -> None:
+        body = self.files.get(self.path)
+        self.send_response(200 if body is not None else 404)
+        self.send_header("Content-Type", "application/octet-stream")
+        self.send_header("Content-Length", str(len(body or b"")))
+        self.end_headers()
+        self.wfile.write(body or b"")
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def media_site(tmp_path: Path) -> Iterator[FakeServer]:
+    made = tmp_path / "made"
+    made.mkdir()
+    _Media.files = {
+        "/cmyk.jpg": image_bytes("JPEG", (40, 30), mode="CMYK"),
+        "/gps.jpg": jpeg_with_gps(64, 48),
+        "/tone.flac": audio_file(made / "tone.flac", "flac", "flac", seconds=1.0),
+        "/clip.webm": video_file(made / "clip.webm", "webm", "libvpx", seconds=1.0),
+        "/page.html": b"<html><body>not a picture</body></html>",
+        "/svg": SVG,
+        "/truncated.png": image_bytes("PNG", (300, 300))[:200],
+        "/huge.png": image_bytes("PNG", (3000, 3000), mode="L"),
+    }
+    server = serve(_Media)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def _media_ctx(tmp_path: Path, **overrides: object) -> media.LocalContext:
+    return _ctx(tmp_path, http_allowlist=["127.0.0.1"], **overrides)
+
+
+def _bound(output: str) -> HttpRequest:
+    node = HttpRequest().bound(HttpRequest.spec.params.model_validate({"output": output}))
+    assert isinstance(node, HttpRequest)
+    return node
+
+
+class TestMediaOutput:
+    async def test_an_image_answer_becomes_a_png_without_exif(
+        self, tmp_path: Path, media_site: FakeServer
+    ) -> None:
+        for path in ("/cmyk.jpg", "/gps.jpg"):
+            produced = await run_node(
+                HttpRequest(),
+                _media_ctx(tmp_path),
+                {"url": media_site.url + path, "output": "image"},
+            )
+            assert produced.path is not None
+            with Image.open(produced.path) as image:
+                assert image.format == "PNG"
+                assert image.mode in ("RGB", "RGBA")
+                assert not image.getexif()
+                assert (image.width, image.height) == (produced.width, produced.height)
+            assert b"SecretCam" not in produced.path.read_bytes()
+
+    async def test_audio_and_video_are_converted(
+        self, tmp_path: Path, media_site: FakeServer
+    ) -> None:
+        ctx = _media_ctx(tmp_path)
+        audio = await run_node(
+            HttpRequest(), ctx, {"url": media_site.url + "/tone.flac", "output": "audio"}
+        )
+        assert audio.path is not None and audio.duration_ms is not None
+        assert 900 <= audio.duration_ms <= 1200
+        with av.open(str(audio.path)) as container:
+            assert container.streams.audio[0].codec_context.name.startswith("mp3")
+        video = await run_node(
+            HttpRequest(), ctx, {"url": media_site.url + "/clip.webm", "output": "video"}
+        )
+        assert video.path is not None and (video.width, video.height) == (64, 48)
+        with av.open(str(video.path)) as container:
+            assert container.streams.video[0].codec_context.name == "h264"
+
+    @pytest.mark.parametrize(
+        ("path", "output", "code", "says"),
+        [
+            ("/page.html", "image", "kind_mismatch", "not an image"),
+            ("/svg", "image", "kind_mismatch", "markup"),
+            ("/tone.flac", "image", "kind_mismatch", "set output to audio"),
+            ("/gps.jpg", "video", "kind_mismatch", "set output to image"),
+            ("/truncated.png", "image", "media_unreadable", "damaged|not a readable"),
+            ("/huge.png", "image", "media_limit_exceeded", "exceeds the limit"),
+        ],
+    )
+    async def test_refused_answers(
+        self, tmp_path: Path, media_site: FakeServer, path: str, output: str, code: str, says: str
+    ) -> None:
+        ctx = _media_ctx(tmp_path, max_image_pixels=1_000_000)
+        with pytest.raises(NodeFailure, match=says) as failed:
+            await run_node(HttpRequest(), ctx, {"url": media_site.url + path, "output": output})
+        assert failed.value.code == code
+
+    async def test_the_size_limit_holds_for_files(
+        self, tmp_path: Path, media_site: FakeServer
+    ) -> None:
+        ctx = _media_ctx(tmp_path, http_max_response_bytes=100)
+        with pytest.raises(NodeFailure, match="over the 100 limit"):
+            await run_node(
+                HttpRequest(), ctx, {"url": media_site.url + "/gps.jpg", "output": "image"}
+            )
+
+    async def test_the_guard_holds_for_files(self, tmp_path: Path, media_site: FakeServer) -> None:
+        with pytest.raises(BlockedAddress):
+            await run_node(
+                HttpRequest(),
+                _ctx(tmp_path),
+                {"url": media_site.url + "/gps.jpg", "output": "image"},
+            )
+
+    async def test_a_media_answer_to_a_text_output_says_which_output_to_set(
+        self, tmp_path: Path, media_site: FakeServer
+    ) -> None:
+        with pytest.raises(NodeFailure, match="set output to image") as failed:
+            await run_node(
+                HttpRequest(), _media_ctx(tmp_path), {"url": media_site.url + "/gps.jpg"}
+            )
+        assert failed.value.code == "kind_mismatch"
+
+    def test_the_output_param_sets_the_kind_and_the_budget(self) -> None:
+        assert HttpRequest.spec.output.kind == Kind.TEXT
+        for output in ("image", "audio", "video"):
+            spec = _bound(output).spec
+            assert spec.output.kind == Kind(output)
+            assert spec.category == output
+        assert _bound("json").spec is HttpRequest.spec

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import io
 import itertools
+import threading
+import time
 
 import av
 import numpy as np
@@ -161,9 +163,11 @@ async def test_cancelled_node_stops_its_worker(
     """Cancelling a node (timeout, run cancel) also stops the encode in its worker thread.
     KenBurns: a moving picture is encoded frame by frame, so it takes a while."""
     outcome: list[str] = []
+    encoding = threading.Event()
 
     async def to_thread(fn, /, *args):  # type: ignore[no-untyped-def]
         def wrapped():  # type: ignore[no-untyped-def]
+            encoding.set()
             try:
                 return fn(*args)
             except media.Cancelled:
@@ -183,7 +187,10 @@ async def test_cancelled_node_stops_its_worker(
             {"image": artifacts.image(640, 360)},
         )
     )
-    await asyncio.sleep(0.3)
+    deadline = time.monotonic() + 30
+    while not encoding.is_set():  # the encode is under way in its worker thread
+        assert not task.done() and time.monotonic() < deadline, "the encode never started"
+        await asyncio.sleep(0.01)
     assert not task.done(), "the encode finished before it could be cancelled"
     task.cancel()
     with pytest.raises(asyncio.CancelledError):

@@ -23,6 +23,7 @@ def provider_context(
     *,
     remembered: dict[str, Any] | None = None,
     cancelled: bool = False,
+    account: str = "account",
 ) -> ProviderNodeContext:
     jobs: list[dict[str, Any] | None] = []
     progress: list[float] = []
@@ -48,7 +49,7 @@ def provider_context(
         deadline=asyncio.get_running_loop().time() + 120,
         run_id="run",
         node_id="node",
-        account_id="account",
+        account_id=account,
         run_input=None,
         settings=settings,
         report=report,

@@ -26,7 +26,7 @@ from tests.sandbox.test_hostile_nodes import BURN, _graph
 from tests.server import ServerProcess
 from tests.services import require_postgres
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # fairness measured in wall time
 
 WALL = 3  # seconds each attacker node burns before its budget stops it
 ATTACK_RUNS = 24  # 24 x 3 s on two processes: 36 s of work queued ahead of the victim

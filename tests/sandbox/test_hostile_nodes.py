@@ -18,7 +18,7 @@ import pytest
 from tests.live import Probe, account, descendants, node, rss_bytes, tree_cpu_seconds, wait_run
 from tests.server import ServerProcess
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.serial]  # p99 budgets of the other requests
 
 GB = 1024**3
 MB = 1024**2

@@ -40,6 +40,13 @@ async def test_an_embedded_installation_moves_to_postgres(
     wf = await create_workflow(client, owner, text_graph("moved {{ text }}"))
     r = await execute(client, owner, wf, {"input": {"text": "along"}})
     run = await wait_for_run(client, owner, wf, r.json()["run_id"])
+    r = await client.post(
+        "/api/v1/apps",
+        json={"workflow_id": wf, "title": "Moved", "outputs": [{"node_id": "tpl"}]},
+        headers=owner.headers,
+    )
+    assert r.status_code == 201, r.text
+    published = r.json()
     before = {
         "workflows": (await client.get("/api/v1/workflows", headers=owner.headers)).json(),
         "run": (
@@ -73,6 +80,8 @@ async def test_an_embedded_installation_moves_to_postgres(
                 assert (
                     await pg.get("/api/v1/me/ledger", headers=owner.jwt_headers)
                 ).json() == before["ledger"]
+                r = await pg.get(f"/api/v1/apps/{published['id']}", headers=owner.headers)
+                assert r.status_code == 200 and r.json()["slug"] == published["slug"]
                 tpl = next(n for n in run["node_runs"] if n["node_id"] == "tpl")
                 r = await pg.get(f"/api/v1/artifacts/{tpl['artifact_id']}", headers=owner.headers)
                 assert r.text == "moved along"

@@ -21,7 +21,8 @@ from procrastinate import App, PsycopgConnector
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from nodeloom.db.engine import Database
-from nodeloom.engine.dispatch.queue import TASK, conninfo, insert_jobs, lock_of
+from nodeloom.db.procrastinate_queue import conninfo
+from nodeloom.engine.dispatch.queue import TASK, insert_jobs, lock_of
 from nodeloom.engine.dispatch.waits import QUEUE, WAIT_QUEUE
 from nodeloom.settings import Settings
 from tests.conftest import TEST_SECRET

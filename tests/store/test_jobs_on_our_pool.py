@@ -1,4 +1,4 @@
-"""A queue job's fetch and completion on our asyncpg pool (engine/dispatch/jobs.py, ADR 0021)
+"""A queue job's fetch and completion on our asyncpg pool (db/procrastinate_queue.py, ADR 0021)
 do what Procrastinate's own do: the fetch takes the job the library would and marks it as
 the library does, a completion leaves the row as the library's leaves it, and a job whose
 row a committed step deleted is completed without another statement.
@@ -20,8 +20,8 @@ from procrastinate import App, PsycopgConnector
 from procrastinate.jobs import Job, Status
 
 from nodeloom.db.engine import Database
-from nodeloom.engine.dispatch.jobs import DELETE_DONE, OwnPoolJobManager
-from nodeloom.engine.dispatch.queue import TASK, conninfo, insert_jobs
+from nodeloom.db.procrastinate_queue import DELETE_DONE, OwnPoolJobManager, conninfo
+from nodeloom.engine.dispatch.queue import TASK, insert_jobs
 from nodeloom.engine.dispatch.waits import QUEUE, WAIT_QUEUE
 from nodeloom.settings import Settings
 from tests.conftest import TEST_SECRET

@@ -193,7 +193,12 @@ def wait_runs(http: httpx.Client, runs: dict[str, str], timeout: float) -> dict[
         for run_id, wf in runs.items():
             if run_id in done:
                 continue
-            body = http.get(f"/api/v1/workflows/{wf}/runs/{run_id}").json()
+            try:
+                body = http.get(f"/api/v1/workflows/{wf}/runs/{run_id}").json()
+            except (httpx.RemoteProtocolError, httpx.ReadError):
+                # A kept-alive connection the server closed as this GET left (its idle
+                # timeout passed while a busy machine held this loop): asked again.
+                continue
             if body["status"] != "running":
                 done[run_id] = body
         assert time.monotonic() < deadline, f"{len(runs) - len(done)} runs still running"

@@ -16,6 +16,8 @@ from tests.api.test_auth import assert_problem
 
 INDEX = '<!doctype html><html><head><script type="module" src="/assets/app-3f9a1c.js"></script></head><body><div id="root"></div></body></html>'  # noqa: E501
 
+BIG_SCRIPT = "".join(f"export const name{i} = 'value {i}';\n" for i in range(400))
+
 
 @pytest.fixture
 def dist(tmp_path: Path) -> Path:
@@ -23,6 +25,8 @@ def dist(tmp_path: Path) -> Path:
     (root / "assets").mkdir(parents=True)
     (root / "index.html").write_text(INDEX)
     (root / "assets" / "app-3f9a1c.js").write_text("console.log('app');")
+    (root / "assets" / "react-77aa01.js").write_text(BIG_SCRIPT)
+    (root / "assets" / "photo-5e5e5e.png").write_bytes(b"\x89PNG" + bytes(range(256)) * 20)
     (root / "favicon.svg").write_text("<svg/>")
     (tmp_path / "secret.txt").write_text("outside the bundle")
     return root
@@ -68,6 +72,39 @@ class TestBuiltApp:
         r = await client.get(path)
         assert r.status_code == 200 and r.text == INDEX
         assert r.headers["cache-control"] == "no-cache"
+
+    async def test_text_assets_are_sent_gzipped_to_clients_that_take_it(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        r = await client.get("/assets/react-77aa01.js", headers={"Accept-Encoding": "gzip"})
+        assert r.status_code == 200 and r.headers["content-encoding"] == "gzip"
+        assert r.text == BIG_SCRIPT  # httpx decodes it
+        assert int(r.headers["content-length"]) < len(BIG_SCRIPT) / 3
+        assert r.headers["vary"] == "Accept-Encoding"
+        assert r.headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert "javascript" in r.headers["content-type"]
+        assert_secured(r)
+        again = await client.get("/assets/react-77aa01.js", headers={"Accept-Encoding": "gzip"})
+        assert again.content == r.content  # kept, the same bytes
+        for refused in ("identity", "gzip;q=0", "br;q=1, gzip;q=0", ""):
+            plain = await client.get(
+                "/assets/react-77aa01.js", headers={"Accept-Encoding": refused}
+            )
+            assert "content-encoding" not in plain.headers, refused
+            assert plain.text == BIG_SCRIPT and plain.headers["vary"] == "Accept-Encoding"
+        head = await client.head("/assets/react-77aa01.js", headers={"Accept-Encoding": "gzip"})
+        assert head.status_code == 200 and head.content == b""
+        assert head.headers["content-encoding"] == "gzip"
+
+    async def test_small_or_binary_assets_are_sent_as_they_are(
+        self, client: httpx.AsyncClient
+    ) -> None:
+        for path in ("/assets/app-3f9a1c.js", "/assets/photo-5e5e5e.png"):
+            r = await client.get(path, headers={"Accept-Encoding": "gzip"})
+            assert r.status_code == 200 and "content-encoding" not in r.headers, path
+            assert "vary" not in r.headers
+        page = await client.get("/", headers={"Accept-Encoding": "gzip"})
+        assert "content-encoding" not in page.headers
 
     async def test_missing_asset_is_404_not_the_app(self, client: httpx.AsyncClient) -> None:
         assert (await client.get("/assets/app-000000.js")).status_code == 404

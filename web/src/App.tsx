@@ -15,6 +15,8 @@ import { ProfilePage } from "./pages/ProfilePage";
 import { AssetsPage } from "./pages/AssetsPage";
 import { SchedulesPage } from "./pages/SchedulesPage";
 import { WebhooksPage } from "./pages/WebhooksPage";
+import { AppsPage } from "./pages/AppsPage";
+import { OperatorPage } from "./pages/OperatorPage";
 
 /** After logging in: the page the visitor first asked for, else the workflows. */
 function BackToWhereItWas() {
@@ -73,8 +75,10 @@ export function App() {
         <Route path="/workflows/:workflowId/schedules" element={<SchedulesPage />} />
         <Route path="/runs" element={<RunsPage />} />
         <Route path="/assets" element={<AssetsPage />} />
+        <Route path="/apps" element={<AppsPage />} />
         <Route path="/approvals" element={<ApprovalsPage />} />
         <Route path="/profile" element={<ProfilePage />} />
+        <Route path="/operator" element={<OperatorPage />} />
         <Route path="/login" element={<BackToWhereItWas />} />
         <Route path="/setup" element={<BackToWhereItWas />} />
         <Route path="/signup" element={<BackToWhereItWas />} />

@@ -5,13 +5,12 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import AsyncIterator
-from typing import Any
 
 from fastapi import FastAPI
-from fastapi.openapi.utils import get_openapi
 from starlette.middleware import Middleware
 
-from nodeloom.api import hot, problems, webapp
+from nodeloom.api import hot, openapi, problems, webapp
+from nodeloom.api.draining import RefuseWhileDraining
 from nodeloom.api.middleware import (
     ContainErrors,
     ForwardedHeaders,
@@ -20,42 +19,18 @@ from nodeloom.api.middleware import (
     SecurityHeaders,
 )
 from nodeloom.api.responses import OrjsonResponse
-from nodeloom.api.routes import (
-    approvals,
-    artifacts,
-    assets,
-    auth,
-    callbacks,
-    credentials,
-    events,
-    health,
-    keys,
-    node_types,
-    problem_types,
-    provider_hooks,
-    runs,
-    schedules,
-    versions,
-    webhooks,
-    workflows,
-)
-from nodeloom.api.serving import RefuseWhileDraining
+from nodeloom.api.route_table import API_PREFIX, api_routes
 from nodeloom.api.state import AppContext
 from nodeloom.auth.usage import KeyUsage
+from nodeloom.engine.graph_cache import GraphCache
 from nodeloom.engine.schedules import ScheduleFirer
-from nodeloom.engine.submit import GraphCache
 from nodeloom.events.links import readiness
 from nodeloom.nodes.registry import Registry
 from nodeloom.ratelimit import RateLimiter
 from nodeloom.runtime import Runtime, build_windows
-from nodeloom.schemas.approvals import ApprovalDecision
-from nodeloom.schemas.events import openapi_schemas as event_schemas
-from nodeloom.schemas.runs import ExecuteRequest, RetryRequest
-from nodeloom.schemas.workflows import RestoreRequest, WorkflowCreate, WorkflowUpdate
 from nodeloom.settings import Settings
 from nodeloom.version import __version__
 
-API_PREFIX = "/api/v1"
 log = logging.getLogger("nodeloom")
 
 
@@ -81,6 +56,8 @@ def create_app(
         sandbox=runtime.sandbox,
         revocations=runtime.revocations,
         scratch=runtime.scratch,
+        fleet_reports=runtime.fleet_reports,
+        drain_feed=runtime.drain_feed,
     )
     redis_ready = readiness(runtime.bus)
     if redis_ready is not None:
@@ -103,9 +80,9 @@ def create_app(
             await runtime.stop()
 
     app = FastAPI(
-        title="Nodeloom",
+        title=openapi.TITLE,
         version=__version__,
-        description="Workflow automation for generative-media pipelines.",
+        description=openapi.DESCRIPTION,
         default_response_class=OrjsonResponse,
         openapi_url=f"{API_PREFIX}/openapi.json",
         docs_url=None,  # served by api/webapp.py from local assets (no CDN)
@@ -121,17 +98,9 @@ def create_app(
     app.add_middleware(SecurityHeaders)  # on every answer, the drain's 503 included
     if settings.forwarded_allow_ips.strip():  # outermost: the URLs built inside see its host
         app.add_middleware(ForwardedHeaders, trusted=settings.forwarded_allow_ips)
-    app.include_router(health.router)
-    for module in (auth, keys, workflows, versions, runs, artifacts, webhooks, events, node_types):
-        app.include_router(module.router, prefix=API_PREFIX)
-    app.include_router(assets.router, prefix=API_PREFIX)
-    app.include_router(schedules.router, prefix=API_PREFIX)
-    app.include_router(callbacks.router, prefix=API_PREFIX)
-    app.include_router(credentials.router, prefix=API_PREFIX)
-    app.include_router(provider_hooks.router, prefix=API_PREFIX)
-    app.include_router(problem_types.router, prefix=API_PREFIX)
-    app.include_router(approvals.router, prefix=API_PREFIX)
-    _document_manual_bodies(app)
+    # Shared with every other app of the process, built once (api/route_table.py).
+    app.router.routes.extend(api_routes())
+    openapi.install(app)
     webapp.install(app, settings.web_dist_dir)
     if settings.hot_paths:
         # Derived from the routes declared above (refuses to start if one is missing), and
@@ -139,31 +108,3 @@ def create_app(
         hot_routes = hot.derive(app.routes)
         app.user_middleware.append(Middleware(hot.HotPaths, hot_routes, runtime.metrics))
     return app
-
-
-def _document_manual_bodies(app: FastAPI) -> None:
-    """Routes that parse their body by hand still describe it in OpenAPI."""
-
-    def openapi() -> dict[str, Any]:
-        if app.openapi_schema:
-            return app.openapi_schema
-        schema = get_openapi(
-            title=app.title,
-            version=app.version,
-            description=app.description,
-            routes=app.routes,
-        )
-        components = schema.setdefault("components", {}).setdefault("schemas", {})
-        manual = (WorkflowCreate, WorkflowUpdate, ExecuteRequest, RestoreRequest, RetryRequest)
-        for model in (*manual, ApprovalDecision):
-            model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-            for name, sub in model_schema.pop("$defs", {}).items():
-                components.setdefault(name, sub)
-            components[model.__name__] = model_schema
-        for name, sub in event_schemas().items():
-            components.setdefault(name, sub)
-        problems.document_problems(schema)
-        app.openapi_schema = schema
-        return schema
-
-    app.openapi = openapi  # type: ignore[method-assign]

@@ -10,8 +10,9 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from nodeloom.api.state import AppContext
 from nodeloom.auth.authenticate import authenticate
 from nodeloom.auth.principal import CredentialKind, Principal
-from nodeloom.errors import JwtRequired, RateLimited
+from nodeloom.errors import Forbidden, JwtRequired, RateLimited
 from nodeloom.ratelimit import Decision
+from nodeloom.store import accounts
 
 bearer = HTTPBearer(auto_error=False, description="An API key (nlk_...) or a JWT access token")
 
@@ -76,3 +77,15 @@ async def get_jwt_principal(principal: PrincipalDep) -> Principal:
 
 
 JwtPrincipalDep = Annotated[Principal, Depends(get_jwt_principal)]
+
+
+async def get_operator(principal: PrincipalDep, ctx: CtxDep) -> Principal:
+    """The principal, when its account is one of the server's operators
+    (``NODELOOM_OPERATOR_EMAILS``, else the first account)."""
+    emails = ctx.settings.operator_emails
+    if not await ctx.db.read(lambda c: accounts.is_operator(c, principal.account_id, emails)):
+        raise Forbidden("Only the server's operators may see this (NODELOOM_OPERATOR_EMAILS).")
+    return principal
+
+
+OperatorDep = Annotated[Principal, Depends(get_operator)]

@@ -12,8 +12,8 @@ from nodeloom.api.urls import public_base, valid_host
 from nodeloom.ratelimit import Decision
 
 
-class RateLimitHeaders:
-    """Adds RateLimit-* headers to every response whose request was counted against a limit."""
+class _HeadersOnStart:
+    """Middleware that adds headers to each HTTP response as its start goes out (``add``)."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -25,15 +25,25 @@ class RateLimitHeaders:
 
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
-                decision = scope.get("state", {}).get("ratelimit")
-                if isinstance(decision, Decision):
-                    headers = MutableHeaders(scope=message)
-                    for name, value in decision.headers().items():
-                        if name not in headers:
-                            headers[name] = value
+                self.add(scope, message)
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+    def add(self, scope: Scope, start: Message) -> None:
+        raise NotImplementedError
+
+
+class RateLimitHeaders(_HeadersOnStart):
+    """Adds RateLimit-* headers to every response whose request was counted against a limit."""
+
+    def add(self, scope: Scope, start: Message) -> None:
+        decision = scope.get("state", {}).get("ratelimit")
+        if isinstance(decision, Decision):
+            headers = MutableHeaders(scope=start)
+            for name, value in decision.headers().items():
+                if name not in headers:
+                    headers[name] = value
 
 
 class RejectNul:
@@ -93,28 +103,16 @@ class ContainErrors:
             await response(scope, receive, send)
 
 
-class SecurityHeaders:
+class SecurityHeaders(_HeadersOnStart):
     """``X-Content-Type-Options: nosniff`` on every response: API bodies, problems, artifact
     downloads, the web app, and the answers api/hot.py builds itself. Without it a browser
     may guess that a text artifact or a JSON body is HTML and render it on our origin.
     Headers a response already sets are kept (the artifact route adds its own policy)."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-
-        async def send_with_headers(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                headers = MutableHeaders(scope=message)
-                if "x-content-type-options" not in headers:
-                    headers["X-Content-Type-Options"] = "nosniff"
-            await send(message)
-
-        await self.app(scope, receive, send_with_headers)
+    def add(self, scope: Scope, start: Message) -> None:
+        headers = MutableHeaders(scope=start)
+        if "x-content-type-options" not in headers:
+            headers["X-Content-Type-Options"] = "nosniff"
 
 
 class ForwardedHeaders:

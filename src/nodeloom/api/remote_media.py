@@ -1,7 +1,8 @@
 """Run inputs that bring their media by reference: an https URL or a ``data:`` URI.
 
-A value of the run's input for a key that an ``ImageInput``, ``AudioInput`` or ``VideoInput``
-of the workflow reads may be, besides an asset or artifact id, a URL or a data URI. Before
+A value of the run's input (an execute's, or a webhook trigger's body) for a key that an
+``ImageInput``, ``AudioInput`` or ``VideoInput`` of the workflow reads may be, besides an
+asset or artifact id, a URL or a data URI. Before
 the run is created, each is received exactly as an upload is (streamed to the scratch space
 under the plan's file size, kind read from the content, converted, deduplicated, counted
 against the storage quota) and the key then holds the new asset's id, so the run, its
@@ -40,15 +41,15 @@ from nodeloom.api.uploads import receive_stream
 from nodeloom.auth.principal import Principal
 from nodeloom.errors import FieldError, InvalidRequest, MediaFetchFailed, PayloadTooLarge
 from nodeloom.nodes import http
+from nodeloom.nodes.media_inputs import MEDIA_INPUT_TYPES
+from nodeloom.nodes.sniff import HEAD_BYTES
 from nodeloom.schemas.runs import ExecuteRequest
 from nodeloom.sdk._node import NodeFailure
 from nodeloom.settings import Settings
 from nodeloom.store import workflows as workflow_store
 from nodeloom.uploads.accept import Ingestion, accept, plan_limits, work_folder
 from nodeloom.uploads.received import ReceivedFile
-from nodeloom.uploads.sniff import HEAD_BYTES
 
-MEDIA_INPUT_TYPES = frozenset({"ImageInput", "AudioInput", "VideoInput"})
 _SCHEMES = ("https://", "http://", "data:")
 
 
@@ -75,19 +76,30 @@ async def bring_media(
     ctx: AppContext, principal: Principal, workflow_id: str, body: ExecuteRequest
 ) -> ExecuteRequest:
     """``body`` with each URL or data URI its media input keys hold made an asset of the
-    account, and the key its id. Nothing is read when no value looks like one; a key no
-    media input node of the workflow reads is left as it is (a TextInput may well take a
-    URL as text)."""
-    run_input = body.input
-    candidates = {k for k, v in (run_input or {}).items() if is_reference(v)}
-    if not run_input or not candidates:
+    account, and the key its id (``bring_input_media``)."""
+    if body.input is None:
         return body
-    account_id = principal.account_id
+    resolved = await bring_input_media(
+        ctx, principal.account_id, str(principal.plan), workflow_id, body.input
+    )
+    return body if resolved is body.input else body.model_copy(update={"input": resolved})
+
+
+async def bring_input_media(
+    ctx: AppContext, account_id: str, plan: str, workflow_id: str, run_input: dict[str, Any]
+) -> dict[str, Any]:
+    """``run_input`` with each URL or data URI its media input keys hold made an asset of
+    the account, and the key its id; the same object when there is none. Nothing is read
+    when no value looks like one; a key no media input node of the workflow reads is left
+    as it is (a TextInput may well take a URL as text)."""
+    candidates = {k for k, v in run_input.items() if is_reference(v)}
+    if not candidates:
+        return run_input
     row = await ctx.db.read(lambda c: workflow_store.get(c, account_id, workflow_id))
     keys = sorted(candidates & media_keys(row.graph_json if row is not None else None))
     if not keys:
-        return body  # an unknown workflow is answered 404 by the run's acceptance
-    limits = plan_limits(ctx.settings, principal.plan)
+        return run_input  # an unknown workflow is answered 404 by the run's acceptance
+    limits = plan_limits(ctx.settings, plan)
     services = Ingestion(ctx.settings, ctx.db, ctx.store, ctx.sandbox)
     resolved = dict(run_input)
     async with work_folder(ctx.scratch) as work_dir:
@@ -96,9 +108,9 @@ async def bring_media(
                 ctx.settings, key, run_input[key], work_dir, limits.file_bytes
             )
             name = received.filename or key
-            accepted = await accept(services, account_id, principal.plan, received, name, work_dir)
+            accepted = await accept(services, account_id, plan, received, name, work_dir)
             resolved[key] = accepted.asset.id
-    return body.model_copy(update={"input": resolved})
+    return resolved
 
 
 def _invalid(key: str, message: str) -> InvalidRequest:

@@ -6,7 +6,8 @@ closed socket turns them into connection errors. Instead, on the first signal th
 listening and answers every new request with 503 and ``Retry-After`` (``/readyz`` too, so the
 balancer takes it out; ``/healthz`` stays 200: the process is alive), while the executor lets
 running nodes finish and commit (``shutdown_grace_seconds``). Then it shuts down the way
-uvicorn does. A second signal exits at once.
+uvicorn does. A second signal exits at once. The refusing itself is api/draining.py, a
+middleware the app is built with.
 """
 
 from __future__ import annotations
@@ -17,20 +18,15 @@ import gc
 import signal
 import socket
 from types import FrameType
-from urllib.parse import urlsplit
 
 import uvicorn
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 
 from nodeloom import logs
+from nodeloom.api.app import create_app
 from nodeloom.api.balance import CloseSurplusConnections, ConnectionShare
-from nodeloom.api.problems import problem_response
 from nodeloom.api.state import AppContext
-from nodeloom.api.urls import public_base
 from nodeloom.settings import Settings
-
-DRAIN_RETRY_AFTER = "5"
-_ALWAYS = frozenset({"/healthz", "/metrics"})
 
 
 def uvicorn_config(app: ASGIApp, settings: Settings, host: str, port: int) -> uvicorn.Config:
@@ -53,38 +49,6 @@ def uvicorn_config(app: ASGIApp, settings: Settings, host: str, port: int) -> uv
     )
 
 
-_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"})  # noqa: S104
-
-
-def base_url_mismatch(base_url: str | None, host: str, port: int) -> str | None:
-    """Why ``NODELOOM_BASE_URL`` looks wrong for a server on ``host:port``, or None.
-
-    A base URL that names a port explicitly, or that names this very machine, should name
-    the port the server listens on; if not, every webhook URL, signed URL and problem link
-    it hands out leads elsewhere. A public name on the scheme's default port
-    (``https://nodeloom.example.com``) is the usual address of a reverse proxy in front of
-    the server, and is not questioned."""
-    if not base_url:
-        return None
-    parts = urlsplit(base_url)
-    try:
-        explicit = parts.port
-    except ValueError:
-        return None
-    effective = explicit or (443 if parts.scheme == "https" else 80)
-    if effective == port:
-        return None
-    local = (parts.hostname or "") in _LOCAL_HOSTS | {host}
-    if explicit is None and not local:
-        return None
-    return (
-        f"NODELOOM_BASE_URL is {base_url} (port {effective}) but this server listens on port "
-        f"{port}: webhook URLs, signed artifact URLs and problem links will use port "
-        f"{effective}. Unless a proxy forwards that port here, fix NODELOOM_BASE_URL or unset "
-        "it (URLs are then built from each request's address)."
-    )
-
-
 def serve(
     settings: Settings,
     host: str,
@@ -97,8 +61,6 @@ def serve(
     """Serve the app until SIGTERM/Ctrl-C (then drain), on ``sock`` if given (a child of
     ``serve --processes N``, with its ``share`` of the connections) or on a socket uvicorn
     binds."""
-    from nodeloom.api.app import create_app
-
     app = create_app(settings, executes=executes)
     if share is not None:
         app.add_middleware(CloseSurplusConnections, share=share)
@@ -151,28 +113,3 @@ class DrainingServer(uvicorn.Server):
         with contextlib.suppress(Exception):
             await self.ctx.dispatcher.stop()
         self.should_exit = True
-
-
-class RefuseWhileDraining:
-    """503 + Retry-After for new requests once the server drains (see module docstring)."""
-
-    def __init__(self, app: ASGIApp, ctx: AppContext) -> None:
-        self.app = app
-        self.ctx = ctx
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if not self.ctx.draining or scope["type"] == "lifespan" or scope["path"] in _ALWAYS:
-            await self.app(scope, receive, send)
-            return
-        if scope["type"] == "websocket":
-            await send({"type": "websocket.close", "code": 1012, "reason": "server restarting"})
-            return
-        response = problem_response(
-            503,
-            "service_unavailable",
-            "Service unavailable",
-            "The server is restarting; retry shortly (another replica may answer now).",
-            base_url=public_base(self.ctx.settings.base_url, scope),
-            headers={"Retry-After": DRAIN_RETRY_AFTER, "Connection": "close"},
-        )
-        await response(scope, receive, send)

@@ -21,8 +21,8 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import Request
 
 from nodeloom.errors import FieldError, InvalidRequest, PayloadTooLarge
+from nodeloom.nodes.sniff import HEAD_BYTES
 from nodeloom.uploads.received import ReceivedFile
-from nodeloom.uploads.sniff import HEAD_BYTES
 
 FLUSH_BYTES = 1024 * 1024
 MAX_FIELD_BYTES = 1024 * 1024  # a form field that is not a file (the run input, a name)

@@ -16,6 +16,7 @@ only (it is never stored); one that is not a plain ``host[:port]`` is not used.
 from __future__ import annotations
 
 import re
+from urllib.parse import urlsplit
 
 from starlette.types import Scope
 
@@ -50,3 +51,35 @@ def public_base(configured: str | None, scope: Scope) -> str:
     if port is None or port == _DEFAULT_PORTS.get(scheme):
         return f"{scheme}://{address}"
     return f"{scheme}://{address}:{port}"
+
+
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0", "::"})  # noqa: S104
+
+
+def base_url_mismatch(base_url: str | None, host: str, port: int) -> str | None:
+    """Why ``NODELOOM_BASE_URL`` looks wrong for a server on ``host:port``, or None.
+
+    A base URL that names a port explicitly, or that names this very machine, should name
+    the port the server listens on; if not, every webhook URL, signed URL and problem link
+    it hands out leads elsewhere. A public name on the scheme's default port
+    (``https://nodeloom.example.com``) is the usual address of a reverse proxy in front of
+    the server, and is not questioned."""
+    if not base_url:
+        return None
+    parts = urlsplit(base_url)
+    try:
+        explicit = parts.port
+    except ValueError:
+        return None
+    effective = explicit or (443 if parts.scheme == "https" else 80)
+    if effective == port:
+        return None
+    local = (parts.hostname or "") in _LOCAL_HOSTS | {host}
+    if explicit is None and not local:
+        return None
+    return (
+        f"NODELOOM_BASE_URL is {base_url} (port {effective}) but this server listens on port "
+        f"{port}: webhook URLs, signed artifact URLs and problem links will use port "
+        f"{effective}. Unless a proxy forwards that port here, fix NODELOOM_BASE_URL or unset "
+        "it (URLs are then built from each request's address)."
+    )

@@ -4,7 +4,9 @@
 this module serves it at ``/``:
 
 - files under ``/assets/`` carry a content hash in their names, so they are cached for a
-  year (``immutable``); ``index.html`` is ``no-cache``, so a new build is seen at once;
+  year (``immutable``), and the text ones are sent gzip-compressed to clients that take it
+  (compressed once per process, api/compressed.py); ``index.html`` is ``no-cache``, so a new
+  build is seen at once;
 - any other GET path that is not a file is a client-side route: it gets ``index.html``
   (the SPA fallback), so reload and deep links work;
 - nothing under ``/api/`` is ever answered from here (an unknown API path stays a
@@ -21,6 +23,8 @@ the UI; the API works either way. ``/api/v1/docs`` is Swagger UI from the
 
 from __future__ import annotations
 
+import asyncio
+import mimetypes
 from pathlib import Path
 
 from fastapi import FastAPI, Request
@@ -28,7 +32,7 @@ from fastapi.responses import FileResponse, HTMLResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from swagger_ui_bundle import swagger_ui_path
 
-from nodeloom.api import methods
+from nodeloom.api import compressed, methods
 from nodeloom.errors import NotFound
 
 DEFAULT_DIST = Path(__file__).resolve().parent.parent / "web_dist"
@@ -104,6 +108,39 @@ _NOT_BUILT_HTML = """<!doctype html>
 """
 
 
+def app_page(dist: Path | None) -> Path | None:
+    """The built page of workflow apps (``app.html``, its own small entry), if built."""
+    page = (dist or DEFAULT_DIST).resolve() / "app.html"
+    return page if page.is_file() else None
+
+
+def embeddable_headers(frame_ancestors: list[str]) -> dict[str, str]:
+    """The page's security headers, embeddable by exactly ``frame_ancestors`` (origins,
+    checked when the app was saved): CSP ``frame-ancestors``, without X-Frame-Options
+    (which cannot name origins). None given: nobody may embed it, as every other page."""
+    headers = dict(SECURITY_HEADERS)
+    if frame_ancestors:
+        allowed = "frame-ancestors " + " ".join(frame_ancestors)
+        headers["Content-Security-Policy"] = CSP.replace("frame-ancestors 'none'", allowed)
+        del headers["X-Frame-Options"]
+    return headers
+
+
+async def _asset(found: Path, request: Request) -> Response:
+    """A hashed file of the build: cached for a year, gzip-compressed when the client takes
+    it and it is text (api/compressed.py)."""
+    headers = {"Cache-Control": IMMUTABLE}
+    packed = await asyncio.to_thread(compressed.gzipped, found)
+    if packed is None:
+        return FileResponse(found, headers=headers)
+    headers["Vary"] = "Accept-Encoding"
+    if not compressed.accepts_gzip(request.headers.get("accept-encoding")):
+        return FileResponse(found, headers=headers)
+    media_type = mimetypes.guess_type(found.name)[0] or "application/octet-stream"
+    headers["Content-Encoding"] = "gzip"
+    return Response(packed, media_type=media_type, headers=headers)
+
+
 def _secured(response: Response) -> Response:
     response.headers.update(SECURITY_HEADERS)
     return response
@@ -162,9 +199,10 @@ def install(app: FastAPI, dist: Path | None = None) -> None:
             return _secured(HTMLResponse(_NOT_BUILT_HTML, headers={"Cache-Control": NO_CACHE}))
         if path and path != "index.html":
             found = _inside(root, path)
+            if found is not None and path.startswith("assets/"):
+                return _secured(await _asset(found, request))
             if found is not None:
-                cache = IMMUTABLE if path.startswith("assets/") else NO_CACHE
-                return _secured(FileResponse(found, headers={"Cache-Control": cache}))
+                return _secured(FileResponse(found, headers={"Cache-Control": NO_CACHE}))
             if path.startswith("assets/"):
                 raise NotFound("No such file.")
         return _secured(FileResponse(index, headers={"Cache-Control": NO_CACHE}))

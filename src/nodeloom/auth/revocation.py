@@ -28,6 +28,7 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from nodeloom import background
 from nodeloom.auth.principal import CredentialKind, Principal
 from nodeloom.db.engine import Database
 from nodeloom.db.models import CredentialRevocation, utcnow
@@ -124,10 +125,7 @@ class RevocationFeed:
         self._task = asyncio.create_task(self._follow(), name="revocation-feed")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await background.cancel_and_wait(self._task)
 
     async def poll(self) -> None:
         rows = await self.db.read(lambda c: c.execute(_AFTER, {"after": self._last}).all())
@@ -136,9 +134,10 @@ class RevocationFeed:
             self.revocations.revoke(row.scope)
 
     async def _follow(self) -> None:
-        while True:
-            await asyncio.sleep(POLL_SECONDS)
-            try:
-                await self.poll()
-            except Exception:
-                log.warning("could not read the revocation feed", exc_info=True)
+        await background.every(
+            POLL_SECONDS,
+            self.poll,
+            log,
+            "could not read the revocation feed",
+            first_wait=POLL_SECONDS,
+        )

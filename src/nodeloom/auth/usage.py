@@ -8,10 +8,10 @@ SQLite has one writer). Uses are remembered in memory and written in one batch a
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from datetime import datetime
 
+from nodeloom import background
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
 from nodeloom.store import api_keys
@@ -49,8 +49,5 @@ class KeyUsage:
             log.warning("could not record API key use", exc_info=True)
 
     async def close(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await background.cancel_and_wait(self._task)
         await self.flush()

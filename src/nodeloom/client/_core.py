@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
 from typing import Any, TypedDict, TypeVar, Unpack
 from urllib.parse import parse_qs, urlsplit
@@ -27,6 +27,7 @@ from nodeloom.client._resources import (
     AsyncWebhooks,
     AsyncWorkflows,
 )
+from nodeloom.client._session import RequestOptions
 from nodeloom.client.errors import APIError, ConnectionFailed, error_for
 from nodeloom.schemas.accounts import AccountOut, TokenOut
 from nodeloom.schemas.nodes import NodeTypeOut
@@ -60,16 +61,6 @@ class ClientOptions(TypedDict, total=False):
     timeout: float  # seconds per request (default 30)
     max_retries: int  # retries of a 429 or 503 answer (default 3)
     max_retry_wait: float  # longest Retry-After honoured, seconds (default 60)
-
-
-class RequestOptions(TypedDict, total=False):
-    params: Mapping[str, Any] | None  # query parameters; None values are left out
-    json: Any
-    # A body streamed from its source: called anew for each attempt, so a retried request
-    # sends it whole again (an upload read from a file).
-    content: Callable[[], AsyncIterator[bytes]] | None
-    headers: Mapping[str, str] | None
-    auth: bool  # send the credential (default True)
 
 
 def backoff_seconds(error: APIError, attempt: int) -> float:

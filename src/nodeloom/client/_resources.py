@@ -16,12 +16,13 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote
 
 import anyio
 
-from nodeloom.client._runs import AsyncRun, RunEvent, extension_for
+from nodeloom.client._runs import AsyncRun, RunClient, RunEvent, extension_for
+from nodeloom.client._tus import RESUMABLE_ABOVE, upload_resumable
 from nodeloom.client.errors import AmbiguousWorkflow, NotFound
 from nodeloom.schemas.accounts import ApiKeyCreated, ApiKeyOut
 from nodeloom.schemas.approvals import ApprovalList, ApprovalOut
@@ -41,9 +42,6 @@ from nodeloom.schemas.workflows import (
     WorkflowVersionOut,
     WorkflowVersionSummary,
 )
-
-if TYPE_CHECKING:
-    from nodeloom.client._core import AsyncClient
 
 WorkflowSource = Mapping[str, Any] | str | os.PathLike[str]
 UPLOAD_CHUNK = 1024 * 1024
@@ -91,7 +89,7 @@ def _if_match(version: int | None) -> dict[str, str] | None:
 
 
 class _Resource:
-    def __init__(self, client: AsyncClient) -> None:
+    def __init__(self, client: RunClient) -> None:
         self._client = client
 
 
@@ -349,13 +347,23 @@ class AsyncAssets(_Resource):
         *,
         name: str | None = None,
         on_progress: Callable[[int], None] | None = None,
+        resumable: bool | None = None,
     ) -> AssetOut:
         """Upload the file at ``path``, streamed from disk (never read whole);
         ``on_progress`` is told the bytes sent so far. The same content uploaded before
-        answers the asset the account already has."""
+        answers the asset the account already has. Files above 8 MiB (or any, with
+        ``resumable=True``) go in a resumable upload (tus): a lost connection or a busy
+        server costs only the bytes not yet stored, sent again from where they stopped."""
         source = Path(path)
         if not await anyio.Path(source).is_file():
             raise FileNotFoundError(f"no file {source}")
+        if resumable is None:
+            resumable = (await anyio.Path(source).stat()).st_size > RESUMABLE_ABOVE
+        if resumable:
+            asset_id = await upload_resumable(
+                self._client, source, name or source.name, on_progress
+            )
+            return await self.get(asset_id)
 
         async def chunks() -> AsyncIterator[bytes]:
             sent = 0

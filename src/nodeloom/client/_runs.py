@@ -5,24 +5,24 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import re
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 from pydantic import BaseModel, PrivateAttr
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
+from nodeloom.client._session import Session
 from nodeloom.client.errors import WaitTimeout, error_for
 from nodeloom.events.model import FINAL_EVENTS, EventType
 from nodeloom.schemas.runs import ArtifactMetadata, NodeRunOut, RunError, RunOut, RunSummary
+from nodeloom.schemas.workflows import WorkflowOut
 from nodeloom.states import NodeStatus, RunStatus
-
-if TYPE_CHECKING:
-    from nodeloom.client._core import AsyncClient
 
 EXTENSIONS = {"text/plain": ".txt", "image/png": ".png", "audio/mpeg": ".mp3", "video/mp4": ".mp4"}
 CLOSE_UNAUTHORIZED, CLOSE_TOO_SLOW = 4401, 4408
@@ -222,13 +222,54 @@ class _Deadline:
         return WaitTimeout(self.run_id, self.seconds or 0)
 
 
+class _RunCalls(Protocol):
+    async def get(self, workflow_id: str, run_id: str) -> AsyncRun: ...
+
+    async def cancel(self, workflow_id: str, run_id: str) -> RunSummary: ...
+
+    async def retry(
+        self,
+        workflow_id: str,
+        run_id: str,
+        *,
+        params: Mapping[str, Mapping[str, Any]] | None = None,
+        cache: bool = True,
+        current: bool = False,
+    ) -> AsyncRun: ...
+
+
+class _WorkflowCalls(Protocol):
+    async def get(self, workflow_id: str) -> WorkflowOut: ...
+
+
+class _ArtifactCalls(Protocol):
+    async def metadata(self, artifact_id: str) -> ArtifactMetadata: ...
+
+    async def download(self, artifact_id: str, to: str | os.PathLike[str]) -> Path: ...
+
+
+class RunClient(Session, Protocol):
+    """The client a run is bound to (``AsyncClient``): its requests, and the resources a
+    run's own methods call (``refresh`` is ``runs.get``, ``outputs`` reads
+    ``artifacts.metadata``...)."""
+
+    @property
+    def runs(self) -> _RunCalls: ...
+
+    @property
+    def workflows(self) -> _WorkflowCalls: ...
+
+    @property
+    def artifacts(self) -> _ArtifactCalls: ...
+
+
 class AsyncRun(RunOut):
     """A run (every field of ``GET /workflows/{id}/runs/{run_id}``) bound to its client."""
 
     _client: Any = PrivateAttr()
 
     @classmethod
-    def bind(cls, data: Any, client: AsyncClient) -> AsyncRun:
+    def bind(cls, data: Any, client: RunClient) -> AsyncRun:
         run = cls.model_validate(data)
         run._client = client
         return run
@@ -239,11 +280,11 @@ class AsyncRun(RunOut):
 
     async def refresh(self) -> AsyncRun:
         """The run as it is now (a new object; this one is left as it was)."""
-        client: AsyncClient = self._client
+        client: RunClient = self._client
         return await client.runs.get(self.workflow_id, self.id)
 
     async def cancel(self) -> RunSummary:
-        client: AsyncClient = self._client
+        client: RunClient = self._client
         return await client.runs.cancel(self.workflow_id, self.id)
 
     async def retry(
@@ -254,7 +295,7 @@ class AsyncRun(RunOut):
         current: bool = False,
     ) -> AsyncRun:
         """Retry this failed or cancelled run from where it stopped (``runs.retry``)."""
-        client: AsyncClient = self._client
+        client: RunClient = self._client
         return await client.runs.retry(
             self.workflow_id, self.id, params=params, cache=cache, current=current
         )
@@ -306,7 +347,7 @@ class AsyncRun(RunOut):
 
     async def _ws_events(self, after_seq: int, deadline: _Deadline) -> AsyncIterator[RunEvent]:
         """Events over one WebSocket connection; returns if it closes early (4408: too slow)."""
-        client: AsyncClient = self._client
+        client: RunClient = self._client
         try:
             async with asyncio.timeout(deadline.remaining()):
                 ws = await connect(
@@ -372,7 +413,7 @@ class AsyncRun(RunOut):
         nodes = [_output_key(n) for n in self.node_runs if n.artifact_id]
         if all_nodes:
             return nodes
-        client: AsyncClient = self._client
+        client: RunClient = self._client
         workflow = await client.workflows.get(self.workflow_id)
         edges = workflow.graph_json.get("edges", [])
         sources = {e.get("source") for e in edges if isinstance(e, dict)}
@@ -383,7 +424,7 @@ class AsyncRun(RunOut):
         """Node id -> metadata of its artifact (content type, size, signed download URL), for
         the output nodes (see ``output_node_ids``); an item's node run of a batch is named
         ``<node id>.<item>``."""
-        client: AsyncClient = self._client
+        client: RunClient = self._client
         artifacts = {_output_key(n): n.artifact_id for n in self.node_runs if n.artifact_id}
         wanted = await self.output_node_ids(all_nodes=all_nodes)
         found = await asyncio.gather(*(client.artifacts.metadata(artifacts[n]) for n in wanted))
@@ -391,7 +432,7 @@ class AsyncRun(RunOut):
 
     async def download(self, directory: str | Path, *, all_nodes: bool = False) -> dict[str, Path]:
         """Save the outputs into ``directory`` as ``<node id>.<ext>``; node id -> file."""
-        client: AsyncClient = self._client
+        client: RunClient = self._client
         folder = Path(directory)
         await anyio.Path(folder).mkdir(parents=True, exist_ok=True)
         saved: dict[str, Path] = {}

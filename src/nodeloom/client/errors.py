@@ -14,10 +14,12 @@ named after its problem ``code`` (docs/errors.md lists them all):
         ├── InvalidSignature          401 invalid_signature
         ├── InsufficientCredits       402 insufficient_credits (.required, .available)
         ├── StorageQuotaExceeded      402 storage_quota_exceeded
+        ├── AppBudgetExhausted        402 app_budget_exhausted
         ├── Forbidden                 403 forbidden
         │   ├── JwtRequired           403 jwt_required
         │   ├── PlanUpgradeRequired   403 plan_upgrade_required
-        │   └── WebhookInactive       403 webhook_inactive
+        │   ├── WebhookInactive       403 webhook_inactive
+        │   └── ChallengeFailed       403 challenge_failed (.reason)
         ├── NotFound                  404 not_found
         ├── MethodNotAllowed          405 method_not_allowed
         ├── Conflict                  409 conflict
@@ -47,10 +49,13 @@ import email.utils
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar, Generic, TypeVar
 
-if TYPE_CHECKING:
-    from nodeloom.client._sync import Run
+from nodeloom.schemas.runs import RunOut
+
+# The run a RunFailed carries: ``nodeloom.run`` raises it with its ``Run`` (_sync.py), whose
+# module sits above this one.
+R = TypeVar("R", bound=RunOut)
 
 
 class NodeloomClientError(Exception):
@@ -69,10 +74,10 @@ class WaitTimeout(NodeloomClientError, TimeoutError):
         self.run_id = run_id
 
 
-class RunFailed(NodeloomClientError):
+class RunFailed(NodeloomClientError, Generic[R]):
     """``nodeloom.run`` waited for a run that ended ``failed``; ``.run`` has every node."""
 
-    def __init__(self, run: Run) -> None:
+    def __init__(self, run: R) -> None:
         error = run.error
         reason = f"{error.code}: {error.message}" if error else "failed"
         where = f" (node {error.node_id})" if error and error.node_id else ""
@@ -174,6 +179,10 @@ class StorageQuotaExceeded(APIError):
     status, code = 402, "storage_quota_exceeded"
 
 
+class AppBudgetExhausted(APIError):
+    status, code = 402, "app_budget_exhausted"
+
+
 class Forbidden(APIError):
     status, code = 403, "forbidden"
 
@@ -188,6 +197,16 @@ class PlanUpgradeRequired(Forbidden):
 
 class WebhookInactive(Forbidden):
     status, code = 403, "webhook_inactive"
+
+
+class ChallengeFailed(Forbidden):
+    status, code = 403, "challenge_failed"
+
+    @property
+    def reason(self) -> str | None:
+        """missing, invalid, expired, wrong or used."""
+        value = self.problem.get("reason")
+        return value if isinstance(value, str) else None
 
 
 class NotFound(APIError):

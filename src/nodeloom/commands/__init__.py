@@ -13,9 +13,9 @@
     credentials create|list|show|update|delete|test   provider credentials
     accounts create|set|list              server-side administration, on the database
 
-Every client command takes --url and --api-key (else NODELOOM_URL / NODELOOM_API_KEY, else
-the stored login: the same order as the Python client), and every listing takes --json.
-See docs/cli.md.
+--url and --api-key (else NODELOOM_URL / NODELOOM_API_KEY, else the stored login: the same
+order as the Python client) and --json are options of the root, given before the command;
+after it, they are still accepted (commands/common.py). See docs/cli.md.
 """
 
 from __future__ import annotations
@@ -35,6 +35,13 @@ from nodeloom.commands import (
     webhooks,
     workflows,
 )
+from nodeloom.commands.common import (
+    ApiKeyOption,
+    JsonOption,
+    UrlOption,
+    client_options,
+    root_options,
+)
 from nodeloom.commands.login import login_command, logout_command
 from nodeloom.version import __version__
 
@@ -46,19 +53,24 @@ def _version(value: bool) -> None:
 
 
 def _root(
+    ctx: typer.Context,
+    url: UrlOption = None,
+    api_key: ApiKeyOption = None,
+    as_json: JsonOption = False,
     version: Annotated[
         bool,
         typer.Option("--version", callback=_version, is_eager=True, help="Print the version."),
     ] = False,
 ) -> None:
     """Nodeloom: workflow automation for generative media."""
+    root_options(ctx, url, api_key, as_json)
 
 
 def register(app: typer.Typer) -> None:
     app.callback()(_root)
     app.command("login")(login_command)
     app.command("logout")(logout_command)
-    app.command("run")(runs.run_command)
+    app.command("run")(client_options(runs.run_command))
     app.add_typer(workflows.app, name="workflows")
     app.add_typer(runs.app, name="runs")
     app.add_typer(webhooks.app, name="webhooks")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 
 from nodeloom.auth.principal import Plan
-from nodeloom.commands.common import JsonOption, err, fail, print_table
+from nodeloom.commands.common import err, fail, json_option, print_table, wants_json
 from nodeloom.commands.login import read_secret
 from nodeloom.errors import ConfigurationError
 from nodeloom.schemas.accounts import AccountOut, _email
@@ -210,7 +210,8 @@ def accounts_set(
 
 
 @app.command("list")
-def accounts_list(as_json: JsonOption = False) -> None:
+@json_option
+def accounts_list() -> None:
     """List accounts with plan and balance (full ids)."""
     settings = open_settings(create=False)
     from nodeloom.store import accounts as account_store
@@ -220,7 +221,7 @@ def accounts_list(as_json: JsonOption = False) -> None:
         return [AccountOut.model_validate(row) for row in rows]
 
     accounts = _with_db(settings, action)
-    if as_json:
+    if wants_json():
         sys.stdout.write(json.dumps([a.model_dump(mode="json") for a in accounts], indent=2) + "\n")
         return
     print_table(

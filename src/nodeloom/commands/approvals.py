@@ -7,18 +7,17 @@ from typing import Annotated
 import typer
 
 from nodeloom.commands.common import (
-    ApiKeyOption,
-    JsonOption,
-    UrlOption,
+    ClientTyper,
     client,
     err,
     print_json,
     print_listing,
+    wants_json,
     when,
 )
 from nodeloom.schemas.approvals import ApprovalOut
 
-app = typer.Typer(help="Approval nodes waiting for a person: list, approve, reject.")
+app = ClientTyper(help="Approval nodes waiting for a person: list, approve, reject.")
 
 ApprovalArg = Annotated[str, typer.Argument(help="Approval id (from `approvals list`).")]
 CommentOption = Annotated[
@@ -37,8 +36,8 @@ def _preview(approval: ApprovalOut) -> str:
     return one_line if len(one_line) <= PREVIEW else one_line[: PREVIEW - 3] + "..."
 
 
-def _show(approval: ApprovalOut, as_json: bool) -> None:
-    if as_json:
+def _show(approval: ApprovalOut) -> None:
+    if wants_json():
         print_json(approval)
         return
     note = f": {approval.comment}" if approval.comment else ""
@@ -46,21 +45,18 @@ def _show(approval: ApprovalOut, as_json: bool) -> None:
 
 
 @app.command("list")
-def list_approvals(
-    url: UrlOption = None, api_key: ApiKeyOption = None, as_json: JsonOption = False
-) -> None:
+def list_approvals() -> None:
     """The account's approvals waiting for a person, oldest first."""
-    with client(url, api_key) as c:
+    with client() as c:
         listing = c.approvals.list()
     print_listing(
         listing.data,
-        as_json,
         ("id", "workflow", "run", "node", "prompt", "input", "expires (UTC)"),
         lambda a: (
             a.id,
             a.workflow_name,
             a.run_id,
-            a.node_id,
+            a.node_id if a.item_index is None else f"{a.node_id} item {a.item_index + 1}",
             a.prompt,
             _preview(a),
             when(a.expires_at),
@@ -76,25 +72,19 @@ def approve(
         str | None,
         typer.Option("--text", help="Approve this text instead (where the node allows edits)."),
     ] = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Approve: the run goes on down the node's `approved` output."""
-    with client(url, api_key) as c:
+    with client() as c:
         decided = c.approvals.approve(approval, comment=comment, text=text)
-    _show(decided, as_json)
+    _show(decided)
 
 
 @app.command("reject")
 def reject(
     approval: ApprovalArg,
     comment: CommentOption = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Reject: the run goes on down the node's `rejected` output."""
-    with client(url, api_key) as c:
+    with client() as c:
         decided = c.approvals.reject(approval, comment=comment)
-    _show(decided, as_json)
+    _show(decided)

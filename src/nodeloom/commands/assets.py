@@ -9,19 +9,18 @@ import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TransferSpeedColumn
 
 from nodeloom.commands.common import (
-    ApiKeyOption,
-    JsonOption,
+    ClientTyper,
     LimitOption,
-    UrlOption,
     client,
     err,
     print_json,
     print_listing,
     take,
+    wants_json,
     when,
 )
 
-app = typer.Typer(help="Files of the account: images, audio and video for input nodes.")
+app = ClientTyper(help="Files of the account: images, audio and video for input nodes.")
 
 
 def _size(value: int) -> str:
@@ -37,9 +36,6 @@ def _size(value: int) -> str:
 def upload(
     files: Annotated[list[Path], typer.Argument(help="Files to upload.", exists=True)],
     name: Annotated[str | None, typer.Option(help="Name (one file only).")] = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Upload files; each becomes an asset (converted to PNG, MP3 or MP4 when needed). The
     asset ids are printed, one per line."""
@@ -47,7 +43,7 @@ def upload(
         raise typer.BadParameter("--name names one file only")
     done = []
     with (
-        client(url, api_key) as c,
+        client() as c,
         Progress(
             "[progress.description]{task.description}",
             BarColumn(),
@@ -67,7 +63,7 @@ def upload(
             bars.remove_task(task)
             err().print(f"{path.name}: {asset.kind} {asset.id} ({_size(asset.size_bytes)})")
             done.append(asset)
-    if as_json:
+    if wants_json():
         print_json(done)
         return
     for asset in done:
@@ -78,17 +74,13 @@ def upload(
 def list_assets(
     kind: Annotated[str | None, typer.Option(help="image, audio or video.")] = None,
     search: Annotated[str | None, typer.Option(help="A part of the name or a tag.")] = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
     limit: LimitOption = 100,
 ) -> None:
     """The account's assets, newest first."""
-    with client(url, api_key) as c:
+    with client() as c:
         assets = take(c.assets.list(kind=kind, search=search), limit)
     print_listing(
         assets,
-        as_json,
         ("id", "name", "kind", "size", "created (UTC)"),
         lambda a: (a.id, a.name, a.kind, _size(a.size_bytes), when(a.created_at)),
     )
@@ -100,11 +92,9 @@ def remove(
     force: Annotated[
         bool, typer.Option("--force", help="Delete even if a workflow names it.")
     ] = False,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
 ) -> None:
     """Delete assets. One a workflow names is kept unless --force."""
-    with client(url, api_key) as c:
+    with client() as c:
         for asset_id in asset_ids:
             c.assets.delete(asset_id, force=force)
             err().print(f"deleted asset {asset_id}")

@@ -14,21 +14,20 @@ from typing import Annotated, Any
 import typer
 
 from nodeloom.commands.common import (
-    ApiKeyOption,
-    JsonOption,
+    ClientTyper,
     LimitOption,
-    UrlOption,
     client,
     err,
     fail,
     print_json,
     print_listing,
     take,
+    wants_json,
     when,
 )
 from nodeloom.schemas.credentials import KINDS
 
-app = typer.Typer(help="Provider credentials of your account (docs/providers.md).")
+app = ClientTyper(help="Provider credentials of your account (docs/providers.md).")
 
 CredentialArg = Annotated[str, typer.Argument(help="Credential id.")]
 FieldOption = Annotated[
@@ -102,16 +101,13 @@ def create(
     field: FieldOption = None,
     secret: SecretOption = None,
     secret_stdin: SecretStdinOption = False,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Store a credential; its secret fields are asked for (or read from stdin)."""
     fields = _fields(_kind(kind), field)
     fields.update(_read_secrets(_secret_names(kind, secret, required=True), secret_stdin))
-    with client(url, api_key) as c:
+    with client() as c:
         made = c.credentials.create(name, kind, fields)
-    if as_json:
+    if wants_json():
         print_json(made)
         return
     err().print(f"created {made.kind} credential {made.id} ({made.hint})")
@@ -120,17 +116,13 @@ def create(
 
 @app.command("list")
 def list_credentials(
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
     limit: LimitOption = 100,
 ) -> None:
     """The account's credentials, newest first (secrets masked)."""
-    with client(url, api_key) as c:
+    with client() as c:
         items = take(c.credentials.list(), limit)
     print_listing(
         items,
-        as_json,
         ("id", "name", "kind", "secret", "last used (UTC)", "fields"),
         lambda i: (
             i.id,
@@ -144,9 +136,9 @@ def list_credentials(
 
 
 @app.command("show")
-def show(credential: CredentialArg, url: UrlOption = None, api_key: ApiKeyOption = None) -> None:
+def show(credential: CredentialArg) -> None:
     """One credential as JSON (its secret masked)."""
-    with client(url, api_key) as c:
+    with client() as c:
         print_json(c.credentials.get(credential))
 
 
@@ -160,27 +152,24 @@ def update(
     ] = False,
     secret: SecretOption = None,
     secret_stdin: SecretStdinOption = False,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Rename, change non-secret fields, or rotate the secret (the next run uses it)."""
-    with client(url, api_key) as c:
+    with client() as c:
         kind = c.credentials.get(credential).kind
         fields = _fields(kind, field)
         names = _secret_names(kind, secret, required=rotate)
         fields.update(_read_secrets(names, secret_stdin))
         changed = c.credentials.update(credential, name=name, fields=fields or None)
-    if as_json:
+    if wants_json():
         print_json(changed)
         return
     err().print(f"updated credential {changed.id} ({changed.hint})")
 
 
 @app.command("delete")
-def delete(credential: CredentialArg, url: UrlOption = None, api_key: ApiKeyOption = None) -> None:
+def delete(credential: CredentialArg) -> None:
     """Delete a credential: workflows naming it are refused at execute until changed."""
-    with client(url, api_key) as c:
+    with client() as c:
         c.credentials.delete(credential)
     err().print(f"deleted credential {credential}")
 
@@ -188,14 +177,11 @@ def delete(credential: CredentialArg, url: UrlOption = None, api_key: ApiKeyOpti
 @app.command("test")
 def test(
     credential: CredentialArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Ask the provider whether it accepts the credential; exit status 1 when not."""
-    with client(url, api_key) as c:
+    with client() as c:
         result = c.credentials.test(credential)
-    if as_json:
+    if wants_json():
         print_json(result)
     else:
         status = f" (HTTP {result.status})" if result.status is not None else ""

@@ -15,22 +15,24 @@ import typer
 
 from nodeloom.client import Client, _config
 from nodeloom.commands.common import (
-    ApiKeyOption,
-    JsonOption,
-    UrlOption,
+    ClientTyper,
     err,
     handled,
     print_json,
     print_listing,
+    target,
+    wants_json,
     when,
 )
 from nodeloom.commands.login import read_secret
 
-app = typer.Typer(help="API keys of your account (managed with a log-in token).")
+app = ClientTyper(help="API keys of your account (managed with a log-in token).")
 
 
 @contextlib.contextmanager
-def token_client(url: str | None, api_key: str | None) -> Iterator[Client]:
+def token_client() -> Iterator[Client]:
+    given = target()
+    url, api_key = given.url, given.api_key
     with handled():
         if api_key is None:
             stored = _config.stored_login(url or os.environ.get(_config.URL_ENV))
@@ -50,14 +52,11 @@ def token_client(url: str | None, api_key: str | None) -> Iterator[Client]:
 @app.command("create")
 def create(
     name: Annotated[str, typer.Argument(help="What the key is for.")],
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Create an API key. The key is printed once, now; store it safely."""
-    with token_client(url, api_key) as c:
+    with token_client() as c:
         key = c.keys.create(name)
-    if as_json:
+    if wants_json():
         print_json(key)
         return
     err().print(f"created API key {key.id} ({key.name}); it is shown only this once:")
@@ -65,15 +64,12 @@ def create(
 
 
 @app.command("list")
-def list_keys(
-    url: UrlOption = None, api_key: ApiKeyOption = None, as_json: JsonOption = False
-) -> None:
+def list_keys() -> None:
     """Your API keys (their prefixes; the keys themselves are never shown again)."""
-    with token_client(url, api_key) as c:
+    with token_client() as c:
         keys = c.keys.list()
     print_listing(
         keys,
-        as_json,
         ("id", "name", "prefix", "created (UTC)", "last used (UTC)", "revoked (UTC)"),
         lambda k: (
             k.id,
@@ -89,10 +85,8 @@ def list_keys(
 @app.command("revoke")
 def revoke(
     key_id: Annotated[str, typer.Argument(help="The key's id (see `keys list`).")],
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
 ) -> None:
     """Revoke a key: the very next request with it gets 401."""
-    with token_client(url, api_key) as c:
+    with token_client() as c:
         c.keys.revoke(key_id)
     err().print(f"revoked API key {key_id}")

@@ -11,7 +11,7 @@ import typer
 
 from nodeloom.client import Client, _config
 from nodeloom.client.errors import NotFound, Unauthorized
-from nodeloom.commands.common import UrlOption, err, fail, handled
+from nodeloom.commands.common import UrlOption, err, fail, handled, target
 
 
 def read_secret(prompt: str, *, from_stdin: bool, confirm: bool = False) -> str:
@@ -38,10 +38,11 @@ def login_command(
     ] = False,
 ) -> None:
     """Log in and store an API key for this server (0600, in the user's config directory)."""
-    target = _config.resolve(url, None)
+    url = url or target().url
+    resolved = _config.resolve(url, None)
     if url is None and sys.stdin.isatty():
-        url = typer.prompt("Server URL", default=target.url)
-    url = _config.normalize_url(url or target.url)
+        url = typer.prompt("Server URL", default=resolved.url)
+    url = _config.normalize_url(url or resolved.url)
     previous = _config.stored_login(url)
     if email is None:
         email = typer.prompt("E-mail", default=previous.email if previous else None)
@@ -69,6 +70,7 @@ def login_command(
 def logout_command(url: UrlOption = None) -> None:
     """Revoke the stored API key (when the stored log-in token still allows it) and forget
     the login."""
+    url = url or target().url
     stored = _config.stored_login(url)
     if stored is None:
         fail("not logged in" + (f" to {url}" if url else ""))

@@ -14,7 +14,7 @@ from typing import Annotated
 
 import typer
 
-from nodeloom.commands.common import JsonOption, err, print_listing
+from nodeloom.commands.common import err, json_option, print_listing
 from nodeloom.nodes.registry import build_registry, package_of
 from nodeloom.sdk import SDK_VERSION
 from nodeloom.settings import Settings
@@ -26,7 +26,8 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 
 
 @app.command("list")
-def list_command(as_json: JsonOption = False) -> None:
+@json_option
+def list_command() -> None:
     """Every node type with its package, version and status, and every refused package."""
     settings = Settings()
     registry = build_registry(settings=settings)
@@ -56,7 +57,6 @@ def list_command(as_json: JsonOption = False) -> None:
             )
     print_listing(
         rows,
-        as_json,
         ["TYPE", "PACKAGE", "VERSION", "STATUS", "REASON"],
         lambda r: [r["type"], r["package"], r["version"], r["status"], r["reason"] or ""],
     )

@@ -12,10 +12,8 @@ import typer
 from nodeloom.client import Client, Run
 from nodeloom.client.errors import NodeloomClientError
 from nodeloom.commands.common import (
-    ApiKeyOption,
-    JsonOption,
+    ClientTyper,
     LimitOption,
-    UrlOption,
     WorkflowArg,
     client,
     err,
@@ -24,12 +22,13 @@ from nodeloom.commands.common import (
     print_listing,
     print_table,
     take,
+    wants_json,
     when,
 )
 from nodeloom.commands.progress import ProgressView, repeat_bounds
 from nodeloom.schemas.runs import RunStatusName
 
-app = typer.Typer(help="Runs of a workflow: list, show, cancel, retry, events.")
+app = ClientTyper(help="Runs of a workflow: list, show, cancel, retry, events.")
 
 RunArg = Annotated[str, typer.Argument(help="Run id.")]
 InputsOption = Annotated[
@@ -108,22 +107,19 @@ def run_command(
         str | None,
         typer.Option("--callback-url", help="POST the run's record here, signed, when it ends."),
     ] = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Run a workflow; with --wait show each node live, then the output artifacts.
 
     The outputs are the artifacts of the nodes no edge leaves; --all lists every node's.
     Exit status 1 when the run fails or is cancelled.
     """
-    with client(url, api_key) as c:
+    with client() as c:
         data = parse_inputs(inputs or [], input_file)
         found = c.workflows.find(workflow)
         upload_inputs(c, inputs or [], data)
         run = c.workflows.execute(found.id, data, cache=not no_cache, callback_url=callback_url)
         note = f"started run of {found.name!r}; follow it with --wait"
-        _started(c, run, note, wait, download, all_nodes, timeout, as_json)
+        _started(c, run, note, wait, download, all_nodes, timeout)
 
 
 def parse_params(pairs: list[str]) -> dict[str, dict[str, Any]] | None:
@@ -149,13 +145,12 @@ def _started(
     download: Path | None,
     all_nodes: bool,
     timeout: float | None,
-    as_json: bool,
 ) -> None:
     """What ``run`` and ``retry`` do with the run they started: print its id (and ``note``
     on stderr); or, with --wait or --download, follow it live, report its outputs and exit
     with status 1 unless it completed."""
     if not (wait or download):
-        if as_json:
+        if wants_json():
             print_json(run)
         else:
             err().print(note)
@@ -163,7 +158,7 @@ def _started(
         return
     with ProgressView(run, err(), _repeats(c, run)) as view:
         run = run.wait(timeout, on_event=view.on_event)
-    _report(c, run, download, all_nodes, as_json)
+    _report(c, run, download, all_nodes)
     if run.status != "completed":
         raise typer.Exit(1)
 
@@ -181,10 +176,10 @@ def _repeats(c: Client, run: Run) -> dict[str, int]:
     return repeat_bounds(graph)
 
 
-def _report(c: Client, run: Run, download: Path | None, all_nodes: bool, as_json: bool) -> None:
+def _report(c: Client, run: Run, download: Path | None, all_nodes: bool) -> None:
     outputs = run.outputs(all_nodes=all_nodes)
     files = run.download(download, all_nodes=all_nodes) if download is not None else {}
-    if as_json:
+    if wants_json():
         print_json({"run": run, "outputs": outputs, "files": {k: str(v) for k, v in files.items()}})
         return
     types = {n.node_id: n.type for n in run.node_runs}
@@ -210,18 +205,14 @@ def _report(c: Client, run: Run, download: Path | None, all_nodes: bool, as_json
 def list_runs(
     workflow: WorkflowArg,
     status: Annotated[RunStatusName | None, typer.Option(help="Only runs in this state.")] = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
     limit: LimitOption = 50,
 ) -> None:
     """A workflow's runs, newest first."""
-    with client(url, api_key) as c:
+    with client() as c:
         found = c.workflows.find(workflow)
         runs = take(c.runs.list(found.id, status=status, page_size=min(limit, 200)), limit)
     print_listing(
         runs,
-        as_json,
         ("id", "status", "credits", "ms", "created (UTC)", "error"),
         lambda r: (
             r.id,
@@ -238,14 +229,11 @@ def list_runs(
 def show(
     workflow: WorkflowArg,
     run_id: RunArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """A run and each of its nodes."""
-    with client(url, api_key) as c:
+    with client() as c:
         run = c.runs.get(c.workflows.find(workflow).id, run_id)
-    if as_json:
+    if wants_json():
         print_json(run)
         return
     error = f" · {run.error.code}: {run.error.message}" if run.error else ""
@@ -278,11 +266,9 @@ def show(
 def cancel(
     workflow: WorkflowArg,
     run_id: RunArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
 ) -> None:
     """Stop a run; it ends failed with error code cancelled."""
-    with client(url, api_key) as c:
+    with client() as c:
         c.runs.cancel(c.workflows.find(workflow).id, run_id)
     err().print(f"cancelling run {run_id}")
 
@@ -291,16 +277,13 @@ def cancel(
 def events(
     workflow: WorkflowArg,
     run_id: RunArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """A run's events, from the first; live until the run ends (--json: one per line)."""
-    with client(url, api_key) as c:
+    with client() as c:
         workflow_id = c.workflows.find(workflow).id
         with handled():
             for event in c.runs.events(workflow_id, run_id):
-                if as_json:
+                if wants_json():
                     sys.stdout.write(event.model_dump_json() + "\n")
                 else:
                     node = f" {event.node_id}" if event.node_id else ""
@@ -339,9 +322,6 @@ def retry(
             help="Run the workflow as saved now (a fix saved since the run), not the run's graph.",
         ),
     ] = False,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Retry a failed or cancelled run from the node that stopped it.
 
@@ -351,9 +331,9 @@ def retry(
     new run's id; with --wait follows it like `nodeloom run --wait`. Exit status 1 when
     the new run fails or is cancelled.
     """
-    with client(url, api_key) as c:
+    with client() as c:
         params = parse_params(sets or [])
         found = c.workflows.find(workflow)
         run = c.runs.retry(found.id, run_id, params=params, cache=not no_cache, current=current)
         note = f"retrying run {run_id} as a new run; follow it with --wait"
-        _started(c, run, note, wait, download, all_nodes, timeout, as_json)
+        _started(c, run, note, wait, download, all_nodes, timeout)

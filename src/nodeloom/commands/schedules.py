@@ -9,10 +9,8 @@ from typing import Annotated, Any
 import typer
 
 from nodeloom.commands.common import (
-    ApiKeyOption,
-    JsonOption,
+    ClientTyper,
     LimitOption,
-    UrlOption,
     WorkflowArg,
     client,
     err,
@@ -21,12 +19,13 @@ from nodeloom.commands.common import (
     print_listing,
     print_table,
     take,
+    wants_json,
     when,
 )
 from nodeloom.schemas.schedules import ScheduleOut
 
-app = typer.Typer(help="Schedules (cron triggers) of a workflow (pro plan and above).")
-callbacks_app = typer.Typer(help="Signed run callbacks: the signing secret and delivery logs.")
+app = ClientTyper(help="Schedules (cron triggers) of a workflow (pro plan and above).")
+callbacks_app = ClientTyper(help="Signed run callbacks: the signing secret and delivery logs.")
 
 ScheduleArg = Annotated[str, typer.Argument(help="Schedule id.")]
 InputOption = Annotated[str | None, typer.Option("--input", help="The runs' input, a JSON object.")]
@@ -50,8 +49,8 @@ def _input(text: str | None) -> dict[str, Any] | None:
     return value
 
 
-def _show(schedule: ScheduleOut, as_json: bool) -> None:
-    if as_json:
+def _show(schedule: ScheduleOut) -> None:
+    if wants_json():
         print_json(schedule)
         return
     state = "active" if schedule.active else "paused"
@@ -73,12 +72,9 @@ def create(
     input: InputOption = None,
     inactive: Annotated[bool, typer.Option("--inactive", help="Create it paused.")] = False,
     callback_url: CallbackOption = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Run the workflow on a cron schedule, read in an IANA time zone (default UTC)."""
-    with client(url, api_key) as c:
+    with client() as c:
         schedule = c.schedules.create(
             c.workflows.find(workflow).id,
             name,
@@ -88,23 +84,19 @@ def create(
             active=not inactive,
             callback_url=callback_url,
         )
-    _show(schedule, as_json)
+    _show(schedule)
 
 
 @app.command("list")
 def list_schedules(
     workflow: WorkflowArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
     limit: LimitOption = 100,
 ) -> None:
     """A workflow's schedules with their next run time."""
-    with client(url, api_key) as c:
+    with client() as c:
         items = take(c.schedules.list(c.workflows.find(workflow).id), limit)
     print_listing(
         items,
-        as_json,
         ("id", "name", "cron", "time zone", "active", "next run (UTC)", "last error"),
         lambda s: (
             s.id,
@@ -122,14 +114,11 @@ def list_schedules(
 def show(
     workflow: WorkflowArg,
     schedule: ScheduleArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """One schedule: its next run, and what its last firing did."""
-    with client(url, api_key) as c:
+    with client() as c:
         found = c.schedules.get(c.workflows.find(workflow).id, schedule)
-    _show(found, as_json)
+    _show(found)
 
 
 @app.command("update")
@@ -141,9 +130,6 @@ def update(
     timezone: TimezoneOption = None,
     input: InputOption = None,
     callback_url: CallbackOption = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Change what is given; the rest stays."""
     changes: dict[str, Any] = {}
@@ -158,50 +144,42 @@ def update(
             changes[key] = value
     if not changes:
         fail("nothing to change: give --name, --cron, --timezone, --input or --callback-url")
-    with client(url, api_key) as c:
+    with client() as c:
         found = c.schedules.update(c.workflows.find(workflow).id, schedule, **changes)
-    _show(found, as_json)
+    _show(found)
 
 
-def _set_active(
-    workflow: str, schedule: str, active: bool, url: str | None, key: str | None
-) -> None:
-    with client(url, key) as c:
+def _set_active(workflow: str, schedule: str, active: bool) -> None:
+    with client() as c:
         found = c.schedules.set_active(c.workflows.find(workflow).id, schedule, active)
-    _show(found, False)
+    _show(found)
 
 
 @app.command("pause")
 def pause(
     workflow: WorkflowArg,
     schedule: ScheduleArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
 ) -> None:
     """Stop firing until resumed."""
-    _set_active(workflow, schedule, False, url, api_key)
+    _set_active(workflow, schedule, False)
 
 
 @app.command("resume")
 def resume(
     workflow: WorkflowArg,
     schedule: ScheduleArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
 ) -> None:
     """Fire again, from the next future time (missed times are not made up)."""
-    _set_active(workflow, schedule, True, url, api_key)
+    _set_active(workflow, schedule, True)
 
 
 @app.command("delete")
 def delete(
     workflow: WorkflowArg,
     schedule: ScheduleArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
 ) -> None:
     """Delete a schedule: it never fires again (its runs stay)."""
-    with client(url, api_key) as c:
+    with client() as c:
         c.schedules.delete(c.workflows.find(workflow).id, schedule)
     err().print(f"deleted schedule {schedule}")
 
@@ -211,11 +189,9 @@ def secret(
     rotate: Annotated[
         bool, typer.Option("--rotate", help="Make a new secret (the old one stops at once).")
     ] = False,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
 ) -> None:
     """Show when the signing secret was made; with --rotate make one and print it (once)."""
-    with client(url, api_key) as c:
+    with client() as c:
         if rotate:
             created = c.callbacks.rotate_secret()
             err().print("the callback signing secret (shown only now; keep it safe):")
@@ -229,14 +205,11 @@ def secret(
 def log(
     workflow: WorkflowArg,
     run_id: Annotated[str, typer.Argument(help="Run id.")],
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """A run's callback: its state and every attempt with the receiver's answer."""
-    with client(url, api_key) as c:
+    with client() as c:
         found = c.callbacks.deliveries(c.workflows.find(workflow).id, run_id)
-    if as_json:
+    if wants_json():
         print_json(found)
         return
     if not found:

@@ -7,20 +7,19 @@ from typing import Annotated
 import typer
 
 from nodeloom.commands.common import (
-    ApiKeyOption,
-    JsonOption,
+    ClientTyper,
     LimitOption,
-    UrlOption,
     WorkflowArg,
     client,
     err,
     print_json,
     print_listing,
     take,
+    wants_json,
     when,
 )
 
-app = typer.Typer(help="Webhook triggers of a workflow (pro plan and above).")
+app = ClientTyper(help="Webhook triggers of a workflow (pro plan and above).")
 
 WebhookArg = Annotated[str, typer.Argument(help="Webhook id.")]
 
@@ -30,14 +29,11 @@ def create(
     workflow: WorkflowArg,
     name: Annotated[str, typer.Option(help="A name for the trigger.")],
     inactive: Annotated[bool, typer.Option("--inactive", help="Create it switched off.")] = False,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Create a trigger URL: a POST of a JSON object to it starts a run with that input."""
-    with client(url, api_key) as c:
+    with client() as c:
         hook = c.webhooks.create(c.workflows.find(workflow).id, name, active=not inactive)
-    if as_json:
+    if wants_json():
         print_json(hook)
         return
     err().print(f"created webhook {hook.id} ({'active' if hook.active else 'inactive'}); its URL:")
@@ -47,17 +43,13 @@ def create(
 @app.command("list")
 def list_webhooks(
     workflow: WorkflowArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
     limit: LimitOption = 100,
 ) -> None:
     """A workflow's webhooks with their URLs (the token in a URL is its credential)."""
-    with client(url, api_key) as c:
+    with client() as c:
         hooks = take(c.webhooks.list(c.workflows.find(workflow).id), limit)
     print_listing(
         hooks,
-        as_json,
         ("id", "name", "active", "signed", "created (UTC)", "url"),
         lambda h: (
             h.id,
@@ -70,35 +62,27 @@ def list_webhooks(
     )
 
 
-def _set_active(
-    workflow: str, webhook: str, active: bool, url: str | None, key: str | None
-) -> None:
-    with client(url, key) as c:
+def _set_active(workflow: str, webhook: str, active: bool) -> None:
+    with client() as c:
         hook = c.webhooks.set_active(c.workflows.find(workflow).id, webhook, active)
     err().print(f"webhook {hook.id} is {'active' if hook.active else 'inactive'}")
 
 
 @app.command("enable")
-def enable(
-    workflow: WorkflowArg, webhook: WebhookArg, url: UrlOption = None, api_key: ApiKeyOption = None
-) -> None:
+def enable(workflow: WorkflowArg, webhook: WebhookArg) -> None:
     """Switch a webhook on."""
-    _set_active(workflow, webhook, True, url, api_key)
+    _set_active(workflow, webhook, True)
 
 
 @app.command("disable")
-def disable(
-    workflow: WorkflowArg, webhook: WebhookArg, url: UrlOption = None, api_key: ApiKeyOption = None
-) -> None:
+def disable(workflow: WorkflowArg, webhook: WebhookArg) -> None:
     """Switch a webhook off: triggers answer 403 webhook_inactive until it is enabled."""
-    _set_active(workflow, webhook, False, url, api_key)
+    _set_active(workflow, webhook, False)
 
 
 @app.command("delete")
-def delete(
-    workflow: WorkflowArg, webhook: WebhookArg, url: UrlOption = None, api_key: ApiKeyOption = None
-) -> None:
+def delete(workflow: WorkflowArg, webhook: WebhookArg) -> None:
     """Delete a webhook: its URL answers 404 from the next request on."""
-    with client(url, api_key) as c:
+    with client() as c:
         c.webhooks.delete(c.workflows.find(workflow).id, webhook)
     err().print(f"deleted webhook {webhook}")

@@ -14,10 +14,8 @@ from nodeloom.client import load_workflow
 from nodeloom.client._resources import looks_like_id
 from nodeloom.client.errors import NotFound
 from nodeloom.commands.common import (
-    ApiKeyOption,
-    JsonOption,
+    ClientTyper,
     LimitOption,
-    UrlOption,
     WorkflowArg,
     client,
     err,
@@ -26,12 +24,13 @@ from nodeloom.commands.common import (
     print_listing,
     print_table,
     take,
+    wants_json,
     when,
 )
 from nodeloom.commands.runs import InputFileOption, InputsOption, parse_inputs
 from nodeloom.schemas.workflows import WorkflowVersionSummary
 
-app = typer.Typer(
+app = ClientTyper(
     help="Workflows: list, show, push and pull JSON files, delete; versions, restore, estimate."
 )
 MessageOption = Annotated[
@@ -41,17 +40,13 @@ MessageOption = Annotated[
 
 @app.command("list")
 def list_workflows(
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
     limit: LimitOption = 100,
 ) -> None:
     """Workflows of the account, newest first."""
-    with client(url, api_key) as c:
+    with client() as c:
         found = take(c.workflows.list(page_size=min(limit, 200)), limit)
     print_listing(
         found,
-        as_json,
         ("id", "name", "nodes", "created (UTC)"),
         lambda w: (w.id, w.name, w.node_count, when(w.created_at)),
     )
@@ -60,14 +55,11 @@ def list_workflows(
 @app.command("show")
 def show(
     workflow: WorkflowArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """A workflow's nodes and edges (--json: the whole workflow, graph included)."""
-    with client(url, api_key) as c:
+    with client() as c:
         found = c.workflows.find(workflow)
-    if as_json:
+    if wants_json():
         print_json(found)
         return
     graph = found.graph_json
@@ -107,9 +99,6 @@ def push(
         ),
     ] = False,
     message: MessageOption = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Create a workflow from a JSON file, or update the one it names: the "id" the file
     carries, else the one workflow with its name (pushing a file twice updates it, so
@@ -118,7 +107,7 @@ def push(
     The file is {"name", "graph_json"} (what `pull` writes; examples/ holds some) or a bare
     graph {"nodes", "edges", "viewport"}.
     """
-    with client(url, api_key) as c:
+    with client() as c:
         data: Any = json.load(sys.stdin) if str(file) == "-" else _read(file)
         if not isinstance(data, dict):
             fail(f"{file} does not hold a JSON object")
@@ -142,7 +131,7 @@ def push(
         if saved is None:
             saved = c.workflows.create({"name": wf_name, "graph_json": graph}, message=message)
             verb = "created"
-    if as_json:
+    if wants_json():
         print_json(saved)
         return
     err().print(
@@ -164,11 +153,9 @@ def pull(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
     ] = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
 ) -> None:
     """Write a workflow as {"id", "name", "graph_json"} JSON; `push` reads it back."""
-    with client(url, api_key) as c:
+    with client() as c:
         found = c.workflows.find(workflow)
     text = json.dumps(
         {"id": found.id, "name": found.name, "graph_json": found.graph_json},
@@ -186,11 +173,9 @@ def pull(
 def delete(
     workflow: WorkflowArg,
     yes: Annotated[bool, typer.Option("--yes", "-y", help="Do not ask.")] = False,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
 ) -> None:
     """Delete a workflow: its running runs are cancelled, its webhooks stop at once."""
-    with client(url, api_key) as c:
+    with client() as c:
         found = c.workflows.find(workflow)
         if not yes:
             if not sys.stdin.isatty():
@@ -213,16 +198,13 @@ def _author(version: WorkflowVersionSummary) -> str:
 @app.command("versions")
 def versions(
     workflow: WorkflowArg,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
     limit: LimitOption = 50,
 ) -> None:
     """A workflow's saved versions, newest first: who saved each, when, and why."""
-    with client(url, api_key) as c:
+    with client() as c:
         found = c.workflows.find(workflow)
         listed = take(c.workflows.versions(found.id, page_size=min(limit, 200)), limit)
-    if as_json:
+    if wants_json():
         print_json(listed)
         return
     err().print(f"{found.name} · {found.id} · current version {found.version}")
@@ -246,17 +228,14 @@ def restore(
     workflow: WorkflowArg,
     version: Annotated[int, typer.Argument(min=1, help="The version number to restore.")],
     message: MessageOption = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """Save an old version's name and graph again, as a new version (nothing is lost)."""
-    with client(url, api_key) as c:
+    with client() as c:
         found = c.workflows.find(workflow)
         saved = c.workflows.restore(
             found.id, version, message=message, expected_version=found.version
         )
-    if as_json:
+    if wants_json():
         print_json(saved)
         return
     err().print(
@@ -270,19 +249,16 @@ def estimate(
     workflow: WorkflowArg,
     inputs: InputsOption = None,
     input_file: InputFileOption = None,
-    url: UrlOption = None,
-    api_key: ApiKeyOption = None,
-    as_json: JsonOption = False,
 ) -> None:
     """The credits a run would hold, per node and in total, without running anything.
 
     Exit status 1 when the balance does not cover it (the run would be refused).
     """
-    with client(url, api_key) as c:
+    with client() as c:
         data = parse_inputs(inputs or [], input_file)
         found = c.workflows.find(workflow)
         answer = c.workflows.estimate(found.id, data)
-    if as_json:
+    if wants_json():
         print_json(answer)
     else:
         print_table(

@@ -40,6 +40,11 @@ ORDER = (
     "credential_revocations",
     "assets",
     "account_storage",
+    "apps",
+    "app_runs",
+    "app_challenges",
+    "tus_uploads",
+    "comfyui_drains",
 )
 IDENTITY = {"credit_ledger": "id", "credential_revocations": "id"}
 

@@ -17,12 +17,14 @@ def serialize(conn: Connection, name: str) -> None:
         conn.execute(sa.text("SELECT pg_advisory_xact_lock(:key)"), {"key": key})
 
 
-def insert_missing(conn: Connection, table: sa.Table, values: dict[str, object]) -> None:
-    """Insert the row unless one with the same key is there (ON CONFLICT DO NOTHING)."""
+def insert_missing(conn: Connection, table: sa.Table, values: dict[str, object]) -> bool:
+    """Insert the row unless one with the same key is there (ON CONFLICT DO NOTHING); True
+    when it was inserted."""
     from sqlalchemy.dialects import postgresql, sqlite
 
     insert = postgresql.insert if conn.dialect.name == "postgresql" else sqlite.insert
-    conn.execute(insert(table).values(values).on_conflict_do_nothing())
+    result = conn.execute(insert(table).values(values).on_conflict_do_nothing())
+    return bool(result.rowcount)
 
 
 def greatest(conn: Connection, *values: object) -> sa.ColumnElement[object]:

@@ -261,8 +261,12 @@ class Database:
                 url,
                 json_serializer=_json_dumps,
                 json_deserializer=orjson.loads,
-                pool_size=10,
-                max_overflow=10,
+                # 20 connections at most, all kept: with 10 kept and 10 more on demand, a
+                # burst of requests opened and closed connections all along (32 connects
+                # for 200 provider runs accepted, each a handshake here and a new backend
+                # with cold caches there, its prepared statements parsed again: issue #36).
+                pool_size=20,
+                max_overflow=0,
             )
             sync_engine = self._engine.sync_engine
             event.listen(sync_engine, "before_cursor_execute", self._count)
@@ -363,8 +367,8 @@ class Database:
     async def fetch_row_alone(self, sql: str, *args: Any) -> Any:
         """One PostgreSQL statement outside any transaction (it commits on its own), straight
         on asyncpg: its first row (an asyncpg Record), or None. For another library's hot
-        statement on our pool, such as Procrastinate's job fetch (dispatch/jobs.py), without
-        that library's own connector in the way."""
+        statement on our pool, such as Procrastinate's job fetch (db/procrastinate_queue.py),
+        without that library's own connector in the way."""
         assert self._pg is not None, "PostgreSQL only"
         async with self._pg.connect() as connection:
             pooled = await connection.get_raw_connection()

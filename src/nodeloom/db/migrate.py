@@ -1,15 +1,19 @@
-"""Apply Alembic migrations. Called by ``nodeloom serve`` (before the loop starts) and by
-``nodeloom db upgrade``; tests call it in a worker thread."""
+"""Apply Alembic migrations and, on PostgreSQL, Procrastinate's own (its job queue's schema,
+db/procrastinate_queue.py). Called by ``nodeloom serve`` and ``nodeloom worker`` (before the
+loop starts) and by ``nodeloom db upgrade``; tests call it in a worker thread."""
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import sqlite3
 from pathlib import Path
 
 import sqlalchemy as sa
 from alembic import command
 from alembic.config import Config
+
+log = logging.getLogger("nodeloom.db")
 
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 # How long the switch to WAL waits for a lock another process holds for a moment.
@@ -25,8 +29,14 @@ def alembic_config(url: str) -> Config:
 
 def upgrade(url: str, revision: str = "head") -> None:
     command.upgrade(alembic_config(url), revision)
-    if sa.engine.make_url(url).get_backend_name() == "sqlite":
+    backend = sa.engine.make_url(url).get_backend_name()
+    if backend == "sqlite":
         _write_ahead(url)
+    elif backend == "postgresql":
+        # Imported here: SQLite installs need neither Procrastinate nor psycopg loaded.
+        from nodeloom.db import procrastinate_queue
+
+        procrastinate_queue.upgrade_schema(url, log.info)
 
 
 def _write_ahead(url: str) -> None:

@@ -571,3 +571,126 @@ class CredentialRevocation(Base):
     )
     scope: Mapped[str] = mapped_column(sa.String(80))
     created_at: Mapped[datetime]
+
+
+class App(Base):
+    """A workflow published as a page other people use (engine/apps.py): the saved version
+    it runs, the form it shows, who may open it and what it may spend of its owner's
+    credits. ``slug`` is the unguessable public name; ``password_hash`` an argon2id hash."""
+
+    __tablename__ = "apps"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    workflow_id: Mapped[str] = mapped_column(sa.ForeignKey("workflows.id", ondelete="CASCADE"))
+    workflow_version: Mapped[int]
+    slug: Mapped[str] = mapped_column(sa.String(64), unique=True)
+    title: Mapped[str] = mapped_column(sa.String(200))
+    description: Mapped[str] = mapped_column(sa.Text)
+    cover_asset_id: Mapped[str | None] = mapped_column(sa.String(36))
+    # private, link or public.
+    access: Mapped[str] = mapped_column(sa.String(16))
+    password_hash: Mapped[str | None] = mapped_column(sa.String(255))
+    published: Mapped[bool]
+    budget_daily: Mapped[int | None]
+    budget_total: Mapped[int | None]
+    max_concurrent: Mapped[int | None]
+    rate_per_visitor: Mapped[int]  # accepted runs per visitor session per hour
+    rate_per_ip: Mapped[int]  # accepted runs per client address per hour
+    # Leading zero bits a visitor's proof of work must reach; None: no proof asked.
+    challenge_bits: Mapped[int | None]
+    created_at: Mapped[datetime]
+    updated_at: Mapped[datetime]
+    # The form: [{key, kind, label, help, default, max_length, required}], and the
+    # outputs shown: [{node_id, label}].
+    inputs: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON)
+    outputs: Mapped[list[dict[str, Any]]] = mapped_column(sa.JSON)
+    frame_ancestors: Mapped[list[str]] = mapped_column(sa.JSON)
+
+    __table_args__ = (sa.Index("ix_apps_account_created", "account_id", "created_at", "id"),)
+
+
+class AppRun(Base):
+    """A run started through an app, written by the run's own acceptance transaction: whose
+    visitor token reads it (an HMAC of the token, never the token) and the visitor session
+    that started it."""
+
+    __tablename__ = "app_runs"
+
+    run_id: Mapped[str] = mapped_column(
+        sa.ForeignKey("runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    app_id: Mapped[str] = mapped_column(sa.ForeignKey("apps.id", ondelete="CASCADE"))
+    token_hash: Mapped[str] = mapped_column(sa.String(64))
+    created_at: Mapped[datetime]
+
+    __table_args__ = (sa.Index("ix_app_runs_app_created", "app_id", "created_at"),)
+
+
+class AppChallenge(Base):
+    """A proof-of-work challenge already answered (engine/app_challenge.py), kept until it
+    expires so that one solution starts one run."""
+
+    __tablename__ = "app_challenges"
+
+    nonce: Mapped[str] = mapped_column(sa.String(64), primary_key=True)
+    expires_at: Mapped[datetime]
+
+    __table_args__ = (sa.Index("ix_app_challenges_expires", "expires_at"),)
+
+
+class TusUpload(Base):
+    """A resumable upload (tus 1.0, uploads/tus.py) being received: every replica reads and
+    moves it here, so any of them takes any part. ``offset_bytes`` counts bytes durably
+    stored (the part file or the multipart upload plus ``tail_key``); ``held_bytes`` of the
+    declared length are held against the storage quota until the asset takes its own.
+    ``lease``/``busy_until``: the request writing it now (one writer at a time)."""
+
+    __tablename__ = "tus_uploads"
+
+    id: Mapped[str] = mapped_column(sa.String(36), primary_key=True)
+    account_id: Mapped[str] = mapped_column(sa.ForeignKey("accounts.id", ondelete="CASCADE"))
+    length: Mapped[int] = mapped_column(sa.BigInteger)
+    offset_bytes: Mapped[int] = mapped_column(sa.BigInteger)
+    held_bytes: Mapped[int] = mapped_column(sa.BigInteger)
+    name: Mapped[str | None] = mapped_column(sa.String(255))
+    upload_metadata: Mapped[str | None] = mapped_column(sa.Text)
+    storage: Mapped[str] = mapped_column(sa.String(8))  # "file" or "s3"
+    multipart_id: Mapped[str | None] = mapped_column(sa.String(1024))
+    parts: Mapped[list[str]] = mapped_column(sa.JSON)  # ETags of the S3 parts, in order
+    # S3: bytes received after the last whole part (less than a part), kept with the
+    # offset they complete so the two commit together.
+    tail: Mapped[bytes | None] = mapped_column(sa.LargeBinary)
+    lease: Mapped[str | None] = mapped_column(sa.String(32))
+    busy_until: Mapped[datetime | None]
+    asset_id: Mapped[str | None] = mapped_column(sa.String(36))
+    problem: Mapped[dict[str, object] | None] = mapped_column(sa.JSON)
+    created_at: Mapped[datetime]
+    expires_at: Mapped[datetime]
+
+    __table_args__ = (
+        sa.Index("ix_tus_uploads_account", "account_id"),
+        sa.Index("ix_tus_uploads_expires", "expires_at"),
+    )
+
+
+class ComfyUIDrain(Base):
+    """A ComfyUI server drained by a person (the Drain button): the prompts it holds finish,
+    it gets no new one. Every process that routes prompts reads this table again every
+    ``comfyui_check_seconds`` (nodes/adapters/comfyui_drains.py), so a drain holds across
+    API replicas, workers and restarts. ``server_id`` is ``comfyui_fleet.server_id`` of
+    ``fleet`` (``pool``, or ``credential:<id>``) and ``base_url``; a credential's rows go
+    with it. Draining set in configuration (``draining: true``) is not here."""
+
+    __tablename__ = "comfyui_drains"
+
+    server_id: Mapped[str] = mapped_column(sa.String(32), primary_key=True)
+    fleet: Mapped[str] = mapped_column(sa.String(80))
+    base_url: Mapped[str] = mapped_column(sa.String(2000))
+    credential_id: Mapped[str | None] = mapped_column(
+        sa.ForeignKey("credentials.id", ondelete="CASCADE")
+    )
+    drained_by: Mapped[str | None] = mapped_column(
+        sa.ForeignKey("accounts.id", ondelete="SET NULL")
+    )
+    created_at: Mapped[datetime]

@@ -411,6 +411,8 @@ def _together_sql(shape: _Shape) -> str:
 # The common table expression a statement of ``if_created`` names its first row by.
 CREATED = "created"
 _IF_ROW = f"EXISTS (SELECT FROM {CREATED})"
+# The same condition for a part written as text (``if_created`` requires it to be named).
+IF_CREATED_ROW = _IF_ROW
 _HOW_MANY = f"SELECT count(*) FROM {CREATED}"  # noqa: S608 - a fixed name, no value
 
 

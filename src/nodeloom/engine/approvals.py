@@ -8,8 +8,8 @@ links; then it waits on the event loop, like a provider node waiting for its web
 a signed link, on any process — is one conditional UPDATE from ``pending`` (so deciding
 twice is a conflict, never two outcomes), committed, then signalled on the event bus; the
 node wakes, reads its approval again and passes its input on down ``approved`` or
-``rejected``. A lost signal costs at most ``hook_signals.RECHECK`` seconds: the node reads
-its row that often anyway.
+``rejected``. A lost signal costs at most ``hook_signals.RECHECK`` seconds: the process looks at
+all the approvals it waits on that often, in one statement (engine/approval_watch.py).
 
 The timeout is the row's ``expires_at``, fixed when the approval is written: a node run
 again after a restart (its run adopted, its job run again) finds its approval as it was and
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
+import math
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -31,10 +32,11 @@ import sqlalchemy.exc
 from nodeloom.auth.tokens import check_signed_url, sign_url
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
-from nodeloom.engine import hook_signals
+from nodeloom.engine import approval_watch, hook_signals
 from nodeloom.engine.graph import GraphNode
 from nodeloom.engine.run_state import ArtifactInfo
 from nodeloom.events.bus import EventBus
+from nodeloom.events.model import Event
 from nodeloom.nodes.approval import APPROVED, REJECTED, ApprovalParams
 from nodeloom.sdk._node import NodeFailure, Produced, StoredMedia
 from nodeloom.settings import Settings
@@ -174,7 +176,16 @@ async def wait(
     )
     if new and announce is not None:
         await announce(waiting_event(env.settings, row))
-    with hook_signals.waiter(env.bus, account_id, run_id, node_id, signal_type=DECIDED) as waiter:
+    # The node reads its row when woken: by the bus, by the process's watch (which looks at
+    # every waiting approval in one statement, for a signal lost), or by its expiry.
+    watch = approval_watch.watch_of(env.db, hook_signals.recheck_of(env.bus))
+    signal = Event(DECIDED, 0, now, run_id, row.workflow_id, account_id, node_id)
+    with (
+        hook_signals.waiter(
+            env.bus, account_id, run_id, node_id, signal_type=DECIDED, recheck=math.inf
+        ) as waiter,
+        watch.watching(row.id, waiter.sub, signal),
+    ):
         while True:
             row = await _patiently(
                 f"reading the approval of node {node_id} of run {run_id}",

@@ -36,15 +36,13 @@ error output carries it.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
+from nodeloom.engine.graph import Batches, Graph, GraphNode, Region
 from nodeloom.errors import FieldError
-from nodeloom.nodes.batch import FOR_EACH_ITEM, ForEachParams, ItemParams
+from nodeloom.nodes.batch import FOR_EACH_ITEM, ForEachParams, ItemParams, split_items
 from nodeloom.nodes.loop import EXHAUSTED, REPEAT_ITERATION, IterationParams, RepeatParams
-
-if TYPE_CHECKING:
-    from nodeloom.engine.graph import Graph
+from nodeloom.nodes.text import TextInput, TextInputParams, text_input_value
+from nodeloom.sdk._node import NodeFailure
 
 SEPARATOR = "#"
 ROOT = "/graph_json"
@@ -53,79 +51,6 @@ ROOT = "/graph_json"
 # Region instances of a Repeat are not bounded by a concurrency: one iteration at a time.
 UNBOUNDED = 1_000_000
 OPENERS = ("for_each", "repeat")
-
-
-@dataclass(frozen=True)
-class Region:
-    """The nodes a ForEach runs once per item, and the collectors that gather them; or the
-    nodes a Repeat runs once per iteration, and its Until (its one collector)."""
-
-    for_each: str  # the node that opens it: a ForEach, or a Repeat
-    nodes: tuple[str, ...]  # in graph order, the ForEach and collectors not included
-    collectors: tuple[str, ...]
-    concurrency: int
-    fail_fast: bool
-    max_items: int  # the param, or the server's cap: what the estimate holds for
-    repeat: bool = False  # a Repeat's: iterations, one after another
-
-    @property
-    def members(self) -> frozenset[str]:
-        return frozenset(self.nodes)
-
-
-@dataclass
-class Batches:
-    """What a checked graph knows about its batches: regions by ForEach, the region of each
-    region node and collector, and (in a run's expanded graph) each instance's drawn node
-    and item index."""
-
-    regions: dict[str, Region] = field(default_factory=dict)
-    region_of: dict[str, str] = field(default_factory=dict)  # region node -> its ForEach
-    collected_by: dict[str, str] = field(default_factory=dict)  # collector -> its ForEach
-    # instance id -> (drawn node id, item index, item count); ForEach#k -> (ForEach id, k, n)
-    instances: dict[str, tuple[str, int, int]] = field(default_factory=dict)
-    counts: dict[str, int | None] = field(default_factory=dict)  # item count per ForEach
-    drawn: Graph | None = None  # in a run's graph: the graph as drawn
-
-    def __bool__(self) -> bool:
-        return bool(self.regions)
-
-    def region_of_instance(self, node_id: str) -> Region | None:
-        """The region an instance (not a ForEach's item pick, nor a Repeat's iteration
-        start) belongs to; a Repeat's ``U#k`` belongs to its region."""
-        found = self.instances.get(node_id)
-        if found is None or found[0] in self.regions:
-            return None
-        opener = self.region_of.get(found[0]) or self.collected_by[found[0]]
-        return self.regions[opener]
-
-    def next_iteration(self, node_id: str, ports: tuple[str, ...] | None) -> tuple[str, int]:
-        """When ``node_id`` completed taking ``ports``: the Repeat that gets another
-        iteration and its iteration count with it, or ("", 0) when none does — node_id is
-        not the Until instance of a Repeat's last iteration, or its condition held, or the
-        Repeat reached its ``max_iterations``."""
-        found = self.instances.get(node_id)
-        if found is None or ports != (EXHAUSTED,):
-            return "", 0
-        opener = self.collected_by.get(found[0])
-        region = self.regions.get(opener) if opener is not None else None
-        if region is None or not region.repeat:
-            return "", 0
-        iterations = self.counts.get(region.for_each) or 0
-        if found[1] + 1 != iterations or iterations >= region.max_items:
-            return "", 0
-        return region.for_each, iterations + 1
-
-    def ends_repeat(self, node_id: str) -> bool:
-        """Is ``node_id`` a drawn Until (the end of a Repeat region)?"""
-        opener = self.collected_by.get(node_id)
-        return opener is not None and self.regions[opener].repeat
-
-    def in_repeat(self, node_id: str) -> bool:
-        """Is ``node_id`` an instance of a Repeat region's node (its output cache is not
-        read: an iteration runs again to produce something new)?"""
-        region = self.region_of_instance(node_id)
-        return region is not None and region.repeat
 
 
 def instance_id(node_id: str, index: int) -> str:
@@ -256,24 +181,9 @@ def _problem(graph: Graph, node_id: str, message: str) -> FieldError:
     return FieldError(f"{ROOT}/nodes/{node.index}", f"{node_id} ({node.type}) {message}")
 
 
-def costs(graph: Graph, known: Mapping[str, int]) -> dict[str, int]:
-    """Credits held for each drawn node of a run: a node outside a region once, a region's
-    node once per item — ``known`` items when the count is known before the run, else the
-    region's bound (its ``max_items``)."""
-    regions = graph.batches.regions
-    found: dict[str, int] = {}
-    for node in graph.nodes.values():
-        for_each = graph.batches.region_of.get(node.id)
-        times = 1 if for_each is None else known.get(for_each, regions[for_each].max_items)
-        found[node.id] = node.node.estimate_credits(node.params) * times
-    return found
-
-
 def expand(template: Graph, counts: Mapping[str, int | None]) -> Graph:
     """The run's graph of ``template`` when each ForEach has ``counts[F]`` items (None: not
     known yet — its region left out, its collectors waiting for it)."""
-    from nodeloom.engine.graph import Graph, GraphNode
-
     template = template.batches.drawn or template
     batches = template.batches
     if not batches:
@@ -386,10 +296,6 @@ def _source(batches: Batches, for_each: str, source: str, k: int) -> str:
 def count_at_submit(graph: Graph, run_input: Mapping[str, object] | None) -> dict[str, int]:
     """The item count of each ForEach fed straight by a TextInput, known before the run
     from its input data (the others are known when they run)."""
-    from nodeloom.nodes.batch import split_items
-    from nodeloom.nodes.text import TextInput, TextInputParams, text_input_value
-    from nodeloom.sdk._node import NodeFailure
-
     found: dict[str, int] = {}
     for for_each, region in graph.batches.regions.items():
         if region.repeat:

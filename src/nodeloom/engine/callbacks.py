@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import contextlib
 import functools
 import hashlib
 import hmac
@@ -42,6 +41,7 @@ import httpx
 import orjson
 from sqlalchemy.engine import Connection
 
+from nodeloom import background
 from nodeloom.auth.tokens import decrypt
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
@@ -145,20 +145,11 @@ class CallbackSender:
         self._task = asyncio.create_task(self._forever(), name="callbacks")
 
     async def stop(self) -> None:
-        tasks = [t for t in (self._task, *self._sending) if t is not None]
-        for task in tasks:
-            task.cancel()
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+        await background.cancel_and_wait(self._task, *self._sending)
 
     async def _forever(self) -> None:
-        while True:
-            try:
-                await self.tick()
-            except Exception:
-                log.warning("callback pass failed; trying again", exc_info=True)
-            await asyncio.sleep(self.settings.callback_poll_seconds)
+        seconds = self.settings.callback_poll_seconds
+        await background.every(seconds, self.tick, log, "callback pass failed; trying again")
 
     async def tick(self) -> int:
         """Claim what is due now and start sending it; how many were claimed."""

@@ -14,10 +14,11 @@ import functools
 import hashlib
 import logging
 import shutil
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, Protocol, cast
 
 import orjson
 
@@ -60,13 +61,20 @@ from nodeloom.store import artifacts as artifact_store
 from nodeloom.store import assets as asset_store
 from nodeloom.store import credentials as credential_store
 
-if TYPE_CHECKING:
-    from nodeloom.engine.subworkflows import ChildRuns
-
 log = logging.getLogger("nodeloom.engine")
+# Seconds between two writes of one credential's ``last_used_at`` by a process (a minute, as
+# API keys': auth/usage.py).
+MARK_USED_EVERY = 60.0
 
 Progress = Callable[[float], Awaitable[None]]
 InputInfos = dict[str, ArtifactInfo | list[ArtifactInfo] | None]
+
+
+class ChildRunner(Protocol):
+    """What the executor asks of engine/child_runs.py, which sits above it (it accepts runs
+    through engine/submit.py): run a ``Workflow`` node's child to its end."""
+
+    async def run(self, task: NodeTask) -> Outcome: ...
 
 
 @dataclass
@@ -82,9 +90,11 @@ class ExecutorEnv:
     metrics: Metrics
     sandbox: SandboxPool
     scratch: ScratchSpace
-    # Runs the child of a Workflow node (engine/subworkflows.py), once the process has an
+    # Runs the child of a Workflow node (engine/child_runs.py), once the process has an
     # acceptor; None: such nodes fail (a process that accepts no runs).
-    children: ChildRuns | None = None
+    children: ChildRunner | None = None
+    # When this process last wrote each credential's ``last_used_at`` (monotonic seconds).
+    credentials_marked: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -240,7 +250,8 @@ class NodeExecutor:
         return {"kind": credential.kind, "base_url": credential.fields["base_url"], **secret}
 
     async def _decrypted(self, credential: Record) -> dict[str, str]:
-        """The credential's secret fields; its ``last_used_at`` is set (a run uses it now)."""
+        """The credential's secret fields; its ``last_used_at`` is set (a run uses it now,
+        exact to ``MARK_USED_EVERY``)."""
         plain = decrypt(self.env.settings.secret, credential.secret_encrypted)
         if plain is None:
             raise NodeFailure(
@@ -248,10 +259,19 @@ class NodeExecutor:
                 "set its secret again",
                 "invalid_credential",
             )
-        credential_id = credential.id
-        await self.env.db.write(lambda c: credential_store.mark_used(c, credential_id))
+        await self._mark_used(credential.id)
         secret: dict[str, str] = orjson.loads(plain)
         return secret
+
+    async def _mark_used(self, credential_id: str) -> None:
+        """``last_used_at`` written on a credential's first use by this process, then at
+        most every MARK_USED_EVERY seconds: 500 runs started at once on one credential were
+        500 writes of its one row (issue #36), as API keys are not (auth/usage.py)."""
+        now, marked = time.monotonic(), self.env.credentials_marked
+        if now - marked.get(credential_id, -MARK_USED_EVERY) < MARK_USED_EVERY:
+            return
+        marked[credential_id] = now
+        await self.env.db.write(lambda c: credential_store.mark_used(c, credential_id))
 
     async def reuse(self, task: NodeTask, key: str | None) -> Outcome | None:
         """The node completed with a stored output of the same key (the run allowing it), if
@@ -282,7 +302,7 @@ class NodeExecutor:
                     task.inputs.get("input"),
                     waiting,
                 )
-                return await self._keep(node, produced, None)
+                return await self._keep(task, produced, None)
             except NodeFailure as exc:
                 return failed(node.id, exc.code, exc.message, utcnow())
             except asyncio.CancelledError:
@@ -324,7 +344,7 @@ class NodeExecutor:
                         env.settings.node_timeout_seconds,
                     )
             await self._within_work(task, produced)
-            return await self._keep(node, produced, key)
+            return await self._keep(task, produced, key)
         except NodeFailure as exc:
             return failed(node.id, exc.code, exc.message, utcnow())
         except TimeoutError:
@@ -373,7 +393,7 @@ class NodeExecutor:
         try:
             produced = await node.node.run(ctx, node.params, await self._inputs(task, scratch))
             await self._within_work(task, produced)
-            return await self._keep(node, produced, key)
+            return await self._keep(task, produced, key)
         except NodeFailure as exc:
             return failed(node.id, exc.code, exc.message, utcnow())
         except NeedsSandbox:
@@ -591,9 +611,10 @@ class NodeExecutor:
         if why is not None:
             raise NodeFailure(f"{produced.items} items: {why}", work.RUN_TOO_LARGE)
 
-    async def _keep(self, node: GraphNode, produced: Produced, key: str | None) -> Outcome:
+    async def _keep(self, task: NodeTask, produced: Produced, key: str | None) -> Outcome:
         """The produced bytes as an artifact: in the store, or (small text) carried to the
         row the caller's transaction writes."""
+        node = task.node
         store = self.env.store
         limit = self.env.settings.max_artifact_bytes
         content_type = node.node.spec.output.content_type
@@ -630,8 +651,16 @@ class NodeExecutor:
             utcnow(),
             artifact,
             new_artifact=True,
-            credits=node.node.charge_for(node.params, produced, self.env.settings),
+            credits=node.node.charge_for(node.params, produced, self.env.settings, _input_ms(task)),
             cache_key=key,
             items=produced.items,
             ports=produced.ports,
         )
+
+
+def _input_ms(task: NodeTask) -> int | None:
+    """The length of the input a node's price follows (``NodeType.length_input``), if
+    known."""
+    name = task.node.node.length_input
+    value = task.inputs.get(name) if name is not None else None
+    return value.duration_ms if isinstance(value, ArtifactInfo) else None

@@ -74,11 +74,22 @@ class Waiter:
                 return True
 
 
+def recheck_of(bus: EventBus) -> float:
+    """How often a waiting node must look at the database itself on ``bus``."""
+    return RECHECK_POLLING if isinstance(bus, PollingBus) else RECHECK
+
+
 @contextlib.contextmanager
 def waiter(
-    bus: EventBus, account_id: str, run_id: str, node_id: str, signal_type: str = SIGNAL
+    bus: EventBus,
+    account_id: str,
+    run_id: str,
+    node_id: str,
+    signal_type: str = SIGNAL,
+    recheck: float | None = None,
 ) -> Iterator[Waiter]:
-    recheck = RECHECK_POLLING if isinstance(bus, PollingBus) else RECHECK
+    """``recheck``: the longest single wait (default ``recheck_of(bus)``); ``math.inf`` for
+    a node whose rechecks are done for it (engine/approval_watch.py)."""
     with bus.subscribe(account_id) as sub:
         sub.watch_run(run_id)
-        yield Waiter(sub, node_id, recheck, signal_type)
+        yield Waiter(sub, node_id, recheck_of(bus) if recheck is None else recheck, signal_type)

@@ -20,7 +20,6 @@ blob safely while nodes may be producing the same bytes is the store's business
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from nodeloom import background
 from nodeloom.artifacts.store import ArtifactStore
 from nodeloom.auth import revocation
 from nodeloom.db.engine import Database
@@ -148,21 +148,22 @@ class Retention:
             self._task = asyncio.create_task(self._forever(), name="retention")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await background.cancel_and_wait(self._task)
 
     async def _forever(self) -> None:
-        await asyncio.sleep(min(60.0, self.settings.retention_check_seconds))
-        while True:
-            try:
-                report = await self.prune()
-                if report.runs or report.files:
-                    log.info("retention removed %s", report)
-            except Exception:
-                log.warning("retention pass failed; trying again later", exc_info=True)
-            await asyncio.sleep(self.settings.retention_check_seconds)
+        seconds = self.settings.retention_check_seconds
+        await background.every(
+            seconds,
+            self._prune_and_say,
+            log,
+            "retention pass failed; trying again later",
+            first_wait=min(60.0, seconds),
+        )
+
+    async def _prune_and_say(self) -> None:
+        report = await self.prune()
+        if report.runs or report.files:
+            log.info("retention removed %s", report)
 
     async def prune(self) -> PruneReport:
         report = PruneReport()

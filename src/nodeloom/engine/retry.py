@@ -42,7 +42,8 @@ class RetrySource:
     """What a retry starts from: the run it retries, the graph it runs (with the retry's
     params), that run's input, and the artifacts of the nodes it reuses (by node id)."""
 
-    retried_from: str
+    # None for an app's run of a pinned version (engine/apps.py), which retries nothing.
+    retried_from: str | None
     graph_json: dict[str, Any]
     run_input: dict[str, Any] | None
     reuse: dict[str, ArtifactInfo]

@@ -3,7 +3,7 @@
 Both executors use it: the in-process driver (runner.py) keeps one ``RunState`` in memory
 for as long as it owns the run, and the queue workers (steps.py) load one from the database
 for each step, under the run's row lock; either way it is built from the rows by
-``stepper.load`` (or, for a run being accepted, by ``submit.new_run``). A change is only
+``stepper.load`` (or, for a run being accepted, by ``new_run.new_run``). A change is only
 *recorded* here, into a ``transitions.Batch``; it exists once the batch commits.
 
 Statuses move only along the transitions ``states.NODE_FROM`` and ``states.RUN_FROM``
@@ -29,6 +29,7 @@ from datetime import datetime
 from typing import Any, NoReturn, cast
 
 from nodeloom.engine import branches
+from nodeloom.engine.batches import expand
 from nodeloom.engine.graph import Graph
 from nodeloom.engine.transitions import AddedNode, Batch, NewArtifact
 from nodeloom.ids import uuid7
@@ -333,8 +334,6 @@ class RunState:
     def _expand(self, batch: Batch, for_each: str, count: int) -> None:
         """A ForEach completed with ``count`` items: the run's graph gains their nodes, and
         the run its rows (pending; added in this same step, with the ForEach's end)."""
-        from nodeloom.engine.batches import expand
-
         counts = {**self.graph.batches.counts, for_each: count}
         self.graph = expand(self.graph, counts)
         batch.items = self.graph.batches.instances

@@ -12,6 +12,12 @@ one step at a time (a per-run commit lock), so event ``seq`` numbers follow the 
 What a step does — loading an adopted run, failing one whose graph no longer validates,
 giving interrupted nodes another go or failing them ``node_crashed``, cancelling, ending the
 run, throttling progress — is engine/stepper.py's, shared with the queue workers (steps.py).
+
+A run whose running nodes all wait on something outside the process (a person's approval,
+a child run, a provider's job) gives its driver slot back while it waits (``DriverSlots``)
+and asks for one again before it starts anything more: a slot held by a wait that may last
+days starved every other run, and a parent run holding its account's last slot while it
+waited for a child run that needed one never ended.
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import Any
+from typing import Any, Protocol
 
 from nodeloom.db.models import utcnow
 from nodeloom.engine import stepper
+from nodeloom.engine.dispatch.waits import may_wait, node_of
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
 from nodeloom.engine.items import AccountItems
 from nodeloom.engine.run_state import Outcome, RunState
@@ -34,6 +41,16 @@ from nodeloom.states import NodeStatus
 log = logging.getLogger("nodeloom.engine")
 
 
+class DriverSlots(Protocol):
+    """The dispatcher's driver slots, as a driven run gives its own back and asks again."""
+
+    def park(self, run_id: str) -> None:
+        """The run only waits: its slot may go to another run."""
+
+    async def unpark(self, run_id: str, account_id: str) -> None:
+        """Back once the run holds a slot again (at once when the process is stopping)."""
+
+
 class RunDriver:
     def __init__(
         self,
@@ -43,6 +60,7 @@ class RunDriver:
         fresh: RunState | None = None,
         graphs: RunGraphs | None = None,
         items: AccountItems | None = None,
+        slots: DriverSlots | None = None,
     ) -> None:
         self.env = env
         self.run_id = run_id
@@ -60,6 +78,9 @@ class RunDriver:
         # the event another run of the account sets when it frees room.
         self.items = items
         self._wake: asyncio.Event | None = None
+        self.slots = slots
+        self.parked = False  # its slot given back while its nodes only wait
+        self._waits: set[asyncio.Task[Outcome]] = set()  # tasks of nodes that only wait
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -112,6 +133,9 @@ class RunDriver:
                 if self.cancel_requested.is_set():
                     await self._cancel(state, batch)
                     return
+                if self.parked:
+                    batch = await self._unpark(state, batch, cancel_wait)
+                    continue  # the cancel check again: a cancel may have ended the wait
                 if self._wake is not None:
                     self._wake.clear()  # room freed before this advance is seen by it
                 started = await self._run_instant(state, batch, self._advance(state, batch))
@@ -120,11 +144,16 @@ class RunDriver:
                 for node_id in started:
                     task = asyncio.create_task(self._execute(state, node_id), name=node_id)
                     self._tasks[task] = node_id
+                    node = node_of(state.graph, node_id)
+                    if node is not None and may_wait(node):
+                        self._waits.add(task)
                 # Nothing runs here but items are held by the account's cap: another run
                 # of the account wakes this one when its items end (engine/items.py).
                 held = state.held and self._wake is not None and not self.draining
                 if finished or (not self._tasks and not held):
                     return
+                if self._tasks and not held and self._waits.issuperset(self._tasks):
+                    self._park()
                 waiting: list[asyncio.Future[Any]] = [*self._tasks, cancel_wait]
                 if self._wake is not None:
                     wake_wait = asyncio.ensure_future(self._wake.wait())
@@ -138,10 +167,33 @@ class RunDriver:
                 for task in list(self._tasks):
                     if task in done:
                         self._tasks.pop(task)
+                        self._waits.discard(task)
                         state.record(batch, task.result())
                 self._count_items(state)
         finally:
             cancel_wait.cancel()
+
+    def _park(self) -> None:
+        if self.slots is not None and not self.parked:
+            self.parked = True
+            self.slots.park(self.run_id)
+
+    async def _unpark(
+        self, state: RunState, batch: Batch, cancel_wait: asyncio.Future[Any]
+    ) -> Batch:
+        """Commit what the waits ended with (their nodes' outcomes are announced now, not
+        once a slot is free), then wait for a slot or a cancel; the batch to go on with."""
+        await self._commit(batch)
+        assert self.slots is not None
+        unpark = asyncio.ensure_future(self.slots.unpark(self.run_id, state.account_id))
+        try:
+            await asyncio.wait([unpark, cancel_wait], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not unpark.done():
+                unpark.cancel()  # cancelled: its request for a slot is withdrawn
+                await asyncio.gather(unpark, return_exceptions=True)
+        self.parked = not unpark.done() or unpark.cancelled()
+        return state.batch()
 
     async def _run_instant(self, state: RunState, batch: Batch, started: list[str]) -> list[str]:
         # Within the step: no timeout, execution slot or scratch directory (an instant node

@@ -29,7 +29,6 @@ schedule (``last_error``) and the schedule goes on to its next time: never a ret
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import itertools
 import logging
@@ -38,11 +37,13 @@ from datetime import UTC, datetime, timedelta
 
 from croniter import CroniterBadCronError, CroniterBadDateError, CroniterNotAlphaError, croniter
 
+from nodeloom import background
 from nodeloom.auth.plans import require_webhook_trigger
 from nodeloom.auth.principal import account_rate_key
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
-from nodeloom.engine.submit import Acceptor, RunRequest
+from nodeloom.engine.run_request import RunRequest
+from nodeloom.engine.submit import Acceptor
 from nodeloom.errors import FieldError, InvalidRequest, ProblemError, RateLimited
 from nodeloom.ratelimit import RateLimiter
 from nodeloom.settings import Settings
@@ -131,18 +132,11 @@ class ScheduleFirer:
         self._task = asyncio.create_task(self._forever(), name="schedules")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await background.cancel_and_wait(self._task)
 
     async def _forever(self) -> None:
-        while True:
-            try:
-                await self.tick()
-            except Exception:
-                log.warning("schedule pass failed; trying again", exc_info=True)
-            await asyncio.sleep(self.settings.schedule_tick_seconds)
+        seconds = self.settings.schedule_tick_seconds
+        await background.every(seconds, self.tick, log, "schedule pass failed; trying again")
 
     async def tick(self) -> int:
         """Fire what is due now; how many firings this process won."""

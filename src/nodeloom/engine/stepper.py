@@ -41,7 +41,8 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import utcnow
 from nodeloom.engine import batches, subworkflows
 from nodeloom.engine.executor import small_inputs
-from nodeloom.engine.graph import Graph, validate_graph
+from nodeloom.engine.graph import Graph
+from nodeloom.engine.graph_checks import validate_graph
 from nodeloom.engine.run_state import Outcome, RunState, artifact_info, crashed
 from nodeloom.engine.transitions import Batch, apply
 from nodeloom.events.model import Event, EventType

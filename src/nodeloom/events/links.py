@@ -29,6 +29,7 @@ import sqlalchemy as sa
 from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
+from nodeloom import background
 from nodeloom.db.engine import Database
 from nodeloom.db.models import Run, RunEvent, utcnow
 from nodeloom.events.bus import MemoryBus
@@ -42,6 +43,7 @@ CHANNEL = "nodeloom:events"
 RECONNECT_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 POLL_SECONDS = 0.25
 PUBLISH_LINGER_SECONDS = 0.005
+STOP_STEP_SECONDS = 5.0  # the most each step of RedisBus.stop may take
 OVERLAP = timedelta(seconds=2)  # commits land out of timestamp order by a little
 SEEN_KEPT = 50_000  # runs whose last delivered seq a catching-up bus remembers (twice)
 _RUNS = cast(sa.Table, Run.__table__)
@@ -219,14 +221,17 @@ class RedisBus(_CatchingUp):
         self._listener = asyncio.create_task(self._listen(), name="redis-events")
 
     async def stop(self) -> None:
+        """Send what is queued, then close. Each step is bounded: a shutdown must not hang
+        on a Redis that stopped answering, nor on a redis-py connection whose close waits
+        for a reader that is gone (redis-py's own close can wait on the transport)."""
         with contextlib.suppress(Exception):
-            await self.flush()
+            await asyncio.wait_for(self.flush(), STOP_STEP_SECONDS)
         if self._listener is not None:
             self._listener.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._listener
+            await asyncio.wait({self._listener}, timeout=STOP_STEP_SECONDS)
         await self._wire.close()
-        await self.redis.aclose()
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.redis.aclose(), STOP_STEP_SECONDS)
 
     async def _listen(self) -> None:
         attempt = 0
@@ -278,10 +283,7 @@ class PollingBus(_CatchingUp):
         self._task = asyncio.create_task(self._poll(), name="event-poll")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        await background.cancel_and_wait(self._task)
 
     async def _poll(self) -> None:
         since = utcnow()

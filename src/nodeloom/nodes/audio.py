@@ -7,7 +7,7 @@ audio are bounded for pricing by the ``max_seconds`` param.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Annotated, Literal
 
 import numpy as np
@@ -15,6 +15,7 @@ from pydantic import Field
 
 from nodeloom.nodes import media
 from nodeloom.sdk._node import (
+    ArtifactRef,
     Cost,
     Input,
     InputValue,
@@ -37,6 +38,24 @@ _spec = spec_family("audio", Kind.AUDIO, Cost(credits=1, per_second=1))
 
 def _limit(ctx: NodeContext, max_seconds: float) -> float:
     return min(max_seconds, ctx.settings.max_media_seconds)
+
+
+async def _sound_as_mp3(
+    ctx: NodeContext,
+    ref: ArtifactRef,
+    max_seconds: float,
+    change: Callable[[media.FloatArray], media.FloatArray],
+) -> Produced:
+    """The sound of ``ref`` (audio or video, at most ``max_seconds``), changed by
+    ``change``, as MP3."""
+    path = media.scratch_file(ctx, ".mp3")
+
+    def work(progress: media.Progress) -> Produced:
+        clip = media.decode_audio(ref.path, ctx.settings, _limit(ctx, max_seconds))
+        progress.update(0.4)
+        return media.encode_mp3(change(clip), path, ctx.settings)
+
+    return await media.run_with_progress(ctx, work)
 
 
 class AudioConcatParams(Params):
@@ -150,6 +169,7 @@ def shape_volume(clip: media.FloatArray, params: AudioVolumeParams) -> media.Flo
 
 
 class AudioVolume(NodeType):
+    length_input = "audio"  # priced by the length of its input
     spec = _spec(
         "AudioVolume",
         "Volume and fades",
@@ -162,14 +182,9 @@ class AudioVolume(NodeType):
         self, ctx: NodeContext, params: AudioVolumeParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
         ref = media.one(inputs, "audio")
-        path = media.scratch_file(ctx, ".mp3")
-
-        def work(progress: media.Progress) -> Produced:
-            clip = media.decode_audio(ref.path, ctx.settings, _limit(ctx, params.max_seconds))
-            progress.update(0.4)
-            return media.encode_mp3(shape_volume(clip, params), path, ctx.settings)
-
-        return await media.run_with_progress(ctx, work)
+        return await _sound_as_mp3(
+            ctx, ref, params.max_seconds, lambda clip: shape_volume(clip, params)
+        )
 
 
 class ToneParams(Params):
@@ -223,4 +238,28 @@ class ToneGenerator(NodeType):
         return await media.run_with_progress(ctx, work)
 
 
-NODES: list[NodeType] = [AudioConcat(), AudioTrim(), AudioVolume(), ToneGenerator()]
+class VideoSoundParams(Params):
+    max_seconds: MaxSeconds = Field(default=600, description="Longest video accepted.")
+
+
+class VideoSound(NodeType):
+    """A video's sound track as audio: what a transcription or an audio edit of a video
+    starts from."""
+
+    length_input = "video"  # priced by the length of its input
+    spec = _spec(
+        "VideoSound",
+        "Sound of a video",
+        "The sound track of a video as MP3 (to transcribe it, edit it or put it elsewhere).",
+        VideoSoundParams,
+        Input("video", Kind.VIDEO),
+    )
+
+    async def run(
+        self, ctx: NodeContext, params: VideoSoundParams, inputs: Mapping[str, InputValue]
+    ) -> Produced:
+        ref = media.one(inputs, "video")
+        return await _sound_as_mp3(ctx, ref, params.max_seconds, lambda clip: clip)
+
+
+NODES: list[NodeType] = [AudioConcat(), AudioTrim(), AudioVolume(), ToneGenerator(), VideoSound()]

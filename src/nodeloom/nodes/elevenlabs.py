@@ -16,10 +16,12 @@ import re
 from typing import Final
 
 from nodeloom.nodes import providers
+from nodeloom.nodes.adapters.policy import Credential
 from nodeloom.sdk._node import NodeContext, Produced
 from nodeloom.settings import Settings
 
 KIND: Final = "elevenlabs"
+DEFAULT_URL: Final = "https://api.elevenlabs.io"  # a credential's base_url when it has none
 KEY_HEADER: Final = "xi-api-key"
 DEFAULT_MODEL: Final = "eleven_multilingual_v2"
 # "Rachel", one of the premade voices every ElevenLabs account has: what a TextToSpeech node
@@ -48,7 +50,8 @@ async def speech(
     return await providers.speech(ctx, path, payload, max_seconds, key_header=KEY_HEADER)
 
 
-async def check(settings: Settings, base_url: str, key: str) -> tuple[bool, int | None, str]:
+async def check(settings: Settings, credential: Credential) -> tuple[bool, int | None, str]:
     """A credential's connection test: ``GET {base_url}/v1/user``."""
-    url = base_url.rstrip("/") + "/v1/user"
+    key = credential.value("api_key") or ""
+    url = (credential.value("base_url") or DEFAULT_URL).rstrip("/") + "/v1/user"
     return await providers.check_endpoint(settings, url, {KEY_HEADER: key}, key)

@@ -1,7 +1,9 @@
-"""Nodes over hosted model APIs (nodes/adapters): ``ReplicateModel`` and ``FalModel`` (any
-model, its input object written by hand with fields bound to upstream artifacts), and the
-families ``ImageToVideo``, ``TextToVideo`` and ``TextToMusic``, whose provider is the kind of
-the credential they name (replicate or fal).
+"""Nodes over the hosted model APIs of the providers' table (nodes/provider_registry.py):
+for each, ``{prefix}Model``, ``...Video``, ``...Audio`` and ``...Text`` (``ReplicateModel``,
+``FalModel``...: any model, its input object written by hand with fields bound to upstream
+artifacts), one ``HostedModelNode`` that differs only in the API it calls; and the families
+``ImageToVideo``, ``TextToVideo`` and ``TextToMusic``, whose provider is the kind of the
+credential they name (replicate or fal).
 
 A binding names a field of the model's input and one of the node's inputs: text is sent as
 a string, an image, audio or video as a ``data:`` URI when small, else uploaded to the
@@ -14,12 +16,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
-from pydantic import Field
+from pydantic import Field, create_model
 
-from nodeloom.nodes.adapters import fal, policy, replicate
+from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.adapters.bound import BoundFile
+from nodeloom.nodes.provider_registry import HOSTED, HostedModels, hosted_pattern
 from nodeloom.sdk._node import (
     ArtifactRef,
     Cost,
@@ -39,7 +42,9 @@ from nodeloom.sdk._node import (
 INPUT_JSON_MAX = 64 * 1024  # characters of a node's own input object
 Binding = Literal["text", "image", "audio", "video"]
 FieldName = Annotated[str, Field(min_length=1, max_length=100, pattern=r"^[\w.-]+$")]
-MODEL_PATTERN = f"(?:{replicate.MODEL_PATTERN})|(?:{fal.MODEL_PATTERN})"
+MODEL_PATTERN = hosted_pattern()
+KINDS = tuple(HOSTED)  # the credential kinds the families take
+SHOWN = " or ".join(h.shown for h in HOSTED.values())  # "Replicate or fal"
 
 MEDIA_INPUTS = (
     Input("text", Kind.TEXT, required=False),
@@ -108,51 +113,10 @@ class _ModelParams(Params):
     )
 
 
-class ReplicateModelParams(_ModelParams):
-    credential: str = policy.credential_field(replicate.KIND)
-    model: str = Field(
-        min_length=1,
-        max_length=200,
-        pattern=replicate.MODEL_PATTERN,
-        description="owner/name (its latest version), owner/name:version or a version id.",
-    )
-    wait_seconds: int = Field(
-        default=0,
-        ge=0,
-        le=60,
-        description="Ask Replicate to hold the create call up to this long (Prefer: wait) "
-        "for a fast model; 0 polls from the start. A crash during that wait submits again.",
-    )
-
-
-class FalModelParams(_ModelParams):
-    credential: str = policy.credential_field(fal.KIND)
-    model: str = Field(
-        min_length=1,
-        max_length=200,
-        pattern=fal.MODEL_PATTERN,
-        description="fal model id, e.g. fal-ai/flux/dev.",
-    )
-
-
 class _Timed(Params):
     """The length held for a model that answers audio or video (charged for what it is)."""
 
-    max_seconds: int = Field(
-        default=30,
-        ge=1,
-        le=600,
-        description="Longest output expected, in seconds: the estimate holds it; the charge "
-        "counts the real length, never more.",
-    )
-
-
-class ReplicateModelTimedParams(ReplicateModelParams, _Timed):
-    pass
-
-
-class FalModelTimedParams(FalModelParams, _Timed):
-    pass
+    max_seconds: int = policy.max_seconds_field()
 
 
 # Per call; audio and video also per started second of what comes back.
@@ -162,11 +126,6 @@ ANY_MODEL_COST = {
     Kind.VIDEO: Cost(credits=10, per_second=5),
     Kind.AUDIO: Cost(credits=5, per_second=1),
 }
-_TIMED: dict[type[Params], type[Params]] = {
-    ReplicateModelParams: ReplicateModelTimedParams,
-    FalModelParams: FalModelTimedParams,
-}
-
 _ANY_OUTPUT = {
     Kind.IMAGE: ("", "image"),
     Kind.VIDEO: ("Video", "video"),
@@ -175,89 +134,99 @@ _ANY_OUTPUT = {
 }
 
 
-class ReplicateModelNode(NodeType):
-    """Base of ReplicateModel (an image) and ReplicateModelVideo/Audio/Text."""
+def _params(kind: str, hosted: HostedModels) -> tuple[type[Params], type[Params]]:
+    """The params of a hosted-model API's model nodes: (for an image or text, for audio or
+    video, which also hold a length): the common ones, a credential of its kind, its model id
+    and the options of its own."""
+    fields: dict[str, Any] = {
+        "credential": (str, policy.credential_field(kind)),
+        "model": (
+            str,
+            Field(
+                min_length=1,
+                max_length=200,
+                pattern=hosted.model_pattern,
+                description=hosted.model_description,
+            ),
+        ),
+        **hosted.options,
+    }
+    name = f"{hosted.prefix}ModelParams"
+    params = create_model(name, __base__=_ModelParams, __module__=__name__, **fields)
+    timed = create_model(
+        f"{hosted.prefix}ModelTimedParams", __base__=(params, _Timed), __module__=__name__
+    )
+    return cast("type[Params]", params), cast("type[Params]", timed)
 
-    output_kind: Kind = Kind.IMAGE
 
+class _HostedNode(NodeType):
     def needs_deep_check(self, params: Any) -> bool:
         return False  # nothing to check beyond the params schema and param_problems
 
-    def param_problems(self, params: ReplicateModelParams) -> list[str]:
+    def param_problems(self, params: Any) -> list[str]:
         return _input_problems(params.input)
 
+
+class HostedModelNode(_HostedNode):
+    """Base of the model nodes of every hosted-model API (ReplicateModel, FalModelVideo...):
+    they differ only in the API (``hosted``) they call and the kind they keep."""
+
+    hosted: HostedModels
+    output_kind: Kind = Kind.IMAGE
+
     async def run(
-        self, ctx: NodeContext, params: ReplicateModelParams, inputs: Mapping[str, InputValue]
+        self, ctx: NodeContext, params: Any, inputs: Mapping[str, InputValue]
     ) -> Produced:
         pctx = policy.provider_context(ctx)
         payload = await model_input(params.input, params.bindings, inputs)
-        return await replicate.run(
+        return await self.hosted.run(
             pctx,
             params.model,
             payload,
             self.output_kind,
             output_index=params.output_index,
             output_path=params.output_path,
-            wait_seconds=params.wait_seconds,
+            **{name: getattr(params, name) for name in self.hosted.options},
         )
 
 
-class FalModelNode(NodeType):
-    output_kind: Kind = Kind.IMAGE
-
-    def needs_deep_check(self, params: Any) -> bool:
-        return False  # nothing to check beyond the params schema and param_problems
-
-    def param_problems(self, params: FalModelParams) -> list[str]:
-        return _input_problems(params.input)
-
-    async def run(
-        self, ctx: NodeContext, params: FalModelParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        pctx = policy.provider_context(ctx)
-        payload = await model_input(params.input, params.bindings, inputs)
-        return await fal.run(
-            pctx,
-            params.model,
-            payload,
-            self.output_kind,
-            output_index=params.output_index,
-            output_path=params.output_path,
-        )
-
-
-def _any_model(base: type[NodeType], provider: str, params: type[Params], kind: Kind) -> NodeType:
-    suffix, noun = _ANY_OUTPUT[kind]
-    if kind in (Kind.AUDIO, Kind.VIDEO):
-        params = _TIMED[params]
-    name = f"{provider}Model{suffix}"
-    shown = "fal" if provider == "Fal" else provider  # fal writes its name in lower case
-    title = f"{shown} model ({noun})"
+def _any_model(kind: str, hosted: HostedModels, params: type[Params], output: Kind) -> NodeType:
+    suffix, noun = _ANY_OUTPUT[output]
+    name = f"{hosted.prefix}Model{suffix}"
+    shown = hosted.shown
     spec = NodeSpec(
         type=name,
         version=1,
         category="ai",
-        title=title,
+        title=f"{shown} model ({noun})",
         description=f"Run any {shown} model with your {shown} credential; its input "
         f"object's fields may be bound to the node's inputs; keeps one {noun} it returns.",
         inputs=MEDIA_INPUTS,
-        output=Output(kind),
+        output=Output(output),
         params=params,
-        cost=ANY_MODEL_COST[kind],
+        cost=ANY_MODEL_COST[output],
         sandboxed=False,
         adapter=True,
-        credential_kinds=(provider.lower(),),
+        credential_kinds=(kind,),
     )
-    cls = type(name, (base,), {"spec": spec, "output_kind": kind})
+    cls = type(name, (HostedModelNode,), {"spec": spec, "hosted": hosted, "output_kind": output})
     node: NodeType = cls()
     return node
+
+
+def _model_nodes(kind: str, hosted: HostedModels) -> list[NodeType]:
+    params, timed = _params(kind, hosted)
+    return [
+        _any_model(kind, hosted, timed if k in (Kind.AUDIO, Kind.VIDEO) else params, k)
+        for k in _ANY_OUTPUT
+    ]
 
 
 # ----------------------------------------------------------------------------- families
 
 
 class _FamilyParams(Params):
-    credential: str = policy.credential_field(replicate.KIND, fal.KIND)
+    credential: str = policy.credential_field(*KINDS)
     model: str = Field(
         min_length=1,
         max_length=200,
@@ -285,7 +254,9 @@ class ImageToVideoParams(TextToVideoParams):
         default="",
         max_length=100,
         pattern=r"^[\w.-]*$",
-        description="Input field of the image; empty: image (Replicate) or image_url (fal).",
+        description="Input field of the image; empty: "
+        + " or ".join(f"{h.image_field} ({h.shown})" for h in HOSTED.values())
+        + ".",
     )
 
 
@@ -293,15 +264,9 @@ class TextToMusicParams(_FamilyParams):
     duration_seconds: int = Field(default=10, ge=1, le=300, description="Length asked for.")
 
 
-class _Family(NodeType):
-    def needs_deep_check(self, params: Any) -> bool:
-        return False  # nothing to check beyond the params schema and param_problems
-
+class _Family(_HostedNode):
     def estimate_seconds(self, params: Any) -> float:
         return float(params.duration_seconds)
-
-    def param_problems(self, params: Any) -> list[str]:
-        return _input_problems(params.input)
 
     async def _payload(self, params: Any, inputs: Mapping[str, InputValue]) -> dict[str, Any]:
         payload = dict(params.input)
@@ -314,104 +279,82 @@ class _Family(NodeType):
             payload[params.duration_field] = params.duration_seconds
         return payload
 
-    async def _run(self, ctx: NodeContext, model: str, payload: dict[str, Any]) -> Produced:
+    async def run(
+        self, ctx: NodeContext, params: Any, inputs: Mapping[str, InputValue]
+    ) -> Produced:
+        payload = await self._payload(params, inputs)
         pctx = policy.provider_context(ctx)
-        credential = policy.require_credential(pctx, replicate.KIND, fal.KIND)
-        kind = self.spec.output.kind
-        if credential.kind == fal.KIND:
-            return await fal.run(pctx, model, payload, kind)
-        return await replicate.run(pctx, model, payload, kind)
+        hosted = HOSTED[policy.require_credential(pctx, *KINDS).kind]
+        if self.spec.inputs[0].kind == Kind.IMAGE:  # the image is the node's main input
+            image_field = params.image_field or hosted.image_field
+            payload[image_field] = await bound_value(inputs, "image")
+        return await hosted.run(pctx, params.model, payload, self.spec.output.kind)
 
 
-def _family_spec(
+def _family(
     type_: str,
     title: str,
-    description: str,
+    what: str,
     params: type[Params],
     output: Kind,
     cost: Cost,
     *inputs: Input,
-) -> NodeSpec:
-    return NodeSpec(
+) -> NodeType:
+    """A family node: ``what`` it does, with a model of the credential's provider."""
+    spec = NodeSpec(
         type=type_,
         version=1,
         category="ai",
         title=title,
-        description=description,
+        description=what.format(
+            shown=SHOWN, chooses="(the credential's kind chooses the provider)"
+        ),
         inputs=inputs,
         output=Output(output),
         params=params,
         cost=cost,
         sandboxed=False,
         adapter=True,
-        credential_kinds=(replicate.KIND, fal.KIND),
+        credential_kinds=KINDS,
     )
+    node: NodeType = type(type_, (_Family,), {"spec": spec})()
+    return node
 
 
-class TextToVideo(_Family):
-    spec = _family_spec(
+# The families: what each does, with a model of the credential's provider.
+FAMILIES: list[NodeType] = [
+    _family(
         "TextToVideo",
         "Text to video",
-        "Generate a video from the input text with a Replicate or fal video model (the "
-        "credential's kind chooses the provider).",
+        "Generate a video from the input text with a {shown} video model {chooses}.",
         TextToVideoParams,
         Kind.VIDEO,
         Cost(credits=10, per_second=10),
         Input("text", Kind.TEXT),
-    )
-
-    async def run(
-        self, ctx: NodeContext, params: TextToVideoParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        return await self._run(ctx, params.model, await self._payload(params, inputs))
-
-
-class ImageToVideo(_Family):
-    spec = _family_spec(
+    ),
+    _family(
         "ImageToVideo",
         "Image to video",
-        "Animate the input image (guided by the optional text) with a Replicate or fal video "
-        "model (the credential's kind chooses the provider).",
+        "Animate the input image (guided by the optional text) with a {shown} video model "
+        "{chooses}.",
         ImageToVideoParams,
         Kind.VIDEO,
         Cost(credits=10, per_second=10),
         Input("image", Kind.IMAGE),
         Input("text", Kind.TEXT, required=False),
-    )
-
-    async def run(
-        self, ctx: NodeContext, params: ImageToVideoParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        payload = await self._payload(params, inputs)
-        pctx = policy.provider_context(ctx)
-        credential = policy.require_credential(pctx, replicate.KIND, fal.KIND)
-        field_name = params.image_field or ("image_url" if credential.kind == fal.KIND else "image")
-        payload[field_name] = await bound_value(inputs, "image")
-        return await self._run(ctx, params.model, payload)
-
-
-class TextToMusic(_Family):
-    spec = _family_spec(
+    ),
+    _family(
         "TextToMusic",
         "Text to music",
-        "Generate music from the input text with a Replicate or fal music model (the "
-        "credential's kind chooses the provider); MP3 out.",
+        "Generate music from the input text with a {shown} music model {chooses}; MP3 out.",
         TextToMusicParams,
         Kind.AUDIO,
         Cost(credits=5, per_second=1),
         Input("text", Kind.TEXT),
-    )
-
-    async def run(
-        self, ctx: NodeContext, params: TextToMusicParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        return await self._run(ctx, params.model, await self._payload(params, inputs))
-
+    ),
+]
 
 NODES: list[NodeType] = [
-    *(_any_model(ReplicateModelNode, "Replicate", ReplicateModelParams, k) for k in _ANY_OUTPUT),
-    *(_any_model(FalModelNode, "Fal", FalModelParams, k) for k in _ANY_OUTPUT),  # FalModel...
-    TextToVideo(),
-    ImageToVideo(),
-    TextToMusic(),
+    *(node for kind, hosted in HOSTED.items() for node in _model_nodes(kind, hosted)),
+    *FAMILIES,
 ]

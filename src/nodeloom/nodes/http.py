@@ -12,21 +12,33 @@ A workflow author controls the URL, and the request leaves from inside our netwo
 3. Redirects are followed by hand (at most 5), and every hop is checked again.
 4. The response is streamed and cut off at ``http_max_response_bytes`` (after decompression,
    so a gzip bomb is stopped too); the whole exchange is bounded by ``http_timeout_seconds``.
+
+With ``output`` set to ``image``, ``audio`` or ``video`` the node's output is of that kind
+(``bound``, so the graph is checked as for any typed node) and the response is streamed to
+the node's scratch space, its kind read from its first bytes (nodes/sniff.py, never the
+``Content-Type``), then decoded and converted exactly as an upload is (nodes/ingest.py), in
+the node's sandbox process under the budget of that media category. An answer of another
+kind fails the node with ``kind_mismatch`` (docs/adr/0037-http-media-and-webhook-media.md).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 import json
 import socket
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Annotated, Literal, TypeVar
+import uuid
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Annotated, BinaryIO, Literal, TypeVar
 
 import httpx
 from pydantic import Field
 
+from nodeloom.nodes import ingest
+from nodeloom.nodes.sniff import HEAD_BYTES, Refused, sniff
 from nodeloom.sdk._node import (
     Cost,
     Input,
@@ -44,6 +56,10 @@ from nodeloom.sdk._node import (
 from nodeloom.settings import Settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+MEDIA_OUTPUTS = ("image", "audio", "video")
+_WRITE_CHUNK = 1024 * 1024  # a file answer is written in pieces of this size, off the loop
+KIND_MISMATCH = "kind_mismatch"
+_A = {"image": "an image", "audio": "audio", "video": "a video"}
 _T = TypeVar("_T")
 MAX_REDIRECTS = 5
 REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -91,9 +107,15 @@ class Allowlist:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Allowlist:
+        # Parsed once per allowlist: every provider node run checks its addresses against
+        # it (issue #36). Frozen, so shared.
+        return _parsed(tuple(settings.http_allowlist))
+
+    @classmethod
+    def from_entries(cls, entries: Iterable[str]) -> Allowlist:
         hosts: set[str] = set()
         networks = []
-        for entry in settings.http_allowlist:
+        for entry in entries:
             entry = entry.strip().lower()
             try:
                 networks.append(ipaddress.ip_network(entry.strip("[]"), strict=False))
@@ -109,6 +131,11 @@ class Allowlist:
         return any(
             c in net for c in candidates for net in self.networks if c.version == net.version
         )
+
+
+@functools.lru_cache(maxsize=16)
+def _parsed(entries: tuple[str, ...]) -> Allowlist:
+    return Allowlist.from_entries(entries)
 
 
 async def resolve(host: str, port: int) -> list[IPAddress]:
@@ -161,6 +188,9 @@ class Fetched:
     headers: dict[str, str]
     body: str
     url: str
+    # Set when the body is not UTF-8 text and its first bytes are those of an image, audio
+    # or video: the kind a media ``output`` would have taken.
+    media: str | None = None
 
 
 async def fetch(
@@ -190,9 +220,62 @@ async def _fetch(
             headers=dict(response.headers),
             body=data.decode(response.encoding or "utf-8", errors="replace"),
             url=str(final),
+            media=_media_kind(data),
         )
 
     return await exchange(settings, method, url, headers, body, read)
+
+
+@dataclass
+class FetchedFile:
+    status: int
+    content_type: str
+    path: Path
+    head: bytes
+    url: str
+
+
+async def fetch_file(
+    settings: Settings,
+    method: str,
+    url: str,
+    headers: Mapping[str, str] | None,
+    body: str | None,
+    directory: Path,
+) -> FetchedFile:
+    """As ``fetch``, but the body is streamed to a new file in ``directory`` (never held
+    whole in memory), cut off at ``http_max_response_bytes``."""
+    limit = settings.http_max_response_bytes
+    path = directory / f"http-{uuid.uuid4().hex}"
+
+    async def read(response: httpx.Response, final: httpx.URL) -> FetchedFile:
+        _check_declared(response, limit)
+        size = buffered = 0
+        pending: list[bytes] = []
+        out = await asyncio.to_thread(_new_file, path)
+        try:
+            async for chunk in response.aiter_bytes():
+                size = _within(size + len(chunk), limit)
+                pending.append(chunk)
+                buffered += len(chunk)
+                if buffered >= _WRITE_CHUNK:
+                    await asyncio.to_thread(out.write, b"".join(pending))
+                    pending, buffered = [], 0
+            await asyncio.to_thread(out.write, b"".join(pending))
+        finally:
+            await asyncio.to_thread(out.close)
+        head = await asyncio.to_thread(_head, path)
+        return FetchedFile(
+            response.status_code, response.headers.get("content-type", ""), path, head, str(final)
+        )
+
+    try:
+        async with asyncio.timeout(settings.http_timeout_seconds):
+            return await exchange(settings, method, url, dict(headers or {}), body, read)
+    except TimeoutError as exc:
+        raise NodeFailure(
+            f"the request took longer than {settings.http_timeout_seconds:g} s", code="timeout"
+        ) from exc
 
 
 async def exchange(
@@ -305,18 +388,48 @@ def _pinned_request(
     )
 
 
-async def _read_limited(response: httpx.Response, limit: int) -> bytes:
+def _new_file(path: Path) -> BinaryIO:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.open("xb")
+
+
+def _head(path: Path) -> bytes:
+    with path.open("rb") as file:
+        return file.read(HEAD_BYTES)
+
+
+def _media_kind(data: bytes) -> str | None:
+    """The kind of media ``data`` holds, when it is not UTF-8 text and starts as one does
+    (a text may well start with ``ID3`` or have ``free`` at its fifth byte)."""
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        try:
+            return sniff(data[:HEAD_BYTES]).kind
+        except Refused:
+            return None
+    return None
+
+
+def _check_declared(response: httpx.Response, limit: int) -> None:
     declared = response.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise NodeFailure(f"the response is {int(declared):,} bytes, over the {limit:,} limit")
+
+
+def _within(size: int, limit: int) -> int:
+    """``size``, the bytes read so far, unless it is past ``limit``."""
+    if size > limit:
+        raise NodeFailure(f"the response exceeds the limit of {limit:,} bytes", "limit_exceeded")
+    return size
+
+
+async def _read_limited(response: httpx.Response, limit: int) -> bytes:
+    _check_declared(response, limit)
     chunks: list[bytes] = []
     size = 0
     async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            raise NodeFailure(
-                f"the response exceeds the limit of {limit:,} bytes", "limit_exceeded"
-            )
+        size = _within(size + len(chunk), limit)
         chunks.append(chunk)
     return b"".join(chunks)
 
@@ -330,8 +443,11 @@ class HttpRequestParams(Params):
         default_factory=dict, max_length=50, description="Request headers."
     )
     body: str | None = Field(default=None, max_length=1_000_000, description="Request body.")
-    output: Literal["body", "json"] = Field(
-        default="body", description="body: the response text; json: {status, headers, body}."
+    output: Literal["body", "json", "image", "audio", "video"] = Field(
+        default="body",
+        description="body: the response text; json: {status, headers, body}; image, audio "
+        "or video: the response as that kind of media (PNG, MP3, MP4), read from its content "
+        "and converted as an upload is; another kind of answer fails the node.",
     )
     fail_on_error: bool = Field(default=True, description="Fail the node on HTTP 4xx/5xx.")
 
@@ -342,8 +458,9 @@ class HttpRequest(NodeType):
         version=1,
         category="utility",
         title="HTTP request",
-        description="Call a public URL and output the response text. Private and local "
-        "addresses are refused unless the server's allow-list names them.",
+        description="Call a public URL and output the response text, or the image, audio or "
+        "video it answers (the output param sets the kind). Private and local addresses are "
+        "refused unless the server's allow-list names them.",
         inputs=(
             Input("url", Kind.TEXT, required=False),
             Input("body", Kind.TEXT, required=False),
@@ -353,6 +470,16 @@ class HttpRequest(NodeType):
         cost=Cost(credits=1),
         cacheable=False,  # a URL's answer changes over time; never reuse an old response
     )
+
+    def bound(self, params: HttpRequestParams) -> NodeType:
+        """With a media ``output``, a node of that output kind, budgeted as that category
+        of media (its decoding and conversion run under it)."""
+        if params.output not in MEDIA_OUTPUTS:
+            return self
+        kind = Kind(params.output)
+        spec = replace(self.spec, output=Output(kind), category=params.output)
+        node: NodeType = type("HttpRequest", (HttpRequest,), {"spec": spec})()
+        return node
 
     def param_problems(self, params: HttpRequestParams) -> list[str]:
         if params.url and not params.url.lower().startswith(("http://", "https://")):
@@ -365,14 +492,56 @@ class HttpRequest(NodeType):
         url = (input_text(inputs, "url") or params.url).strip()
         if not url:
             raise NodeFailure("set the url param or connect a url input")
-        body = input_text(inputs, "body")
-        result = await fetch(ctx.settings, params.method, url, params.headers, body or params.body)
+        body = input_text(inputs, "body") or params.body
+        if params.output in MEDIA_OUTPUTS:
+            return await _media(ctx, params, url, body)
+        result = await fetch(ctx.settings, params.method, url, params.headers, body)
         if params.fail_on_error and result.status >= 400:
             raise NodeFailure(f"{result.url} answered HTTP {result.status}: {result.body[:200]}")
+        if result.media is not None:
+            raise NodeFailure(
+                f"{result.url} answered {_A[result.media]}, not text: set output to "
+                f"{result.media} to take it as a file",
+                KIND_MISMATCH,
+            )
         if params.output == "json":
             payload = {"status": result.status, "headers": result.headers, "body": result.body}
             return Produced.text(json.dumps(payload, ensure_ascii=False))
         return Produced.text(result.body)
+
+
+async def _media(
+    ctx: NodeContext, params: HttpRequestParams, url: str, body: str | None
+) -> Produced:
+    """The response as an artifact of the kind ``params.output`` names: its kind read from
+    its first bytes, then decoded and converted as an upload is, here in the node's sandbox
+    process (a worker thread, under the process's memory and CPU limits)."""
+    wanted = params.output
+    fetched = await fetch_file(
+        ctx.settings, params.method, url, params.headers, body, ctx.scratch_dir
+    )
+    if params.fail_on_error and fetched.status >= 400:
+        raise NodeFailure(f"{fetched.url} answered HTTP {fetched.status}")
+    declared = fetched.content_type.split(";")[0].strip() or "no content type"
+    try:
+        found = sniff(fetched.head)
+    except Refused as exc:
+        raise NodeFailure(
+            f"{fetched.url} answered HTTP {fetched.status} ({declared}), not {_A[wanted]}: {exc}",
+            KIND_MISMATCH,
+        ) from exc
+    if found.kind != wanted:
+        raise NodeFailure(
+            f"{fetched.url} answered {_A[found.kind]} ({found.format}), not {_A[wanted]}: "
+            f"set output to {found.kind}",
+            KIND_MISMATCH,
+        )
+    made = await ctx.to_thread(
+        ingest.ingest, found.kind, found.format, fetched.path, ctx.scratch_dir, ctx.settings
+    )
+    return Produced(
+        path=Path(made.path), width=made.width, height=made.height, duration_ms=made.duration_ms
+    )
 
 
 NODES: list[NodeType] = [HttpRequest()]

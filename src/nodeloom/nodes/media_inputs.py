@@ -31,6 +31,7 @@ from nodeloom.sdk._node import (
 )
 
 ID_LENGTH = 36
+MEDIA_INPUT_TYPES = frozenset({"ImageInput", "AudioInput", "VideoInput"})
 
 
 class MediaInputParams(Params):

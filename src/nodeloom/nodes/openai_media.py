@@ -46,7 +46,6 @@ from nodeloom.sdk._node import (
     Output,
     Params,
     Produced,
-    input_text,
 )
 from nodeloom.settings import Settings
 
@@ -81,7 +80,7 @@ class ImageToImageParams(Params):
     credential: str | None = providers.credential_param()
 
 
-class ImageToImage(NodeType):
+class ImageToImage(providers.ProviderNode):
     spec = NodeSpec(
         type="ImageToImage",
         version=1,
@@ -102,9 +101,6 @@ class ImageToImage(NodeType):
         adapter=True,
     )
 
-    def unavailable_reason(self, settings: Settings) -> str | None:
-        return providers.unavailable_reason(settings)
-
     def fingerprint(self, params: ImageToImageParams, settings: Settings) -> dict[str, Any]:
         model = params.model or settings.provider_image_model
         return providers.provider_fingerprint(self, params, settings, model)
@@ -112,9 +108,7 @@ class ImageToImage(NodeType):
     async def run(
         self, ctx: NodeContext, params: ImageToImageParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
-        prompt = (input_text(inputs) or "").strip()
-        if not prompt:
-            raise NodeFailure("the prompt is empty")
+        prompt = providers.prompt_text(inputs).strip()
         image = media.one(inputs, "image")
         if params.size and params.size != "auto":
             width, height = (int(v) for v in params.size.split("x"))
@@ -187,25 +181,20 @@ def _segments(body: dict[str, Any], duration: float) -> tuple[str, list[transcri
     text = body.get("text")
     if not isinstance(text, str):
         raise NodeFailure("the AI provider's transcription has no text", "provider_error")
-    cues = []
+    cues: list[transcripts.Cue] = []
     segments = body.get("segments")
     if isinstance(segments, list) and segments:
-        for segment in segments:
-            try:
-                start, end = float(segment["start"]), float(segment["end"])
-                words = str(segment["text"]).strip()
-            except (KeyError, TypeError, ValueError) as exc:
-                raise NodeFailure(
-                    "the AI provider's transcription has a malformed segment", "provider_error"
-                ) from exc
-            if words and end > start:
-                cues.append(transcripts.Cue(start, end, words))
+        malformed = NodeFailure(
+            "the AI provider's transcription has a malformed segment", "provider_error"
+        )
+        cues = transcripts.segment_cues(segments, malformed)
     elif text.strip():
         cues.append(transcripts.Cue(0.0, max(duration, 0.001), text.strip()))
     return text.strip(), cues
 
 
-class SpeechToText(NodeType):
+class SpeechToText(providers.ProviderNode):
+    length_input = "audio"  # priced by the length of its input
     spec = NodeSpec(
         type="SpeechToText",
         version=1,
@@ -221,9 +210,6 @@ class SpeechToText(NodeType):
         sandboxed=False,
         adapter=True,
     )
-
-    def unavailable_reason(self, settings: Settings) -> str | None:
-        return providers.unavailable_reason(settings)
 
     def fingerprint(self, params: SpeechToTextParams, settings: Settings) -> dict[str, Any]:
         return providers.provider_fingerprint(self, params, settings, params.model)

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import IO, Any, Literal, TypeVar
 
 from nodeloom.child_environment import sandbox_environment
+from nodeloom.nodes import type_rules
 from nodeloom.sdk import NodePackage
 from nodeloom.sdk._node import InputValue, NodeContext, NodeFailure, NodeSpec, NodeType, Produced
 from nodeloom.sdk._version import SDK_VERSION, sdk_range_problem
@@ -53,6 +54,9 @@ log = logging.getLogger("nodeloom.nodes.packages")
 
 GROUP = "nodeloom.nodes"
 SANDBOX_ENV = "NODELOOM_SANDBOX_NODE_PACKAGES"
+# How long a probe child may take to start importing its package: its interpreter and our
+# own imports, which a busy machine slows (the package's own budget starts afterwards).
+PROBE_START_SECONDS = 120.0
 _NAMESPACE = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 T = TypeVar("T")
 
@@ -175,40 +179,69 @@ def wrap(node: object, info: PackageInfo, refused: str | None = None) -> Package
 
 def _probe(targets: list[str], timeout: float) -> dict[str, str | None]:
     """Import each target in its own child process, all at once; target -> problem. The
-    children get the sandbox's environment: no secrets, no database address."""
+    children get the sandbox's environment: no secrets, no database address.
+
+    A child says when it starts importing its target (one byte on stdout), and the
+    package's ``timeout`` runs from then: the interpreter's own start and our imports are
+    not the package's to pay, and on a loaded machine they alone can take seconds."""
     env = sandbox_environment()
+    spawned = time.monotonic()
     procs: dict[str, tuple[subprocess.Popen[bytes], IO[bytes]]] = {}
     for target in targets:
         err = tempfile.TemporaryFile()
-        procs[target] = (
-            subprocess.Popen(  # noqa: S603 - our interpreter, a module we name
-                [sys.executable, "-m", "nodeloom.nodes.probe", target],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=err,
-                start_new_session=True,
-            ),
-            err,
+        proc = subprocess.Popen(  # noqa: S603 - our interpreter, a module we name
+            [sys.executable, "-m", "nodeloom.nodes.probe", target],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=err,
+            start_new_session=True,
         )
-    deadline = time.monotonic() + timeout
+        assert proc.stdout is not None
+        os.set_blocking(proc.stdout.fileno(), False)
+        procs[target] = (proc, err)
+    importing_since: dict[str, float] = {}
     problems: dict[str, str | None] = {}
-    for target, (proc, output) in procs.items():
-        with output:
-            try:
-                proc.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
+    while len(problems) < len(procs):
+        now = time.monotonic()
+        for target, (proc, output) in procs.items():
+            if target in problems:
+                continue
+            assert proc.stdout is not None
+            if target not in importing_since and _said_started(proc.stdout):
+                importing_since[target] = now
+            problem = _failure(proc, output)
+            if problem is None and proc.returncode is None:
+                if now - importing_since.get(target, now) > timeout:
+                    problem = f"importing it took longer than {timeout:g} s"
+                elif target not in importing_since and now - spawned > PROBE_START_SECONDS:
+                    problem = f"its import check did not start in {PROBE_START_SECONDS:g} s"
+                else:
+                    continue
                 proc.kill()
                 proc.wait()
-                problems[target] = f"importing it took longer than {timeout:g} s"
-                continue
-            if proc.returncode == 0:
-                problems[target] = None
-                continue
-            output.seek(0)
-            lines = output.read()[-4000:].decode("utf-8", "replace").strip().splitlines()
-            problems[target] = f"importing it failed: {(lines or ['no output'])[-1][:300]}"
+            problems[target] = problem
+            proc.stdout.close()
+            output.close()
+        if len(problems) < len(procs):
+            time.sleep(0.02)
     return problems
+
+
+def _said_started(stdout: IO[bytes]) -> bool:
+    try:
+        return bool(stdout.read(1))
+    except BlockingIOError:
+        return False
+
+
+def _failure(proc: subprocess.Popen[bytes], output: IO[bytes]) -> str | None:
+    """Why a child that exited failed (None: it imported, or it still runs)."""
+    if proc.poll() is None or proc.returncode == 0:
+        return None
+    output.seek(0)
+    lines = output.read()[-4000:].decode("utf-8", "replace").strip().splitlines()
+    return f"importing it failed: {(lines or ['no output'])[-1][:300]}"
 
 
 def _load(target: str) -> object:
@@ -228,9 +261,6 @@ def _nodes_of(info: PackageInfo, target: object) -> list[PackagedNode]:
     incompatible = sdk_range_problem(target.sdk)
     if incompatible:
         info.status, info.reason = "incompatible", incompatible
-    from nodeloom.nodes.registry import Registry
-
-    check = Registry()
     wrapped: list[PackagedNode] = []
     for node in target.nodes:
         result = wrap(
@@ -240,7 +270,9 @@ def _nodes_of(info: PackageInfo, target: object) -> list[PackagedNode]:
             info.status, info.reason = "refused", result
             return []
         try:
-            check.register(result)
+            type_rules.check(result)
+            if any(w.spec.type == result.spec.type for w in wrapped):
+                raise ValueError(type_rules.registered_twice(result.spec.type))
         except ValueError as exc:
             info.status, info.reason = "refused", str(exc)
             return []
@@ -250,6 +282,34 @@ def _nodes_of(info: PackageInfo, target: object) -> list[PackagedNode]:
 
 
 def _installed() -> list[tuple[EntryPoint, str, str]]:
+    """The entry points of the group with their distributions, read again only when the
+    places distributions are found in have changed (``_search_path_state``): reading every
+    installed distribution's metadata takes ~10 ms, and tests build an app per test."""
+    state = _search_path_state()
+    found = _last_reading.get(state)
+    if found is None:
+        found = _read_installed()
+        _last_reading.clear()
+        _last_reading[state] = found
+    return list(found)
+
+
+def _search_path_state() -> tuple[tuple[str, int], ...]:
+    """Each ``sys.path`` entry with the modification time of what it names. importlib finds
+    distributions as ``*.dist-info`` (or ``*.egg-info``) folders in these directories, and
+    installing, upgrading or removing one (pip, in any process) adds or deletes such a
+    folder, which changes its directory's time; an entry added (``site.addsitedir``) changes
+    the tuple."""
+    state = []
+    for entry in sys.path:
+        try:
+            state.append((entry, os.stat(entry or ".").st_mtime_ns))
+        except OSError:
+            state.append((entry, -1))
+    return tuple(state)
+
+
+def _read_installed() -> list[tuple[EntryPoint, str, str]]:
     found = []
     for ep in entry_points(group=GROUP):
         dist = ep.dist
@@ -266,6 +326,8 @@ class Discovery:
 
 
 _cache: dict[tuple[Any, ...], Discovery] = {}
+# The last reading of the installed entry points, by the state of the search path it saw.
+_last_reading: dict[tuple[tuple[str, int], ...], list[tuple[EntryPoint, str, str]]] = {}
 # The packages loaded by any registry of this process, which its sandbox processes import. A
 # server has one; tests build registries with different settings side by side, and a server
 # never sends a sandbox a type its own registry does not have.

@@ -83,6 +83,22 @@ def unavailable_reason(settings: Settings) -> str | None:
     return None
 
 
+class ProviderNode(NodeType):
+    """A node the configured OpenAI-compatible provider (or the account's ``openai``
+    credential) answers: not offered until the server has a provider."""
+
+    def unavailable_reason(self, settings: Settings) -> str | None:
+        return unavailable_reason(settings)
+
+
+def prompt_text(inputs: Mapping[str, InputValue]) -> str:
+    """The node's input text, as it is: a prompt of only white space fails the node."""
+    prompt = input_text(inputs) or ""
+    if not prompt.strip():
+        raise NodeFailure("the prompt is empty")
+    return prompt
+
+
 def provider_fingerprint(
     node: NodeType, params: Any, settings: Settings, model: str
 ) -> dict[str, Any]:
@@ -256,9 +272,12 @@ async def speech(
     return produced
 
 
-async def check_openai(settings: Settings, base_url: str, key: str) -> tuple[bool, int | None, str]:
+async def check_openai(
+    settings: Settings, credential: policy.Credential
+) -> tuple[bool, int | None, str]:
     """A credential's connection test: ``GET {base_url}/models`` (the cheapest authenticated
     call of an OpenAI-compatible API)."""
+    base_url, key = credential.value("base_url") or "", credential.value("api_key") or ""
     headers = {"Authorization": f"Bearer {key}"}
     return await check_endpoint(settings, base_url.rstrip("/") + "/models", headers, key)
 
@@ -321,7 +340,7 @@ class LLMTextParams(Params):
     credential: str | None = credential_param()
 
 
-class LLMText(NodeType):
+class LLMText(ProviderNode):
     spec = NodeSpec(
         type="LLMText",
         version=1,
@@ -337,9 +356,6 @@ class LLMText(NodeType):
         sandboxed=False,
         adapter=True,
     )
-
-    def unavailable_reason(self, settings: Settings) -> str | None:
-        return unavailable_reason(settings)
 
     def fingerprint(self, params: LLMTextParams, settings: Settings) -> dict[str, Any]:
         model = params.model or settings.provider_llm_model
@@ -359,9 +375,7 @@ class LLMText(NodeType):
     async def run(
         self, ctx: NodeContext, params: LLMTextParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
-        prompt = input_text(inputs) or ""
-        if not prompt.strip():
-            raise NodeFailure("the prompt is empty")
+        prompt = prompt_text(inputs)
         messages = [{"role": "system", "content": params.system}] if params.system else []
         messages.append({"role": "user", "content": prompt})
         payload = {
@@ -400,7 +414,7 @@ class TextToImageParams(Params):
     credential: str | None = credential_param()
 
 
-class TextToImage(NodeType):
+class TextToImage(ProviderNode):
     spec = NodeSpec(
         type="TextToImage",
         version=1,
@@ -416,9 +430,6 @@ class TextToImage(NodeType):
         adapter=True,
     )
 
-    def unavailable_reason(self, settings: Settings) -> str | None:
-        return unavailable_reason(settings)
-
     def fingerprint(self, params: TextToImageParams, settings: Settings) -> dict[str, Any]:
         model = params.model or settings.provider_image_model
         return provider_fingerprint(self, params, settings, model)
@@ -426,9 +437,7 @@ class TextToImage(NodeType):
     async def run(
         self, ctx: NodeContext, params: TextToImageParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
-        prompt = input_text(inputs) or ""
-        if not prompt.strip():
-            raise NodeFailure("the prompt is empty")
+        prompt = prompt_text(inputs)
         width, height = (int(v) for v in params.size.split("x"))
         media.check_pixels(ctx.settings, width, height)
         model = params.model or ctx.settings.provider_image_model

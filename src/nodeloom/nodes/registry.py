@@ -2,21 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Iterator
-from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 
-from nodeloom.sdk._node import NodeType, Params
-
-if TYPE_CHECKING:
-    from nodeloom.nodes.packages import PackageInfo
-    from nodeloom.settings import Settings
-
-_TYPE_NAME = re.compile(r"^[A-Z][A-Za-z0-9]{1,63}$")
-# A package's type: its namespace (the entry point's name), a dot, then a built-in-like name.
-_PACKAGED_TYPE_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}\.[A-Z][A-Za-z0-9]{1,63}$")
+from nodeloom.nodes import packages, type_rules
+from nodeloom.nodes.packages import PackagedNode, PackageInfo
+from nodeloom.sdk._node import NodeType
+from nodeloom.settings import Settings
 
 
 class Registry:
@@ -26,19 +19,10 @@ class Registry:
         self.packages: list[PackageInfo] = []
 
     def register(self, node: NodeType) -> None:
-        spec = node.spec
-        if not (_TYPE_NAME.match(spec.type) or _PACKAGED_TYPE_NAME.match(spec.type)):
-            raise ValueError(f"bad node type name {spec.type!r}")
-        if spec.type in self._types:
-            raise ValueError(f"node type {spec.type} registered twice")
-        names = [i.name for i in spec.inputs]
-        if len(set(names)) != len(names):
-            raise ValueError(f"{spec.type}: duplicate input names")
-        if not (isinstance(spec.params, type) and issubclass(spec.params, Params)):
-            raise ValueError(f"{spec.type}: params must subclass nodes.base.Params")
-        if spec.version < 1 or spec.cost.credits < 0 or spec.cost.per_second < 0:
-            raise ValueError(f"{spec.type}: bad version or cost")
-        self._types[spec.type] = node
+        type_rules.check(node)
+        if node.spec.type in self._types:
+            raise ValueError(type_rules.registered_twice(node.spec.type))
+        self._types[node.spec.type] = node
 
     def get(self, type_name: str) -> NodeType | None:
         return self._types.get(type_name)
@@ -70,8 +54,6 @@ def build_registry(
     for node in nodes:
         registry.register(node)
     if settings is not None:
-        from nodeloom.nodes import packages
-
         found = packages.discover(settings)
         registry.packages = found.packages
         for packaged in found.nodes:
@@ -81,6 +63,4 @@ def build_registry(
 
 def package_of(node: NodeType) -> PackageInfo | None:
     """The node package a type comes from; None for a built-in type."""
-    from nodeloom.nodes.packages import PackagedNode
-
     return node.package if isinstance(node, PackagedNode) else None

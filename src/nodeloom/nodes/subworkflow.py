@@ -84,10 +84,12 @@ class Workflow(NodeType):
     child: ChildInterface | None = None
     dynamic_interface = True
 
-    def estimate_credits(self, params: Any) -> int:
+    def estimate_credits(self, params: Any, input_ms: int | None = None) -> int:
         return self.child.estimate if self.child is not None else 0
 
-    def charge_credits(self, params: Any, produced_duration_ms: int | None) -> int:
+    def charge_credits(
+        self, params: Any, produced_duration_ms: int | None, input_ms: int | None = None
+    ) -> int:
         return 0  # the child run charges what it uses, itself
 
     async def run(

@@ -82,22 +82,28 @@ def _timed_blocks(text: str) -> list[Cue]:
     return cues
 
 
-def _json_cues(body: Any) -> list[Cue]:
-    segments = body.get("segments") if isinstance(body, dict) else None
-    if not isinstance(segments, list):
-        raise NodeFailure("the JSON transcription has no segments list")
+def segment_cues(segments: list[Any], malformed: NodeFailure) -> list[Cue]:
+    """The cues of Whisper-style segments (``{"start", "end", "text"}``, seconds), leaving
+    out empty ones and ones that end before they start; ``malformed`` is raised for a
+    segment without its three fields."""
     cues = []
     for segment in segments:
         try:
             start, end = float(segment["start"]), float(segment["end"])
             words = str(segment["text"]).strip()
         except (KeyError, TypeError, ValueError) as exc:
-            raise NodeFailure(
-                "a segment of the JSON transcription lacks start, end or text"
-            ) from exc
+            raise malformed from exc
         if words and end > start:
             cues.append(Cue(start, end, words))
     return cues
+
+
+def _json_cues(body: Any) -> list[Cue]:
+    segments = body.get("segments") if isinstance(body, dict) else None
+    if not isinstance(segments, list):
+        raise NodeFailure("the JSON transcription has no segments list")
+    malformed = NodeFailure("a segment of the JSON transcription lacks start, end or text")
+    return segment_cues(segments, malformed)
 
 
 def parse(text: str) -> list[Cue]:

@@ -502,6 +502,7 @@ class VideoCaptionParams(Params):
 
 
 class VideoCaption(NodeType):
+    length_input = "video"  # priced by the length of its input
     spec = _spec(
         "VideoCaption",
         "Burn in caption",

@@ -221,8 +221,8 @@ def main() -> None:  # pragma: no cover - runs in the fork server process
     signal.signal(signal.SIGCHLD, lambda *_: None)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     children: set[int] = set()
-    _send(ctl, {"t": "ready", "pid": os.getpid()})
     try:
+        _send(ctl, {"t": "ready", "pid": os.getpid()})
         while True:
             readable, _, _ = select.select([ctl.fileno(), wake_read], [], [])
             if wake_read in readable:
@@ -259,6 +259,8 @@ def main() -> None:  # pragma: no cover - runs in the fork server process
             os.close(fds[0])
             children.add(pid)
             _send(ctl, {"t": "forked", "id": request["id"], "pid": pid})
+    except (BrokenPipeError, ConnectionResetError):
+        return  # the server is gone: it stopped before or while we answered
     finally:
         for pid in children:
             with contextlib.suppress(ProcessLookupError):

@@ -45,6 +45,11 @@ class AccountOut(BaseModel):
     plan: Literal["free", "pro", "business", "enterprise"]
     credits_balance: int
     created_at: Timestamp
+    operator: bool = Field(
+        default=False,
+        description="Whether the account is one of the server's operators (the operator "
+        "pages: NODELOOM_OPERATOR_EMAILS, else the first account).",
+    )
 
 
 class TokenOut(BaseModel):

@@ -40,7 +40,10 @@ class ApprovalInput(BaseModel):
 class ApprovalOut(BaseModel):
     id: str
     run_id: str
-    node_id: str
+    node_id: str = Field(description="The drawn node's id.")
+    item_index: int | None = Field(
+        description="Inside a ForEach or Repeat region: the item or iteration it judges."
+    )
     workflow_id: str
     workflow_name: str
     status: str = Field(description="pending, approved or rejected")

@@ -60,3 +60,18 @@ class StorageOut(BaseModel):
     used_bytes: int
     quota_bytes: int
     file_bytes: int = Field(description="The largest file the account may upload.")
+
+
+class TusUploadOut(BaseModel):
+    """A resumable upload (tus): how far it is, and what it became."""
+
+    id: str
+    name: str | None
+    length: int = Field(description="Upload-Length, the bytes declared at creation.")
+    offset: int = Field(description="Bytes received and stored so far.")
+    expires_at: Timestamp
+    asset_id: str | None = Field(description="The asset made of it, once complete.")
+    asset: AssetOut | None
+    problem: dict[str, object] | None = Field(
+        description="Why the complete file was refused (code, status, detail)."
+    )

@@ -2,119 +2,23 @@
 
 Each kind is a Pydantic model of its fields; ``SECRET`` names the fields that are secret.
 Those are stored only encrypted and never shown: an answer carries the non-secret fields and
-``hint``, a masked form of the secret. Adding a kind is one model here and one row in
-``KINDS``.
+``hint``, a masked form of the secret. The kinds and their fields are declared with their
+providers, in nodes/provider_registry.py: adding a kind is done there.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Any, ClassVar
+from typing import Any
 
-import httpx
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from nodeloom.errors import FieldError, InvalidRequest
+from nodeloom.nodes.provider_registry import BY_KIND, FIELD_TITLES, PROVIDERS, KindFields
 from nodeloom.timestamps import Timestamp
 
-SECRET_MAX = 4096
 HINT_MIN_LENGTH = 12  # a shorter secret shows no characters at all
 HINT_TAIL = 4
-
-
-def _url(value: str) -> str:
-    try:
-        url = httpx.URL(value)
-    except httpx.InvalidURL as exc:
-        raise ValueError("base_url is not a URL") from exc
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ValueError("base_url must be an http or https URL with a host")
-    if url.userinfo:
-        raise ValueError("base_url must not carry a user name or password")
-    return value.rstrip("/")
-
-
-Secret = Field(min_length=1, max_length=SECRET_MAX, repr=False)
-
-
-class KindFields(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    SECRET: ClassVar[frozenset[str]] = frozenset()
-
-    def public(self) -> dict[str, Any]:
-        return self.model_dump(exclude=set(self.SECRET), exclude_none=True)
-
-    def secret(self) -> dict[str, str]:
-        return {k: v for k, v in self.model_dump(include=set(self.SECRET)).items() if v}
-
-
-class _BaseUrl(KindFields):
-    base_url: str = Field(max_length=2000, description="http(s) URL of the API")
-
-    @field_validator("base_url")
-    @classmethod
-    def _check_url(cls, value: str) -> str:
-        return _url(value)
-
-
-class OpenAIFields(_BaseUrl):
-    """Any OpenAI-compatible API: OpenAI itself, Ollama, vLLM, LocalAI..."""
-
-    SECRET = frozenset({"api_key"})
-    api_key: str = Secret
-
-
-class ReplicateFields(KindFields):
-    SECRET = frozenset({"api_token"})
-    api_token: str = Secret
-
-
-class _ApiKey(KindFields):
-    SECRET = frozenset({"api_key"})
-    api_key: str = Secret
-
-
-class FalFields(_ApiKey):
-    """fal.ai."""
-
-
-class ComfyUIFields(_BaseUrl):
-    SECRET = frozenset({"bearer_token", "password"})
-    bearer_token: str | None = Field(default=None, min_length=1, max_length=SECRET_MAX, repr=False)
-    username: str | None = Field(default=None, min_length=1, max_length=200)
-    password: str | None = Field(default=None, min_length=1, max_length=SECRET_MAX, repr=False)
-
-    @model_validator(mode="after")
-    def _one_way_in(self) -> ComfyUIFields:
-        if (self.username is None) != (self.password is None):
-            raise ValueError("username and password go together")
-        if self.bearer_token is not None and self.username is not None:
-            raise ValueError("either bearer_token or username and password, not both")
-        return self
-
-
-ELEVENLABS_URL = "https://api.elevenlabs.io"
-
-
-class ElevenLabsFields(_BaseUrl):
-    """ElevenLabs (``base_url`` only to reach another deployment of its API)."""
-
-    SECRET = frozenset({"api_key"})
-    base_url: str = Field(
-        default=ELEVENLABS_URL, max_length=2000, description="http(s) URL of the API"
-    )
-    api_key: str = Secret
-
-
-class HttpBearerFields(KindFields):
-    SECRET = frozenset({"token"})
-    token: str = Secret
-
-
-class HttpHeaderFields(KindFields):
-    SECRET = frozenset({"header_value"})
-    header_name: str = Field(min_length=1, max_length=200, pattern=r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
-    header_value: str = Secret
 
 
 class CredentialFieldOut(BaseModel):
@@ -135,38 +39,11 @@ class CredentialKindOut(BaseModel):
     node_types: list[str] = Field(description="The node types whose credential param takes it.")
 
 
-# What a form calls each kind and field, and the example it shows in an empty field.
-KIND_TITLES: dict[str, str] = {
-    "openai": "OpenAI-compatible (OpenAI, Ollama, vLLM, LocalAI…)",
-    "replicate": "Replicate",
-    "fal": "fal.ai",
-    "comfyui": "ComfyUI",
-    "elevenlabs": "ElevenLabs",
-    "http_bearer": "HTTP bearer token",
-    "http_header": "HTTP header",
-}
-FIELD_TITLES: dict[str, str] = {
-    "base_url": "Base URL",
-    "api_key": "API key",
-    "api_token": "API token",
-    "bearer_token": "Bearer token",
-    "username": "User name",
-    "password": "Password",
-    "token": "Token",
-    "header_name": "Header name",
-    "header_value": "Header value",
-}
-PLACEHOLDERS: dict[tuple[str, str], str] = {
-    ("openai", "base_url"): "https://api.openai.com/v1",
-    ("comfyui", "base_url"): "https://comfy.example.com",
-    ("http_header", "header_name"): "X-Api-Key",
-}
-
-
-def kind_out(kind: str, testable: bool, node_types: list[str]) -> CredentialKindOut:
+def kind_out(kind: str, node_types: list[str]) -> CredentialKindOut:
     """How ``kind`` is filled in, from its model: every field, secret or not, required or
-    with its default."""
-    model = KINDS[kind]
+    with its default; and whether it has a connection test."""
+    provider = BY_KIND[kind]
+    model = provider.fields
     fields = [
         CredentialFieldOut(
             name=name,
@@ -174,29 +51,23 @@ def kind_out(kind: str, testable: bool, node_types: list[str]) -> CredentialKind
             secret=name in model.SECRET,
             required=info.is_required(),
             default=info.default if isinstance(info.default, str) else None,
-            placeholder=PLACEHOLDERS.get((kind, name)),
+            placeholder=provider.placeholders.get(name),
             description=info.description,
         )
         for name, info in model.model_fields.items()
     ]
     return CredentialKindOut(
         kind=kind,
-        title=KIND_TITLES.get(kind, kind),
+        title=provider.title,
         fields=fields,
-        testable=testable,
+        testable=provider.test is not None,
         node_types=node_types,
     )
 
 
-KINDS: dict[str, type[KindFields]] = {
-    "openai": OpenAIFields,
-    "replicate": ReplicateFields,
-    "fal": FalFields,
-    "comfyui": ComfyUIFields,
-    "elevenlabs": ElevenLabsFields,
-    "http_bearer": HttpBearerFields,
-    "http_header": HttpHeaderFields,
-}
+# The kinds of credential this server stores, each one's fields model, from the providers'
+# table (nodes/provider_registry.py), in its order.
+KINDS: dict[str, type[KindFields]] = {p.kind: p.fields for p in PROVIDERS}
 
 
 def hint(secret: dict[str, str]) -> str:

@@ -42,6 +42,7 @@ def node_run_out(node: Any, item_count: int | None = None) -> dict[str, Any]:
         "error": node.error,
         "child_run_id": node.child_run_id,
         "child_workflow_id": node.child_workflow_id,
+        "server": node.server,
     }
 
 

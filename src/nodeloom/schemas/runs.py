@@ -13,7 +13,7 @@ from nodeloom.timestamps import Timestamp
 # schemas, the OpenAPI document, the typed web client and the Python client cannot drift.
 RunStatusName = RunStatus
 NodeStatusName = NodeStatus
-RunTrigger = Literal["api", "webhook", "editor", "schedule", "workflow"]
+RunTrigger = Literal["api", "webhook", "editor", "schedule", "workflow", "app"]
 
 
 class ExecuteRequest(BaseModel):
@@ -109,6 +109,11 @@ class NodeRunOut(BaseModel):
         default=None, description="The workflow of child_run_id (where to read it)."
     )
     error: dict[str, Any] | None
+    server: str | None = Field(
+        default=None,
+        description="For a ComfyUI node on a fleet (several servers, or the shared pool): the "
+        "name of the server that ran its prompt (or holds it now); null for every other node.",
+    )
 
 
 class RunSummary(BaseModel):

@@ -326,6 +326,10 @@ class NodeType(ABC):
     # "merge" for a node that runs when its inputs have *settled* (completed, skipped or on a
     # branch not taken) and at least one of them completed (nodes/flow.py Merge).
     flow_role: ClassVar[str | None] = None
+    # The input whose length the priced seconds follow (a transcription is priced by the
+    # audio it reads, a volume change outputs its input's length): when that length is
+    # known, it bounds the estimate and the charge below ``estimate_seconds``.
+    length_input: ClassVar[str | None] = None
 
     @abstractmethod
     def run(
@@ -405,29 +409,39 @@ class NodeType(ABC):
         """Why this node cannot run with these settings (e.g. no provider), else None."""
         return None
 
-    def estimate_credits(self, params: Any) -> int:
+    def estimate_credits(self, params: Any, input_ms: int | None = None) -> int:
+        """The most an execution costs. ``input_ms``: the length of the ``length_input``
+        when it is known (before the run: a media input's file), which then bounds the
+        priced seconds."""
         cost = self.spec.cost
         if cost.per_second == 0:
             return cost.credits + cost.pass_through
         seconds = math.ceil(self.estimate_seconds(params))
+        if input_ms is not None and self.length_input is not None:
+            seconds = min(seconds, math.ceil(input_ms / 1000))
         return cost.credits + cost.per_second * seconds + cost.pass_through
 
-    def charge_for(self, params: Any, produced: Produced, settings: Settings) -> int:
+    def charge_for(
+        self, params: Any, produced: Produced, settings: Settings, input_ms: int | None = None
+    ) -> int:
         """What a completed execution that produced ``produced`` costs: ``charge_credits``,
         plus the provider's reported cost for a pass-through price; never more than the
-        estimate held for it."""
-        charged = self.charge_credits(params, produced.duration_ms)
+        estimate held for it (``input_ms``: as for ``estimate_credits``, the length of the
+        input the execution read)."""
+        charged = self.charge_credits(params, produced.duration_ms, input_ms)
         if self.spec.cost.pass_through and produced.provider_cost_usd is not None:
             usd = max(0.0, produced.provider_cost_usd)
             rate = settings.provider_credits_per_usd * (1 + settings.provider_cost_markup)
             charged += math.ceil(usd * rate - 1e-9)
-        return min(charged, self.estimate_credits(params))
+        return min(charged, self.estimate_credits(params, input_ms))
 
-    def charge_credits(self, params: Any, produced_duration_ms: int | None) -> int:
+    def charge_credits(
+        self, params: Any, produced_duration_ms: int | None, input_ms: int | None = None
+    ) -> int:
         """What a completed execution costs: flat price plus started seconds of output,
         never more than the estimate that was held for it."""
         cost = self.spec.cost
         if cost.per_second == 0 or produced_duration_ms is None:
             return cost.credits
         actual = cost.credits + cost.per_second * math.ceil(produced_duration_ms / 1000)
-        return min(actual, self.estimate_credits(params))
+        return min(actual, self.estimate_credits(params, input_ms))

@@ -54,6 +54,20 @@ def by_id(conn: Connection, account_id: str) -> Record | None:
     return conn.execute(_WITH_BALANCE.where(ACCOUNTS.c.id == account_id)).first()
 
 
+def is_operator(conn: Connection, account_id: str, emails: list[str]) -> bool:
+    """Whether the account is an operator of the server: its e-mail among ``emails``, or,
+    when none are configured, it is the first account (the owner)."""
+    if emails:
+        email = conn.execute(
+            sa.select(ACCOUNTS.c.email).where(ACCOUNTS.c.id == account_id)
+        ).scalar()
+        return isinstance(email, str) and email.lower() in {e.lower() for e in emails}
+    first = conn.execute(
+        sa.select(ACCOUNTS.c.id).order_by(ACCOUNTS.c.created_at, ACCOUNTS.c.id).limit(1)
+    ).scalar()
+    return first == account_id
+
+
 def list_all(conn: Connection) -> list[Record]:
     return list(conn.execute(_WITH_BALANCE.order_by(ACCOUNTS.c.created_at)).all())
 

@@ -10,7 +10,7 @@ from typing import cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
-from nodeloom.db.models import Approval, Run, Workflow
+from nodeloom.db.models import Approval, NodeRun, Run, Workflow
 from nodeloom.ids import uuid7
 from nodeloom.states import RunStatus
 from nodeloom.store import Record
@@ -18,6 +18,7 @@ from nodeloom.store import Record
 APPROVALS = cast(sa.Table, Approval.__table__)
 _RUNS = cast(sa.Table, Run.__table__)
 _WORKFLOWS = cast(sa.Table, Workflow.__table__)
+_NODE_RUNS = cast(sa.Table, NodeRun.__table__)
 
 PENDING, APPROVED, REJECTED = "pending", "approved", "rejected"
 
@@ -77,10 +78,16 @@ def open_once(
 
 
 def _listed() -> sa.Select[tuple[object, ...]]:
+    """With the node run's ``item_index``: an approval inside a ForEach or Repeat region
+    belongs to one item's (or iteration's) instance of the drawn node."""
+    node_run = sa.and_(
+        _NODE_RUNS.c.run_id == APPROVALS.c.run_id, _NODE_RUNS.c.node_id == APPROVALS.c.node_id
+    )
     return (
-        sa.select(APPROVALS, _WORKFLOWS.c.name.label("workflow_name"))
+        sa.select(APPROVALS, _WORKFLOWS.c.name.label("workflow_name"), _NODE_RUNS.c.item_index)
         .join(_RUNS, _RUNS.c.id == APPROVALS.c.run_id)
         .join(_WORKFLOWS, _WORKFLOWS.c.id == APPROVALS.c.workflow_id)
+        .outerjoin(_NODE_RUNS, node_run)
     )
 
 
@@ -153,3 +160,14 @@ def pending_in_runs(conn: Connection, run_ids: list[str]) -> set[tuple[str, str]
         )
     )
     return {(r.run_id, r.node_id) for r in rows}
+
+
+def decided_among(conn: Connection, ids: list[str]) -> set[str]:
+    """Which of the approvals ``ids`` are no longer pending (one statement: the caller
+    chunks)."""
+    if not ids:
+        return set()
+    rows = conn.execute(
+        sa.select(APPROVALS.c.id).where(APPROVALS.c.id.in_(ids), APPROVALS.c.status != PENDING)
+    )
+    return {row.id for row in rows}

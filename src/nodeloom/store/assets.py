@@ -57,7 +57,7 @@ def used_bytes(conn: Connection, account_id: str) -> int:
     return int(value or 0)
 
 
-def _take(conn: Connection, account_id: str, size: int, quota: int) -> None:
+def take(conn: Connection, account_id: str, size: int, quota: int) -> None:
     """Count ``size`` more bytes against ``quota``, or StorageQuotaExceeded."""
     dialect.insert_missing(conn, STORAGE, {"account_id": account_id, "bytes_used": 0})
     taken = conn.execute(
@@ -69,11 +69,21 @@ def _take(conn: Connection, account_id: str, size: int, quota: int) -> None:
         raise StorageQuotaExceeded(size, used_bytes(conn, account_id), quota)
 
 
+def give_back(conn: Connection, account_id: str, size: int) -> None:
+    """``size`` bytes the account held (an asset deleted, an upload's hold) are free again."""
+    if size > 0:
+        conn.execute(
+            sa.update(STORAGE)
+            .where(STORAGE.c.account_id == account_id)
+            .values(bytes_used=dialect.greatest(conn, STORAGE.c.bytes_used - size, 0))
+        )
+
+
 def create(conn: Connection, account_id: str, new: NewAsset, quota: int) -> Record:
     """Insert the asset, counting its bytes against ``quota``. The same content twice in
     one account is an IntegrityError (``ux_assets_content``): the caller answers the asset
     that holds it (``by_content``)."""
-    _take(conn, account_id, new.size_bytes, quota)
+    take(conn, account_id, new.size_bytes, quota)
     return conn.execute(
         sa.insert(ASSETS)
         .values(
@@ -194,11 +204,7 @@ def delete(conn: Connection, account_id: str, asset_id: str) -> Record | None:
         sa.delete(ASSETS).where(_one(account_id, asset_id)).returning(*ASSETS.c)
     ).first()
     if row is not None:
-        conn.execute(
-            sa.update(STORAGE)
-            .where(STORAGE.c.account_id == account_id)
-            .values(bytes_used=dialect.greatest(conn, STORAGE.c.bytes_used - row.size_bytes, 0))
-        )
+        give_back(conn, account_id, row.size_bytes)
     return row
 
 

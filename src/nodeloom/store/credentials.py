@@ -16,12 +16,33 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Credential, utcnow
+from nodeloom.db.prepared import Prepared
 from nodeloom.errors import FieldError
 from nodeloom.store import Record
 from nodeloom.store.paging import newest_first
 
 CREDENTIALS = cast(sa.Table, Credential.__table__)
 GRAPH_ROOT = "/graph_json"
+# Asked on every execute of a workflow that names credentials: prepared (db/prepared.py).
+_KINDS = Prepared(
+    sa.select(CREDENTIALS.c.id, CREDENTIALS.c.kind).where(
+        CREDENTIALS.c.account_id == sa.bindparam("account"),
+        CREDENTIALS.c.id.in_(sa.bindparam("ids", expanding=True)),
+    )
+)
+# Read and marked used by every node run that names a credential (issue #36: a provider
+# node starts with them).
+_GET = Prepared(
+    sa.select(CREDENTIALS).where(
+        CREDENTIALS.c.id == sa.bindparam("id"),
+        CREDENTIALS.c.account_id == sa.bindparam("account"),
+    )
+)
+_MARK_USED = Prepared(
+    sa.update(CREDENTIALS)
+    .where(CREDENTIALS.c.id == sa.bindparam("id"))
+    .values(last_used_at=sa.bindparam("at"))
+)
 
 
 def create(
@@ -64,7 +85,7 @@ def _one(account_id: str, credential_id: str) -> Any:
 
 
 def get(conn: Connection, account_id: str, credential_id: str) -> Record | None:
-    return conn.execute(sa.select(CREDENTIALS).where(_one(account_id, credential_id))).first()
+    return _GET.run(conn, {"account": account_id, "id": credential_id}).first()
 
 
 def kinds(conn: Connection, account_id: str, ids: Iterable[str]) -> dict[str, str]:
@@ -72,10 +93,8 @@ def kinds(conn: Connection, account_id: str, ids: Iterable[str]) -> dict[str, st
     wanted = sorted(set(ids))
     if not wanted:
         return {}
-    query = sa.select(CREDENTIALS.c.id, CREDENTIALS.c.kind).where(
-        CREDENTIALS.c.account_id == account_id, CREDENTIALS.c.id.in_(wanted)
-    )
-    return {row.id: row.kind for row in conn.execute(query)}
+    rows = _KINDS.run(conn, {"account": account_id, "ids": wanted})
+    return {row.id: row.kind for row in rows}
 
 
 def update(
@@ -109,11 +128,7 @@ def delete(conn: Connection, account_id: str, credential_id: str) -> bool:
 
 
 def mark_used(conn: Connection, credential_id: str) -> None:
-    conn.execute(
-        sa.update(CREDENTIALS)
-        .where(CREDENTIALS.c.id == credential_id)
-        .values(last_used_at=utcnow())
-    )
+    _MARK_USED.run(conn, {"id": credential_id, "at": utcnow()})
 
 
 # ----------------------------------------------------------------------------- in workflows
@@ -160,7 +175,11 @@ def problems(conn: Connection, account_id: str, refs: Refs) -> list[FieldError]:
     node does not take."""
     if not refs:
         return []
-    found = kinds(conn, account_id, (credential_id for _, credential_id, _ in refs))
+    return problems_of(refs, kinds(conn, account_id, (cid for _, cid, _ in refs)))
+
+
+def problems_of(refs: Refs, found: dict[str, str]) -> list[FieldError]:
+    """``problems`` given the kinds of the account's credentials ``found`` among them."""
     errors: list[FieldError] = []
     for pointer, credential_id, wanted in refs:
         have = found.get(credential_id)

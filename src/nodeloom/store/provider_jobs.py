@@ -10,31 +10,31 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import NodeRun, Run
+from nodeloom.db.prepared import Prepared
 
 _NODES = cast(sa.Table, NodeRun.__table__)
 _RUNS = cast(sa.Table, Run.__table__)
+_THIS_NODE = sa.and_(
+    _NODES.c.run_id == sa.bindparam("run"), _NODES.c.node_id == sa.bindparam("node")
+)
+# Each provider node run reads its job, stores it and reads its run's cancel flag as it
+# starts: prepared (db/prepared.py), not compiled by SQLAlchemy on every call (issue #36).
+_GET = Prepared(sa.select(_NODES.c.provider_job).where(_THIS_NODE))
+_REMEMBER = Prepared(sa.update(_NODES).where(_THIS_NODE).values(provider_job=sa.bindparam("job")))
+_CANCELLED = Prepared(sa.select(_RUNS.c.cancel_requested).where(_RUNS.c.id == sa.bindparam("run")))
 
 
 def get(conn: Connection, run_id: str, node_id: str) -> dict[str, Any] | None:
-    value = conn.execute(
-        sa.select(_NODES.c.provider_job).where(
-            _NODES.c.run_id == run_id, _NODES.c.node_id == node_id
-        )
-    ).scalar()
+    value = _GET.run(conn, {"run": run_id, "node": node_id}).scalar()
     return value if isinstance(value, dict) else None
 
 
 def remember(conn: Connection, run_id: str, node_id: str, job: dict[str, Any] | None) -> None:
-    conn.execute(
-        sa.update(_NODES)
-        .where(_NODES.c.run_id == run_id, _NODES.c.node_id == node_id)
-        .values(provider_job=job)
-    )
+    _REMEMBER.run(conn, {"run": run_id, "node": node_id, "job": job})
 
 
 def run_cancelled(conn: Connection, run_id: str) -> bool:
-    value = conn.execute(sa.select(_RUNS.c.cancel_requested).where(_RUNS.c.id == run_id)).scalar()
-    return bool(value)
+    return bool(_CANCELLED.run(conn, {"run": run_id}).scalar())
 
 
 def deliver(

@@ -69,6 +69,9 @@ _NODE_RUNS = Prepared(
         _NODES.c.item_index,
         _NODES.c.child_run_id,
         _CHILD_RUNS.c.workflow_id.label("child_workflow_id"),
+        # The ComfyUI fleet server that ran it (nodes/adapters/comfyui.py records it on
+        # the provider job): one JSON field, not the whole job.
+        _NODES.c.provider_job["server_name"].as_string().label("server"),
     )
     .select_from(_NODES.outerjoin(_CHILD_RUNS, _CHILD_RUNS.c.id == _NODES.c.child_run_id))
     .where(_NODES.c.run_id == sa.bindparam("run"))

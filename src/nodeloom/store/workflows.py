@@ -21,7 +21,7 @@ from nodeloom.db.models import Account, ApiKey, Run, Workflow, WorkflowVersion, 
 from nodeloom.errors import PreconditionFailed
 from nodeloom.notes import node_count
 from nodeloom.store import Record
-from nodeloom.store.paging import newest_first
+from nodeloom.store.paging import highest_first, newest_first
 
 WORKFLOWS = cast(sa.Table, Workflow.__table__)
 VERSIONS = cast(sa.Table, WorkflowVersion.__table__)
@@ -232,10 +232,7 @@ def versions_page(
 ) -> list[Record]:
     """Newest first, ``limit + 1`` rows (the extra one says a next page exists), numbers
     below ``before`` when given; without the graphs."""
-    query = _versions_of(account_id, workflow_id)
-    if before is not None:
-        query = query.where(VERSIONS.c.number < before)
-    query = query.order_by(VERSIONS.c.number.desc()).limit(limit + 1)
+    query = highest_first(_versions_of(account_id, workflow_id), VERSIONS.c.number, limit, before)
     return list(conn.execute(query).all())
 
 

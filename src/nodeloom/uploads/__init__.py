@@ -1,2 +1,2 @@
-"""Files an account brings: plan limits, content sniffing, and the ingest that decodes and
-converts them in the sandbox (docs/media-inputs.md)."""
+"""Files an account brings: plan limits, and the acceptance that sniffs them (nodes/sniff.py),
+decodes and converts them in the sandbox (docs/media-inputs.md)."""

@@ -19,10 +19,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError
 
 from nodeloom import budget as budgets
@@ -37,6 +38,7 @@ from nodeloom.errors import (
     UnsupportedMedia,
 )
 from nodeloom.nodes import ingest
+from nodeloom.nodes.sniff import Refused, sniff
 from nodeloom.sandbox.pool import SandboxPool
 from nodeloom.sandbox.zygote import SandboxUnavailable
 from nodeloom.sdk._node import NodeFailure
@@ -45,7 +47,6 @@ from nodeloom.store import Record
 from nodeloom.store import assets as asset_store
 from nodeloom.uploads.limits import UploadLimits, resolve
 from nodeloom.uploads.received import ReceivedFile
-from nodeloom.uploads.sniff import Refused, sniff
 
 INGEST_TYPE = "Ingest"  # the budget's "node type", for NODELOOM_NODE_BUDGETS overrides
 
@@ -94,9 +95,12 @@ async def accept(
     received: ReceivedFile,
     name: str,
     work_dir: Path,
+    before_create: Callable[[Connection], None] | None = None,
 ) -> Accepted:
     """The asset of ``received``, a file in ``work_dir`` (where the ingest writes too; the
-    caller removes it, ``work_folder``)."""
+    caller removes it, ``work_folder``). ``before_create`` runs in the transaction that
+    creates the asset, before its bytes are counted: a resumable upload gives back the
+    bytes it held there, so the asset may take them (uploads/tus.py)."""
     settings, db = services.settings, services.db
     same = await db.read(lambda c: asset_store.by_source(c, account_id, received.sha256))
     if same is not None:
@@ -147,7 +151,13 @@ async def accept(
         thumbnail_bytes=thumb.size_bytes if thumb else None,
     )
     try:
-        row = await db.write(lambda c: asset_store.create(c, account_id, new, limits.storage_bytes))
+
+        def create(conn: Connection) -> Record:
+            if before_create is not None:
+                before_create(conn)
+            return asset_store.create(conn, account_id, new, limits.storage_bytes)
+
+        row = await db.write(create)
     except IntegrityError:
         existing = await db.read(lambda c: asset_store.by_content(c, account_id, blob.sha256))
         if existing is None:

@@ -8,6 +8,7 @@ import {
   type ChildInterface,
 } from "../graph/subworkflow";
 import { withApprovalKinds } from "../graph/approval";
+import { withHttpRequestKinds } from "../graph/httpRequest";
 import { api, unwrap } from "./client";
 import { fromServer } from "../credentials/kinds";
 import type { NodeType } from "./types";
@@ -32,6 +33,10 @@ export const keys = {
   assets: (kind?: string) => ["assets", kind ?? "all"] as const,
   storage: ["storage"] as const,
   approvals: ["approvals"] as const,
+  comfyuiServers: ["operator", "comfyui-servers"] as const,
+  credentialServers: (credential: string) => ["credential-servers", credential] as const,
+  /** The account's apps, or one workflow's (a prefix of every apps key: invalidate apps()). */
+  apps: (workflowId?: string) => (workflowId ? ["apps", workflowId] : ["apps"]),
 };
 
 export function useMe() {
@@ -48,6 +53,31 @@ export function useApprovals() {
   });
 }
 
+/** Every ComfyUI server (the shared pool's and the accounts'), for the operator page: read
+ * again every 5 s (the processes report every 5 s). */
+export function useComfyUIServers() {
+  return useQuery({
+    queryKey: keys.comfyuiServers,
+    refetchInterval: 5_000,
+    retry: false, // a 403 (not an operator) stays one
+    queryFn: async () => unwrap(await api.GET("/api/v1/operator/comfyui-servers")),
+  });
+}
+
+/** The servers of one of the account's comfyui credentials (a fleet), read every 5 s. */
+export function useCredentialServers(credential: string) {
+  return useQuery({
+    queryKey: keys.credentialServers(credential),
+    refetchInterval: 5_000,
+    queryFn: async () =>
+      unwrap(
+        await api.GET("/api/v1/credentials/{credential_id}/servers", {
+          params: { path: { credential_id: credential } },
+        }),
+      ),
+  });
+}
+
 export function useNodeTypes() {
   return useQuery({
     queryKey: keys.nodeTypes,
@@ -57,7 +87,7 @@ export function useNodeTypes() {
 }
 
 export function catalogMap(types: NodeType[] | undefined): Map<string, NodeType> {
-  return withApprovalKinds(new Map((types ?? []).map((t) => [t.type, t])));
+  return withHttpRequestKinds(withApprovalKinds(new Map((types ?? []).map((t) => [t.type, t]))));
 }
 
 /** The account's credentials (the first 200: the picker and the profile list show them all). */

@@ -1,8 +1,8 @@
-import { dismissUpload, useUploads } from "./uploads";
+import { cancelUpload, dismissUpload, useUploads } from "./uploads";
 import { formatBytes } from "./media";
 
-/** The uploads under way in this tab, each with its progress, and the failed ones with
- * their reason until dismissed. */
+/** The uploads under way in this tab, each with its progress and a button to cancel it,
+ * and the failed ones with their reason until dismissed. */
 export function UploadList({ compact = false }: { compact?: boolean }) {
   const uploads = useUploads();
   if (!uploads.length) return null;
@@ -22,12 +22,22 @@ export function UploadList({ compact = false }: { compact?: boolean }) {
               </button>
             </>
           ) : (
-            <progress
-              max={1}
-              value={u.progress}
-              aria-label={`Uploading ${u.name}`}
-              title={`${Math.round(u.progress * 100)}%`}
-            />
+            <>
+              <progress
+                max={1}
+                value={u.progress}
+                aria-label={`Uploading ${u.name}`}
+                title={`${Math.round(u.progress * 100)}%`}
+              />{" "}
+              <button
+                type="button"
+                className="small"
+                aria-label={`Cancel uploading ${u.name}`}
+                onClick={() => cancelUpload(u.id)}
+              >
+                Cancel
+              </button>
+            </>
           )}
         </li>
       ))}

@@ -50,7 +50,11 @@ export function uploadFile(
     };
     xhr.onerror = () => reject(uploadProblem(0, ""));
     xhr.onabort = () => reject(new DOMException("Upload cancelled", "AbortError"));
-    signal?.addEventListener("abort", () => xhr.abort());
+    if (signal?.aborted) {
+      reject(new DOMException("Upload cancelled", "AbortError"));
+      return;
+    }
+    signal?.addEventListener("abort", () => xhr.abort(), { once: true });
     const form = new FormData();
     form.append("file", file, file.name);
     form.append("name", file.name);

@@ -21,6 +21,9 @@ export function Layout() {
             Runs
           </NavLink>
           <NavLink to="/assets">Assets</NavLink>
+          <NavLink to="/apps" end>
+            Apps
+          </NavLink>
           <NavLink to="/approvals">
             Needs approval
             {waiting > 0 && (
@@ -30,6 +33,7 @@ export function Layout() {
             )}
           </NavLink>
           <NavLink to="/profile">Profile</NavLink>
+          {me.data?.operator && <NavLink to="/operator">Servers</NavLink>}
           <a href="/api/v1/docs">API docs</a>
         </nav>
         <span className="spacer" />

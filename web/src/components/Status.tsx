@@ -48,4 +48,5 @@ export const TRIGGER_LABEL: Record<string, string> = {
   webhook: "Webhook",
   editor: "Editor",
   schedule: "Schedule",
+  app: "App",
 };

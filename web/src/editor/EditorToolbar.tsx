@@ -26,6 +26,7 @@ export function EditorToolbar({
   version,
   historyOpen,
   onHistory,
+  onPublish,
 }: {
   drawer: "palette" | "details" | null;
   onDrawer: (which: "palette" | "details" | null) => void;
@@ -52,6 +53,8 @@ export function EditorToolbar({
   version: number;
   historyOpen: boolean;
   onHistory: () => void;
+  /** Open the "Publish as app" dialog. */
+  onPublish: () => void;
 }) {
   const running = run?.status === "running";
   const retryable = run?.status === "failed" || run?.status === "cancelled";
@@ -195,6 +198,9 @@ export function EditorToolbar({
         <Link className="button" to={`/workflows/${workflowId}/schedules`}>
           Schedules
         </Link>
+        <button type="button" onClick={onPublish}>
+          Publish as app
+        </button>
       </div>
     </div>
   );

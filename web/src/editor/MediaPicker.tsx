@@ -2,7 +2,7 @@ import { useRef, useState } from "react";
 import { useQueryClient } from "@tanstack/react-query";
 import { useAssets } from "../api/queries";
 import type { MediaField } from "../assets/media";
-import { startUpload } from "../assets/uploads";
+import { isCancelled, startUpload } from "../assets/uploads";
 import { messageOf } from "../components/forms";
 
 const ACCEPT = { image: "image/*", audio: "audio/*", video: "video/*" };
@@ -40,7 +40,7 @@ export function MediaPicker({
         onChange(asset.id);
       }
     } catch (exc) {
-      setError(messageOf(exc));
+      if (!isCancelled(exc)) setError(messageOf(exc));
     } finally {
       setProgress(null);
     }

@@ -89,6 +89,7 @@ describe("searchNodeTypes", () => {
       "ToneGenerator",
       "VideoAddAudio",
       "VideoCaption",
+      "VideoSound",
       "WordCount",
       "GradientBackground",
     ]);

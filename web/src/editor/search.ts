@@ -76,6 +76,8 @@ export const ALIASES: Readonly<Record<string, readonly string[]>> = {
   beep: ["ToneGenerator"],
   silence: ["ToneGenerator"],
   volume: ["AudioVolume"],
+  soundtrack: ["VideoSound"],
+  extract: ["VideoSound"],
   fade: ["AudioVolume"],
   gradient: ["GradientBackground"],
   background: ["GradientBackground"],

@@ -4,6 +4,7 @@
 // bound to its child, kept in the catalog under `Workflow:<workflow id>` (`specKey`).
 import type { NodeType } from "../api/types";
 import { APPROVAL_TYPE, approvalKey } from "./approval";
+import { HTTP_REQUEST_TYPE, httpRequestKey } from "./httpRequest";
 import { isGroup } from "./group";
 import { isNote } from "./note";
 
@@ -14,11 +15,13 @@ interface GraphLike {
   edges?: { source?: unknown }[];
 }
 
-/** The catalog key of a node's spec: a Workflow node with a child has its own, and so has
- * an Approval node of a kind other than text (graph/approval.ts). */
+/** The catalog key of a node's spec: a Workflow node with a child has its own, and so have
+ * an Approval node of a kind other than text (graph/approval.ts) and an HttpRequest node
+ * with a media output (graph/httpRequest.ts). */
 export function specKey(node: { type?: string; data?: Record<string, unknown> }): string {
   const type = node.type ?? "";
   if (type === APPROVAL_TYPE) return approvalKey(node.data);
+  if (type === HTTP_REQUEST_TYPE) return httpRequestKey(node.data);
   const child = node.data?.workflow_id;
   return type === WORKFLOW_TYPE && typeof child === "string" && child
     ? `${WORKFLOW_TYPE}:${child}`

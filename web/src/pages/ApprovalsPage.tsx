@@ -63,7 +63,11 @@ function ApprovalCard({ item }: { item: Approval }) {
     <li className="card approval" aria-label={`Approval of ${item.workflow_name}`}>
       <h2>
         <Link to={`/workflows/${item.workflow_id}/runs/${item.run_id}`}>{item.workflow_name}</Link>
-        <span className="muted small"> · node {item.node_id}</span>
+        <span className="muted small">
+          {" "}
+          · node {item.node_id}
+          {item.item_index != null && `, item ${item.item_index + 1}`}
+        </span>
       </h2>
       <p className="prompt">{item.prompt}</p>
       <p className="small muted">

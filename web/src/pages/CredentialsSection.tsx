@@ -17,6 +17,7 @@ import {
   type KindField,
 } from "../credentials/kinds";
 import { privateHost } from "../credentials/privateAddress";
+import { CredentialServers } from "../credentials/CredentialServers";
 
 /** The account's provider credentials: list, add, test, rotate, delete. A secret is typed
  * once and never shown again: the server answers only its masked hint. */
@@ -98,6 +99,9 @@ export function CredentialsSection() {
                       {f.label}: <span className="mono">{f.value}</span>
                     </div>
                   ))}
+                  {c.kind === "comfyui" && Array.isArray(c.fields.servers) && (
+                    <CredentialServers credential={c.id} name={c.name} />
+                  )}
                   {result && (
                     <div
                       role="status"

@@ -303,7 +303,8 @@ function useRunGraph(workflowId: string, run: Run | undefined): GraphJson | null
   return (query.data?.graph_json as GraphJson | undefined) ?? null;
 }
 
-/** One node of the run: status, duration, credits, error, sub-workflow link and its output. */
+/** One node of the run: status, duration, credits, the ComfyUI server that ran it (a fleet's),
+ * error, sub-workflow link and its output. */
 function NodeRunCard({
   node,
   label,
@@ -328,6 +329,7 @@ function NodeRunCard({
         <span className="muted small">
           {formatDuration(node.duration_ms)} ·{" "}
           {creditsLabel(liveCredits ?? node.credits_used, cached)}
+          {node.server && <> · on {node.server}</>}
         </span>
       </div>
       {node.error && (

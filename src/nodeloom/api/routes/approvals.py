@@ -82,10 +82,14 @@ def _out(ctx: AppContext, conn: Connection, row: Record, base: str) -> ApprovalO
     links: dict[str, str | None] = {"approve_url": None, "reject_url": None}
     if row.status == approval_store.PENDING and row.expires_at > utcnow():
         links.update(approvals.signed_links(ctx.settings, row, base))
+    node_id = row.node_id
+    if row.item_index is not None:
+        node_id = node_id.rpartition("#")[0]  # an instance id: shown as its drawn node
     return ApprovalOut(
         id=row.id,
         run_id=row.run_id,
-        node_id=row.node_id,
+        node_id=node_id,
+        item_index=row.item_index,
         workflow_id=row.workflow_id,
         workflow_name=row.workflow_name,
         status=row.status,

@@ -255,10 +255,15 @@ _KIND_OF_CONTENT = {"image/png": "image", "audio/mpeg": "audio", "video/mp4": "v
 def _kind(row: Record, registry: Registry) -> str:
     """What the artifact holds, as the catalog names kinds: a failed node's artifact is
     its error (json); otherwise its node type's output kind (json for ParseJson, ...), or
-    what its content type says when the type is not known here."""
+    what its content type says when the type is not known here or its params chose the
+    kind (an HttpRequest answering an image: its content type is not its type's)."""
     if row.producer_status == "failed":
         return "json"
     node = registry.get(row.producer_type) if row.producer_type else None
-    if node is not None and not node.dynamic_interface:
+    if (
+        node is not None
+        and not node.dynamic_interface
+        and row.content_type == node.spec.output.content_type
+    ):
         return str(node.spec.output.kind.value)
     return _KIND_OF_CONTENT.get(row.content_type, "text")

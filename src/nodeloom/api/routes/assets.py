@@ -16,9 +16,8 @@ from pydantic import BaseModel
 
 from nodeloom.api.body import body_doc, parse_json_off_loop, read_json, validated
 from nodeloom.api.deps import CtxDep, PrincipalDep, bearer
-from nodeloom.api.paging import page_of
+from nodeloom.api.paging import PageDep
 from nodeloom.api.routes.artifacts import blob_response, owned_or_signed
-from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.api.uploads import is_multipart, receive_form, receive_raw
@@ -108,7 +107,7 @@ def _signed(request: Request, ctx: AppContext, path: str) -> str:
     return f"{public_base(settings.base_url, request.scope)}{path}?{query}"
 
 
-def _out(request: Request, ctx: AppContext, row: Record) -> AssetOut:
+def asset_out(request: Request, ctx: AppContext, row: Record) -> AssetOut:
     thumbnail = None
     if row.thumbnail_sha256:
         thumbnail = _signed(request, ctx, _content_path(row.id, "thumbnail"))
@@ -140,7 +139,7 @@ async def _get_or_404(ctx: AppContext, account_id: str, asset_id: str) -> Record
     return row
 
 
-def _services(ctx: AppContext) -> Ingestion:
+def ingestion(ctx: AppContext) -> Ingestion:
     return Ingestion(ctx.settings, ctx.db, ctx.store, ctx.sandbox)
 
 
@@ -150,14 +149,29 @@ async def execute_form(request: Request, ctx: AppContext, principal: Principal) 
     and file parts, each named by the input key it fills. Every file becomes an asset of the
     account (as ``POST /uploads`` makes it) and its key the asset's id. All files together
     are at most the plan's largest file."""
-    limits = plan_limits(ctx.settings, principal.plan)
+    fields, files = await form_with_files(request, ctx, principal.account_id, principal.plan)
+    raw = fields.get("input")
+    value = await parse_json_off_loop(raw.encode(), allow_empty=True) if raw else None
+    run_input: dict[str, Any] = dict(value or {})
+    run_input.update(files)
+    body: dict[str, Any] = {"input": run_input or None}
+    if fields.get("cache", "").strip().lower() == "false":
+        body["cache"] = False
+    return validated(ExecuteRequest, body)
+
+
+async def form_with_files(
+    request: Request, ctx: AppContext, account_id: str, plan: str
+) -> tuple[dict[str, str], dict[str, str]]:
+    """A multipart/form-data body's text fields, and its files made assets of the account
+    (each by the part's name: the asset's id). All files together are at most the plan's
+    largest file."""
+    limits = plan_limits(ctx.settings, plan)
+    files: dict[str, str] = {}
     async with work_folder(ctx.scratch) as work_dir:
         form = await receive_form(
             request, work_dir, limits.file_bytes, limits.file_bytes + MAX_UPLOAD_BODY_SLACK
         )
-        raw = form.fields.get("input")
-        value = await parse_json_off_loop(raw.encode(), allow_empty=True) if raw else None
-        run_input: dict[str, Any] = dict(value or {})
         for received in form.files:
             if not received.field:
                 raise InvalidRequest(
@@ -165,18 +179,10 @@ async def execute_form(request: Request, ctx: AppContext, principal: Principal) 
                     errors=[FieldError("form:", "a file part without a name")],
                 )
             accepted = await accept(
-                _services(ctx),
-                principal.account_id,
-                principal.plan,
-                received,
-                _name(None, received),
-                work_dir,
+                ingestion(ctx), account_id, plan, received, _name(None, received), work_dir
             )
-            run_input[received.field] = accepted.asset.id
-    body: dict[str, Any] = {"input": run_input or None}
-    if form.fields.get("cache", "").strip().lower() == "false":
-        body["cache"] = False
-    return validated(ExecuteRequest, body)
+            files[received.field] = accepted.asset.id
+    return dict(form.fields), files
 
 
 def _name(value: str | None, received: ReceivedFile) -> str:
@@ -232,7 +238,7 @@ async def upload(
             received = await receive_raw(request, work_dir, limits.file_bytes, None)
             chosen = name
         accepted = await accept(
-            _services(ctx),
+            ingestion(ctx),
             account_id,
             principal.plan,
             received,
@@ -242,17 +248,15 @@ async def upload(
     response.headers["Location"] = f"/api/v1/assets/{accepted.asset.id}"
     if not accepted.created:
         response.status_code = status.HTTP_200_OK
-    return _out(request, ctx, accepted.asset)
+    return asset_out(request, ctx, accepted.asset)
 
 
 @router.get("/assets", response_model=list[AssetOut])
 async def list_assets(
     request: Request,
-    response: Response,
     principal: PrincipalDep,
     ctx: CtxDep,
-    limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
+    page: PageDep,
     kind: Annotated[AssetKind | None, Query(description="Only this kind")] = None,
     q: Annotated[
         str | None, Query(max_length=200, description="A part of the name or a tag")
@@ -260,11 +264,11 @@ async def list_assets(
 ) -> list[AssetOut]:
     """Newest first; the next page is in the ``Link: <...>; rel="next"`` header."""
     rows = await ctx.db.read(
-        lambda c: asset_store.page(c, principal.account_id, limit, cursor, kind=kind, search=q)
+        lambda c: asset_store.page(
+            c, principal.account_id, page.limit, page.cursor, kind=kind, search=q
+        )
     )
-    rows, headers = page_of(request, rows, limit)
-    response.headers.update(headers)
-    return [_out(request, ctx, row) for row in rows]
+    return [asset_out(request, ctx, row) for row in page.rows(rows)]
 
 
 @router.get("/storage", response_model=StorageOut)
@@ -282,7 +286,7 @@ async def storage(principal: PrincipalDep, ctx: CtxDep) -> StorageOut:
 async def get_asset(
     asset_id: str, request: Request, principal: PrincipalDep, ctx: CtxDep
 ) -> AssetOut:
-    return _out(request, ctx, await _get_or_404(ctx, principal.account_id, asset_id))
+    return asset_out(request, ctx, await _get_or_404(ctx, principal.account_id, asset_id))
 
 
 @router.patch(
@@ -307,7 +311,7 @@ async def update_asset(
     )
     if row is None:
         raise NotFound("No such asset.")
-    return _out(request, ctx, row)
+    return asset_out(request, ctx, row)
 
 
 @router.delete(

@@ -8,9 +8,8 @@ from fastapi import APIRouter, Request, status
 from sqlalchemy.engine import Connection
 
 from nodeloom.api.deps import CtxDep, JwtPrincipalDep, PrincipalDep
-from nodeloom.api.paging import page_of
+from nodeloom.api.paging import PageDep
 from nodeloom.api.responses import OrjsonResponse
-from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.auth import revocation
 from nodeloom.auth.passwords import hash_password, verify_password
@@ -159,10 +158,18 @@ async def change_password(
 
 @router.get("/me", response_model=AccountOut)
 async def me(principal: PrincipalDep, ctx: CtxDep) -> AccountOut:
-    account = await ctx.db.read(lambda c: accounts.by_id(c, principal.account_id))
+    emails = ctx.settings.operator_emails
+
+    def read(c: Connection) -> tuple[Record | None, bool]:
+        found = accounts.by_id(c, principal.account_id)
+        return found, found is not None and accounts.is_operator(c, found.id, emails)
+
+    account, operator = await ctx.db.read(read)
     if account is None:
         raise NotFound("Account not found.")
-    return AccountOut.model_validate(account)
+    out = AccountOut.model_validate(account)
+    out.operator = operator
+    return out
 
 
 @router.get("/auth/setup", response_model=SetupStatus)
@@ -174,16 +181,12 @@ async def setup_status(ctx: CtxDep) -> SetupStatus:
 
 
 @router.get("/me/ledger", response_model=list[LedgerEntryOut])
-async def my_ledger(
-    request: Request,
-    principal: PrincipalDep,
-    ctx: CtxDep,
-    limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
-) -> OrjsonResponse:
+async def my_ledger(principal: PrincipalDep, ctx: CtxDep, page: PageDep) -> OrjsonResponse:
     """The caller's credit movements, newest first, paged like every list."""
-    rows = await ctx.db.read(lambda c: ledger.page(c, principal.account_id, limit, cursor))
-    rows, headers = page_of(request, rows, limit, lambda r: ledger.encode_cursor(r.id))
+    rows = await ctx.db.read(
+        lambda c: ledger.page(c, principal.account_id, page.limit, page.cursor)
+    )
+    rows, headers = page.rows_and_headers(rows, lambda r: ledger.encode_cursor(r.id))
     body = [
         {
             "id": r.id,

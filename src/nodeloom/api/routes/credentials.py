@@ -10,25 +10,22 @@ from __future__ import annotations
 import hashlib
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
 from typing import Annotated, Any
 
 import orjson
-from fastapi import APIRouter, Query, Request, Response, status
+from fastapi import APIRouter, Query, Response, status
 from sqlalchemy.engine import Connection
 
 from nodeloom.api.deps import CtxDep, PrincipalDep
-from nodeloom.api.paging import page_of
-from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
+from nodeloom.api.paging import PageDep
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.auth.tokens import decrypt, encrypt
 from nodeloom.errors import FieldError, InvalidRequest, NotFound, ProviderError
-from nodeloom.nodes import elevenlabs, providers
-from nodeloom.nodes.adapters import comfyui_protocol, fal, policy, replicate
+from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.adapters.policy import Credential
+from nodeloom.nodes.provider_registry import BY_KIND, HOSTED, hosted_pattern
 from nodeloom.schemas.credentials import (
-    ELEVENLABS_URL,
     KINDS,
     CredentialCreate,
     CredentialKindOut,
@@ -42,7 +39,6 @@ from nodeloom.schemas.credentials import (
     out,
     parse_fields,
 )
-from nodeloom.settings import Settings
 from nodeloom.store import Record
 from nodeloom.store import credentials as credential_store
 
@@ -51,23 +47,9 @@ router = APIRouter(route_class=GuardedRoute, tags=["credentials"])
 _ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such credential in this account (not_found)"},
 }
+# A kind's connection test is its provider's (nodes/provider_registry.py); kinds without one
+# (see GET /credential-kinds) answer ``ok: false`` and say so.
 NO_TEST = "no connection test for this kind yet"
-
-# A kind's connection test: (settings, the credential decrypted) -> (ok, HTTP status,
-# message). Each calls the provider's cheapest authenticated endpoint through the address
-# check; kinds without one (see GET /credential-kinds) answer ``ok: false`` and say so.
-Check = Callable[[Settings, Credential], Awaitable[tuple[bool, int | None, str]]]
-TESTS: dict[str, Check] = {
-    providers.CREDENTIAL_KIND: lambda settings, c: providers.check_openai(
-        settings, c.value("base_url") or "", c.value("api_key") or ""
-    ),
-    elevenlabs.KIND: lambda settings, c: elevenlabs.check(
-        settings, c.value("base_url") or ELEVENLABS_URL, c.value("api_key") or ""
-    ),
-    replicate.KIND: lambda settings, c: replicate.check(settings, c.value("api_token") or ""),
-    fal.KIND: lambda settings, c: fal.check(settings, c.value("api_key") or ""),
-    comfyui_protocol.CREDENTIAL_KIND: comfyui_protocol.check,
-}
 
 
 def _sealed(ctx: AppContext, secret: dict[str, str]) -> str:
@@ -91,7 +73,7 @@ async def list_credential_kinds(principal: PrincipalDep, ctx: CtxDep) -> list[Cr
         if "credential" in spec.params.model_fields:
             for kind in spec.credential_kinds:
                 takers.setdefault(kind, []).append(spec.type)
-    return [kind_out(kind, kind in TESTS, sorted(takers[kind])) for kind in KINDS]
+    return [kind_out(kind, sorted(takers[kind])) for kind in KINDS]
 
 
 @router.post(
@@ -122,20 +104,13 @@ async def create_credential(
 
 @router.get("/credentials", response_model=list[CredentialOut])
 async def list_credentials(
-    request: Request,
-    response: Response,
-    principal: PrincipalDep,
-    ctx: CtxDep,
-    limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
+    principal: PrincipalDep, ctx: CtxDep, page: PageDep
 ) -> list[CredentialOut]:
     """Newest first; the next page is in the ``Link: <...>; rel="next"`` header."""
     rows = await ctx.db.read(
-        lambda c: credential_store.page(c, principal.account_id, limit, cursor)
+        lambda c: credential_store.page(c, principal.account_id, page.limit, page.cursor)
     )
-    rows, headers = page_of(request, rows, limit)
-    response.headers.update(headers)
-    return [out(row) for row in rows]
+    return [out(row) for row in page.rows(rows)]
 
 
 @router.get("/credentials/{credential_id}", response_model=CredentialOut, responses=_ERRORS)
@@ -215,7 +190,8 @@ async def test_credential(
     it; its error is quoted. Kinds without a test (see GET /credential-kinds) answer
     ``ok: false`` and say so."""
     row = await _get_or_404(ctx, principal.account_id, credential_id)
-    test = TESTS.get(row.kind)
+    provider = BY_KIND.get(row.kind)
+    test = provider.test if provider is not None else None
     if test is None:
         return CredentialTestResult(ok=False, message=NO_TEST)
     plain = decrypt(ctx.settings.secret, row.secret_encrypted)
@@ -238,7 +214,7 @@ ModelQuery = Annotated[
     Query(
         min_length=1,
         max_length=200,
-        pattern=f"(?:{replicate.MODEL_PATTERN})|(?:{fal.MODEL_PATTERN})",
+        pattern=hosted_pattern(),
         description="Replicate: owner/name (its latest version) or owner/name:version; fal: "
         "an endpoint id such as fal-ai/flux/dev.",
     ),
@@ -286,33 +262,26 @@ async def model_schema(
     ``$ref``s are resolved; ``x-order`` gives the fields' order. The editor makes the model
     node's input form of it. Kept 60 s per credential and model."""
     row = await _get_or_404(ctx, principal.account_id, credential_id)
-    readers = {
-        replicate.KIND: (replicate.model_schema, "api_token"),
-        fal.KIND: (fal.model_schema, "api_key"),
-    }
-    if row.kind not in readers:
+    hosted = HOSTED.get(row.kind)
+    if hosted is None:
         raise InvalidRequest(
             f"credential {credential_id} is a {row.kind} credential; model schemas are read "
-            f"with a {replicate.KIND} or {fal.KIND} credential"
+            f"with a {' or '.join(HOSTED)} credential"
         )
-    read, secret_field = readers[row.kind]
     try:
-        if row.kind == replicate.KIND:
-            replicate.schema_call(model)
-        elif not fal.MODEL.match(model):
-            raise ValueError(f"model {model!r} is not a fal model id such as fal-ai/flux/dev")
+        hosted.check_model(model)
     except ValueError as exc:
         raise InvalidRequest(str(exc), errors=[FieldError("query:model", str(exc))]) from exc
     plain = decrypt(ctx.settings.secret, row.secret_encrypted)
     if plain is None:
         raise ProviderError("the credential's secret does not decrypt with this server's secret")
-    token = str(orjson.loads(plain).get(secret_field) or "")
+    token = str(orjson.loads(plain).get(hosted.key_field) or "")
     key = (row.id, hashlib.sha256(token.encode()).hexdigest(), model)
     cached = _cached(key)
     if cached is not None:
         return cached
     try:
-        found = await read(ctx.settings, token, model)
+        found = await hosted.model_schema(ctx.settings, token, model)
     except policy.ProviderError as exc:
         if exc.status == 404:
             raise NotFound(exc.message) from exc

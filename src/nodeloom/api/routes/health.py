@@ -9,6 +9,7 @@ from fastapi.responses import PlainTextResponse
 from nodeloom.api.deps import CtxDep
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.errors import ServiceUnavailable
+from nodeloom.nodes.adapters import comfyui_fleet
 
 router = APIRouter(route_class=GuardedRoute, tags=["health"])
 
@@ -34,5 +35,9 @@ async def readyz(ctx: CtxDep) -> dict[str, str]:
 
 @router.get("/metrics", response_class=PlainTextResponse)
 async def metrics(ctx: CtxDep) -> PlainTextResponse:
-    """Prometheus text format."""
-    return PlainTextResponse(ctx.metrics.render(), media_type="text/plain; version=0.0.4")
+    """Prometheus text format: the process's counters, and each ComfyUI fleet server it
+    sends prompts to (in flight, queue, up, draining, failures, last seen) — with Redis,
+    also those of the other processes (scale-out workers), labelled ``process``."""
+    others = await ctx.fleet_reports.others() if ctx.fleet_reports is not None else {}
+    text = ctx.metrics.render() + comfyui_fleet.render_metrics(others)
+    return PlainTextResponse(text, media_type="text/plain; version=0.0.4")

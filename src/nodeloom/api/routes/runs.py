@@ -12,17 +12,17 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.api.body import body_doc, read_json, validated
 from nodeloom.api.deps import CtxDep, PrincipalDep
-from nodeloom.api.paging import page_of
+from nodeloom.api.paging import CursorQuery, LimitQuery, page_of
 from nodeloom.api.remote_media import bring_media
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.assets import execute_doc, execute_form
-from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.uploads import is_multipart
-from nodeloom.engine import callbacks
-from nodeloom.engine.batches import costs
-from nodeloom.engine.graph import Children
-from nodeloom.engine.submit import RunRequest, batch_items, check_credentials
+from nodeloom.engine import callbacks, media_lengths
+from nodeloom.engine.graph import costs
+from nodeloom.engine.graph_checks import Children
+from nodeloom.engine.new_run import batch_items, check_credentials
+from nodeloom.engine.run_request import RunRequest
 from nodeloom.errors import Conflict, NotFound
 from nodeloom.nodes.approval import APPROVAL_TYPE
 from nodeloom.schemas.records import run_record, run_summary
@@ -301,12 +301,18 @@ async def _estimate(
     graph = ctx.graphs.get(row.id, row.updated_at, row.graph_json, children)
     await check_credentials(ctx.db, account_id, graph)
     items = batch_items(graph, run_input) if graph.batches else {}
-    parts = costs(graph, items)
+    fed = graph.length_feeds
+    lengths = (
+        await ctx.db.read(lambda c: media_lengths.lengths(c, account_id, fed, run_input))
+        if fed
+        else {}
+    )
+    parts = costs(graph, items, lengths)
     nodes = [
         NodeEstimate(node_id=n.id, type=n.type, credits=parts[n.id])
         for n in sorted(graph.nodes.values(), key=lambda n: n.index)
     ]
-    total = graph.estimate_credits(items)
+    total = graph.estimate_credits(items, lengths)
     balance = account.credits_balance if account else 0
     return RunEstimate(
         estimated_credits=total,

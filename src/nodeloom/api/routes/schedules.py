@@ -8,20 +8,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response, status
+from fastapi import APIRouter, Response, status
 from sqlalchemy.engine import Connection
 
+from nodeloom.api import workflow_children
 from nodeloom.api.deps import CtxDep
-from nodeloom.api.paging import page_of
+from nodeloom.api.paging import PageDep
 from nodeloom.api.routes.webhooks import ManagerDep
-from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.db.dialect import serialize
 from nodeloom.engine import callbacks, schedules
-from nodeloom.errors import Conflict, FieldError, InvalidRequest, NotFound
+from nodeloom.errors import Conflict, FieldError, InvalidRequest
 from nodeloom.schemas.schedules import ScheduleCreate, ScheduleOut, ScheduleUpdate
-from nodeloom.store import Record, workflows
+from nodeloom.store import Record
 from nodeloom.store import schedules as schedule_store
 
 router = APIRouter(route_class=GuardedRoute, tags=["schedules"])
@@ -82,8 +82,7 @@ async def create_schedule(
     next_run_at = schedules.first_run_at(body.cron, body.timezone, body.active)
 
     def create(conn: Connection) -> Record:
-        if not workflows.exists(conn, principal.account_id, workflow_id):
-            raise NotFound("No such workflow.")
+        workflow_children.require_workflow(conn, principal.account_id, workflow_id)
         _within_caps(ctx, conn, principal.account_id, principal.plan, workflow_id)
         if body.callback_url is not None:
             callbacks.require_secret(conn, principal.account_id, "/callback_url")
@@ -107,31 +106,17 @@ async def create_schedule(
     "/workflows/{workflow_id}/schedules", response_model=list[ScheduleOut], responses=_ERRORS
 )
 async def list_schedules(
-    workflow_id: str,
-    request: Request,
-    response: Response,
-    principal: ManagerDep,
-    ctx: CtxDep,
-    limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
+    workflow_id: str, principal: ManagerDep, ctx: CtxDep, page: PageDep
 ) -> list[ScheduleOut]:
     """Newest first; the next page is in the ``Link: <...>; rel="next"`` header."""
-
-    def read(conn: Connection) -> list[Record]:
-        if not workflows.exists(conn, principal.account_id, workflow_id):
-            raise NotFound("No such workflow.")
-        return schedule_store.page(conn, principal.account_id, workflow_id, limit, cursor)
-
-    rows, headers = page_of(request, await ctx.db.read(read), limit)
-    response.headers.update(headers)
+    rows = await workflow_children.read_page(
+        ctx, page, principal.account_id, workflow_id, schedule_store.page
+    )
     return [_out(row) for row in rows]
 
 
 def _found(conn: Connection, row: Record | bool, account_id: str, workflow_id: str) -> None:
-    if not workflows.exists(conn, account_id, workflow_id):
-        raise NotFound("No such workflow.")
-    if row is None or row is False:
-        raise NotFound("No such schedule of this workflow.")
+    workflow_children.require_found(conn, row, account_id, workflow_id, "schedule")
 
 
 @router.get(
@@ -204,10 +189,6 @@ async def delete_schedule(
     workflow_id: str, schedule_id: str, principal: ManagerDep, ctx: CtxDep
 ) -> Response:
     """Delete at once: it never fires again. Runs it started stay."""
-
-    def delete(conn: Connection) -> None:
-        deleted = schedule_store.delete(conn, principal.account_id, workflow_id, schedule_id)
-        _found(conn, deleted, principal.account_id, workflow_id)
-
-    await ctx.db.write(delete)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return await workflow_children.delete(
+        ctx, principal.account_id, workflow_id, schedule_id, schedule_store.delete, "schedule"
+    )

@@ -13,14 +13,12 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.api.body import body_doc, read_json, validated
 from nodeloom.api.deps import CtxDep, PrincipalDep
-from nodeloom.api.paging import page_of
+from nodeloom.api.paging import PageDep
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.workflows import (
     ETAG_HEADER,
     SAVE_RESPONSES,
-    CursorQuery,
     IfMatchHeader,
-    LimitQuery,
     check_body,
     expected_version,
     get_or_404,
@@ -29,7 +27,7 @@ from nodeloom.api.routes.workflows import (
 )
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
-from nodeloom.errors import FieldError, InvalidRequest, NotFound
+from nodeloom.errors import NotFound
 from nodeloom.schemas.workflows import (
     RestoreRequest,
     WorkflowOut,
@@ -37,6 +35,7 @@ from nodeloom.schemas.workflows import (
     WorkflowVersionSummary,
 )
 from nodeloom.store import Record, workflows
+from nodeloom.store.paging import number_cursor
 from nodeloom.timestamps import format_timestamp
 
 router = APIRouter(route_class=GuardedRoute, tags=["workflows"])
@@ -64,37 +63,20 @@ def version_summary(row: Record) -> dict[str, Any]:
     }
 
 
-def _before(cursor: str | None) -> int | None:
-    """The cursor of the versions list: the number of the last version on the page before."""
-    if cursor is None:
-        return None
-    if not cursor.isdigit() or not 1 <= int(cursor) <= 2**31:
-        raise InvalidRequest(
-            "cursor is not one this server issued",
-            errors=[FieldError("query:cursor", "invalid cursor")],
-        )
-    return int(cursor)
-
-
 @router.get("/workflows/{workflow_id}/versions", response_model=list[WorkflowVersionSummary])
 async def list_versions(
-    workflow_id: str,
-    request: Request,
-    principal: PrincipalDep,
-    ctx: CtxDep,
-    limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
+    workflow_id: str, principal: PrincipalDep, ctx: CtxDep, page: PageDep
 ) -> OrjsonResponse:
     """Every saved version, newest first, without their graphs (read one for that); the next
     page is in the ``Link: <...>; rel="next"`` header."""
-    before = _before(cursor)
+    before = number_cursor(page.cursor)  # the number of the last version of the page before
 
     def read(conn: Connection) -> list[Record]:
         if workflows.current_version(conn, principal.account_id, workflow_id) is None:
             raise NotFound("No such workflow.")
-        return workflows.versions_page(conn, principal.account_id, workflow_id, limit, before)
+        return workflows.versions_page(conn, principal.account_id, workflow_id, page.limit, before)
 
-    rows, headers = page_of(request, await ctx.db.read(read), limit, lambda r: str(r.number))
+    rows, headers = page.rows_and_headers(await ctx.db.read(read), lambda r: str(r.number))
     return OrjsonResponse([version_summary(r) for r in rows], headers=headers)
 
 

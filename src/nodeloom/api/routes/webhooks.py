@@ -15,6 +15,8 @@ Its checks run cheapest-first, and nothing is counted or spent until the run is 
     413 payload_too_large      over 1,048,576 bytes, refused while reading
     403 forbidden              signature does not match the body (signed webhooks)
     400 invalid_request        not valid JSON, or not a JSON object
+    4xx (as an execute's)      a media input named by URL or data: URI that cannot be
+                               fetched or taken (api/remote_media.py)
     402 insufficient_credits   (or 429 when a concurrent trigger took the last slot)
     202                        run created, credits held, then the trigger is counted
 
@@ -32,10 +34,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request, Response, status
 from sqlalchemy.engine import Connection
 
+from nodeloom.api import workflow_children
 from nodeloom.api.body import is_json_content_type, parse_json_off_loop, read_limited
 from nodeloom.api.deps import CtxDep, PrincipalDep
-from nodeloom.api.paging import page_of
-from nodeloom.api.routes.workflows import CursorQuery, LimitQuery
+from nodeloom.api.paging import PageDep
+from nodeloom.api.remote_media import bring_input_media
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.api.state import AppContext
 from nodeloom.api.urls import public_base
@@ -44,7 +47,7 @@ from nodeloom.auth.plans import require_webhook_management, require_webhook_trig
 from nodeloom.auth.principal import Principal
 from nodeloom.auth.tokens import decrypt, encrypt, keyed_hash
 from nodeloom.engine import callbacks
-from nodeloom.engine.submit import ATTEMPTS, RunRequest, TriggerStale
+from nodeloom.engine.run_request import ATTEMPTS, RunRequest, TriggerStale
 from nodeloom.engine.transitions import WebhookAsRead
 from nodeloom.errors import (
     Conflict,
@@ -56,7 +59,7 @@ from nodeloom.errors import (
 )
 from nodeloom.ratelimit import Reservation
 from nodeloom.schemas.webhooks import TriggerAccepted, WebhookCreate, WebhookOut, WebhookUpdate
-from nodeloom.store import Record, workflows
+from nodeloom.store import Record
 from nodeloom.store import webhooks as webhook_store
 
 router = APIRouter(route_class=GuardedRoute, tags=["webhooks"])
@@ -119,8 +122,7 @@ async def create_webhook(
     await callbacks.check_url(ctx.settings, body.callback_url, "/callback_url")
 
     def create(conn: Connection) -> Record:
-        if not workflows.exists(conn, principal.account_id, workflow_id):
-            raise NotFound("No such workflow.")
+        workflow_children.require_workflow(conn, principal.account_id, workflow_id)
         if body.callback_url is not None:
             callbacks.require_secret(conn, principal.account_id, "/callback_url")
         return webhook_store.create(
@@ -144,32 +146,17 @@ async def create_webhook(
     responses=_MANAGE_ERRORS,
 )
 async def list_webhooks(
-    workflow_id: str,
-    request: Request,
-    response: Response,
-    principal: ManagerDep,
-    ctx: CtxDep,
-    limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
+    workflow_id: str, request: Request, principal: ManagerDep, ctx: CtxDep, page: PageDep
 ) -> list[WebhookOut]:
     """Newest first; the next page is in the ``Link: <...>; rel="next"`` header."""
-
-    def read(conn: Connection) -> list[Record]:
-        if not workflows.exists(conn, principal.account_id, workflow_id):
-            raise NotFound("No such workflow.")
-        return webhook_store.page(conn, principal.account_id, workflow_id, limit, cursor)
-
-    rows, headers = page_of(request, await ctx.db.read(read), limit)
-    response.headers.update(headers)
+    rows = await workflow_children.read_page(
+        ctx, page, principal.account_id, workflow_id, webhook_store.page
+    )
     return [_out(ctx, request, row) for row in rows]
 
 
 def _found(conn: Connection, row: Record | bool, account_id: str, workflow_id: str) -> None:
-    """404 for a missing workflow, else for a missing webhook of it."""
-    if not workflows.exists(conn, account_id, workflow_id):
-        raise NotFound("No such workflow.")
-    if row is None or row is False:
-        raise NotFound("No such webhook of this workflow.")
+    workflow_children.require_found(conn, row, account_id, workflow_id, "webhook")
 
 
 @router.patch(
@@ -223,13 +210,9 @@ async def delete_webhook(
     workflow_id: str, webhook_id: str, principal: ManagerDep, ctx: CtxDep
 ) -> Response:
     """Delete at once: the very next trigger with its token gets 404."""
-
-    def delete(conn: Connection) -> None:
-        deleted = webhook_store.soft_delete(conn, principal.account_id, workflow_id, webhook_id)
-        _found(conn, deleted, principal.account_id, workflow_id)
-
-    await ctx.db.write(delete)
-    return Response(status_code=status.HTTP_204_NO_CONTENT)
+    return await workflow_children.delete(
+        ctx, principal.account_id, workflow_id, webhook_id, webhook_store.soft_delete, "webhook"
+    )
 
 
 async def _parse_object(raw: bytes) -> dict[str, Any]:
@@ -348,6 +331,11 @@ async def _trigger(
                 refused = reservation.decision
                 raise _rate_limited(limit, refused.reset_seconds, refused.headers())
             run_input = await _trigger_input(ctx, request, target, body)
+            # Media named by URL or data: URI become assets now, inside the reservation:
+            # a flood of triggers is refused before anything is fetched.
+            run_input = await bring_input_media(
+                ctx, target.account_id, str(target.plan), target.workflow_id, run_input
+            )
             accepted = await ctx.acceptor.accept(
                 RunRequest(
                     account_id=target.account_id,

@@ -9,7 +9,7 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.api.body import body_doc, read_json
 from nodeloom.api.deps import CtxDep, PrincipalDep
-from nodeloom.api.paging import page_of
+from nodeloom.api.paging import PageDep
 from nodeloom.api.preconditions import IF_MATCH_DOC, parse_if_match
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routing import GuardedRoute
@@ -17,7 +17,7 @@ from nodeloom.api.state import AppContext
 from nodeloom.auth.principal import Principal
 from nodeloom.budget import Budget
 from nodeloom.engine import subworkflows
-from nodeloom.engine.graph import deep_checks, unavailable_nodes, validate_graph
+from nodeloom.engine.graph_checks import deep_checks, unavailable_nodes, validate_graph
 from nodeloom.errors import FieldError, InvalidGraph, NotFound
 from nodeloom.schemas.workflows import (
     MESSAGE_MAX,
@@ -37,8 +37,6 @@ from nodeloom.timestamps import format_timestamp
 router = APIRouter(route_class=GuardedRoute, tags=["workflows"])
 
 MAX_WORKFLOW_BODY = 8 * 1024 * 1024
-LimitQuery = Annotated[int, Query(ge=1, le=200, description="Page size (default 50)")]
-CursorQuery = Annotated[str | None, Query(max_length=200, description="From a Link header")]
 IfMatchHeader = Annotated[
     str | None, Header(alias="If-Match", max_length=1000, description=IF_MATCH_DOC)
 ]
@@ -169,11 +167,9 @@ async def check_body(
 
 @router.get("/workflows", response_model=list[WorkflowSummary])
 async def list_workflows(
-    request: Request,
     principal: PrincipalDep,
     ctx: CtxDep,
-    limit: LimitQuery = 50,
-    cursor: CursorQuery = None,
+    page: PageDep,
     with_last_run: Annotated[
         bool,
         Query(description="Add last_run_status and last_run_at (the newest run) to each item"),
@@ -182,9 +178,9 @@ async def list_workflows(
     """Newest first; the next page is in the ``Link: <...>; rel="next"`` header. Items have
     the four fields of the published list unless ``?with_last_run=true`` asks for more."""
     rows = await ctx.db.read(
-        lambda c: workflows.page(c, principal.account_id, limit, cursor, with_last_run)
+        lambda c: workflows.page(c, principal.account_id, page.limit, page.cursor, with_last_run)
     )
-    rows, headers = page_of(request, rows, limit)
+    rows, headers = page.rows_and_headers(rows)
     body: list[dict[str, Any]] = [
         {
             "id": r.id,

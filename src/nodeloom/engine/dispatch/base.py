@@ -4,6 +4,7 @@ only delays a run until the next sweep or resume."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Protocol
 
 from sqlalchemy.engine import Connection
@@ -31,17 +32,24 @@ class Dispatcher(Protocol):
 
     def handover(
         self,
-        conn: Connection,
+        conn: Connection | None,
         run_id: str,
         node_ids: list[str],
         graph: Graph | None = None,
         account_id: str | None = None,
+        kinds: Mapping[str, str] | None = None,
+        alone: bool = False,
     ) -> tuple[Prepared, Params | None] | None:
         """The statement (and its parameters; None: nothing to send) that hands the queued
         ``node_ids`` of a run over to the executor when the caller's transaction (``conn``)
         sends it, so that they are handed over if and only if it commits (``submit`` is
         then not needed); None when this dispatcher takes runs only by ``submit``, after
-        the commit. ``account_id``, the run's, is given when its row is not written yet."""
+        the commit. ``account_id``, the run's, is given when its row is not written yet;
+        ``kinds``, the kinds of the credentials the run's nodes name, when the caller has
+        just read them (the acceptance checks them): they are then not read again.
+        ``alone``: the statement as a part of an acceptance sent as one statement
+        (``transitions.created_alone``), with no transaction to read in; None when it
+        cannot be one."""
 
     async def cancel(self, run_id: str) -> None:
         """The run's cancel flag is committed; make its executor act on it now."""

@@ -15,7 +15,9 @@ process to start.
 
 Driver slots (``max_active_runs``) are shared fairly between accounts (``sandbox/fair.py``):
 an account drives at most all but one of them, and a freed slot goes to the waiting run of
-the account that drives the fewest; an account's own runs start in the order they came.
+the account that drives the fewest; an account's own runs start in the order they came. A
+driven run whose nodes only wait (approvals, child runs, provider jobs) gives its slot back
+(``park``) and asks for one again, in its account's line, before it goes on (``unpark``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import cast
 
 import sqlalchemy as sa
@@ -74,6 +76,8 @@ class LocalDispatcher:
         self._waiting: dict[str, tuple[Ticket, RunState | None]] = {}
         self._run_of: dict[Ticket, str] = {}
         self._held: dict[str, Ticket] = {}
+        # Parked runs asking for a slot again, woken when it is granted.
+        self._unparking: dict[Ticket, asyncio.Future[None]] = {}
         # Batch items in flight per account, across the runs driven here (engine/items.py).
         self._items = AccountItems(env.settings.batch_items_in_flight_per_account)
 
@@ -89,6 +93,10 @@ class LocalDispatcher:
     @property
     def waiting_runs(self) -> int:
         return len(self._waiting)
+
+    @property
+    def parked_runs(self) -> int:
+        return sum(1 for driver in self._drivers.values() if driver.parked)
 
     async def start(self) -> None:
         self.accepting = True
@@ -136,11 +144,13 @@ class LocalDispatcher:
 
     def handover(
         self,
-        conn: Connection,
+        conn: Connection | None,
         run_id: str,
         node_ids: list[str],
         graph: Graph | None = None,
         account_id: str | None = None,
+        kinds: Mapping[str, str] | None = None,
+        alone: bool = False,
     ) -> tuple[Prepared, Params | None] | None:
         return None  # this process drives the run: ``submit`` once it is committed
 
@@ -157,9 +167,35 @@ class LocalDispatcher:
         if not self.accepting:
             return
         for ticket in self._slots.grants():
+            resumed = self._unparking.pop(ticket, None)
+            if resumed is not None:
+                resumed.set_result(None)
+                continue
             run_id = self._run_of.pop(ticket)
             _, fresh = self._waiting.pop(run_id)
             self._launch(run_id, fresh, ticket)
+
+    def park(self, run_id: str) -> None:
+        ticket = self._held.pop(run_id, None)
+        if ticket is not None:
+            self._slots.release(ticket)
+            self._next()
+
+    async def unpark(self, run_id: str, account_id: str) -> None:
+        if not self.accepting:
+            return  # stopping: the driver drains, starting nothing, and needs no slot
+        ticket = self._slots.ask(account_id)
+        granted = asyncio.get_running_loop().create_future()
+        self._unparking[ticket] = granted
+        self._next()
+        try:
+            await granted
+        except asyncio.CancelledError:
+            self._unparking.pop(ticket, None)
+            self._slots.release(ticket)  # granted or not: given back or withdrawn
+            self._next()
+            raise
+        self._held[run_id] = ticket
 
     def _forget_waiting(self, run_id: str) -> None:
         ticket, _ = self._waiting.pop(run_id)
@@ -169,7 +205,9 @@ class LocalDispatcher:
     def _launch(
         self, run_id: str, fresh: RunState | None = None, ticket: Ticket | None = None
     ) -> None:
-        driver = RunDriver(self.env, run_id, self.identity.token, fresh, items=self._items)
+        driver = RunDriver(
+            self.env, run_id, self.identity.token, fresh, items=self._items, slots=self
+        )
         if ticket is not None:
             self._held[run_id] = ticket
         self._drivers[run_id] = driver
@@ -209,6 +247,10 @@ class LocalDispatcher:
         self.accepting = False
         for run_id in list(self._waiting):  # still running in the database: adopted later
             self._forget_waiting(run_id)
+        for ticket, resumed in list(self._unparking.items()):  # drained without a slot
+            del self._unparking[ticket]
+            self._slots.release(ticket)
+            resumed.set_result(None)
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):

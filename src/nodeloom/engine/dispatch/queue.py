@@ -11,7 +11,8 @@ runnable by a step (engine/steps.py) and its job is inserted by the same transac
 0021): the job exists if and only if the step committed, and Procrastinate's insert trigger
 wakes the workers at that commit, with no transaction of its own in between. A job's fetch
 runs on our pool, and the step that leaves a job nothing more to run deletes it
-(dispatch/jobs.py, ADR 0021).
+(ADR 0021). Every statement on Procrastinate's tables, and the library itself, is reached
+through db/procrastinate_queue.py.
 The queueing lock ``node:<run>:<node>`` keeps one waiting job per node, so enqueueing twice is
 harmless, and the reconciler enqueues a job for any node left queued without one. The job's
 lock (the same string) runs at most one job per node at a time; the claim step makes sure
@@ -39,26 +40,27 @@ import asyncio
 import contextlib
 import functools
 import logging
-import time
-import weakref
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 from typing import Any, cast
 
-import psycopg
-import psycopg_pool
 import sqlalchemy as sa
-from procrastinate import App, JobContext, PsycopgConnector
-from procrastinate.jobs import Status
-from sqlalchemy.dialects import postgresql
 from sqlalchemy.engine import Connection
 
-from nodeloom.db.engine import IDLE_PING_SECONDS
 from nodeloom.db.models import NodeRun, utcnow
 from nodeloom.db.prepared import Params, Prepared
+from nodeloom.db.procrastinate_queue import (
+    DELETE_DONE,
+    ENQUEUE,
+    ENQUEUE_IF_CREATED,
+    ORPHANS,
+    STALE_CLAIMS,
+    JobContext,
+    Status,
+    new_app,
+)
 from nodeloom.engine import items, stepper, steps
 from nodeloom.engine.dispatch import waits
-from nodeloom.engine.dispatch.jobs import DELETE_DONE, OwnPoolJobManager
 from nodeloom.engine.dispatch.waits import QUEUE, WAIT_QUEUE
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
 from nodeloom.engine.graph import Graph, GraphNode
@@ -85,88 +87,13 @@ STOP_ATTEMPTS = 4
 CLAIM_PREFIX = "job:"
 
 _NODES = cast(sa.Table, NodeRun.__table__)
-_ORPHANS = sa.text(
-    """
-    SELECT n.run_id, n.node_id FROM node_runs n
-    WHERE n.status = 'queued' AND n.queued_at < :before
-      AND NOT EXISTS (
-        SELECT 1 FROM procrastinate_jobs j
-        WHERE j.queueing_lock = 'node:' || n.run_id || ':' || n.node_id
-          AND j.status IN ('todo', 'doing'))
-    LIMIT 500
-    """
-)
 _ACCOUNT_OF_RUN = sa.text("SELECT account_id FROM runs WHERE id = :run")
-# Procrastinate's own defer (``procrastinate_defer_jobs_v1``) as one statement of the
-# caller's transaction; a node that already has a waiting job keeps it (its queueing lock),
-# where the library's defer would raise and abort the transaction.
-_TEXTS = postgresql.ARRAY(sa.Text)
-_ENQUEUE = Prepared(
-    sa.text(
-        """
-        INSERT INTO procrastinate_jobs (queue_name, task_name, lock, queueing_lock, args)
-        SELECT j.queue, :task, j.lock, j.lock,
-               jsonb_build_object('run_id', CAST(:run AS text), 'node_id', j.node)
-        FROM unnest(CAST(:nodes AS text[]), CAST(:queues AS text[]), CAST(:locks AS text[]))
-             AS j(node, queue, lock)
-        ON CONFLICT (queueing_lock) WHERE status = 'todo' DO NOTHING
-        """
-    ).bindparams(
-        sa.bindparam("task", type_=sa.Text),
-        sa.bindparam("run", type_=sa.Text),
-        sa.bindparam("nodes", type_=_TEXTS),
-        sa.bindparam("queues", type_=_TEXTS),
-        sa.bindparam("locks", type_=_TEXTS),
-    )
-)
-_STALE_CLAIMS = sa.text(
-    """
-    SELECT n.run_id, n.node_id, n.claimed_by FROM node_runs n
-    LEFT JOIN procrastinate_jobs j
-      ON j.id = CAST(split_part(substr(n.claimed_by, 5), '@', 1) AS bigint)
-     AND j.status = 'doing'
-    WHERE n.status = 'running' AND n.claimed_by LIKE 'job:%' AND j.id IS NULL
-      AND n.started_at < :before
-    LIMIT 500
-    """
-)
-
-
-def conninfo(url: str) -> str:
-    """A libpq connection string from our SQLAlchemy URL (postgresql+asyncpg://...)."""
-    return (
-        sa.engine.make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
-    )
-
-
-def pool_checked_when_idle(**kwargs: Any) -> psycopg_pool.AsyncConnectionPool:
-    """Procrastinate's connection pool, checking a connection only when it sat unused for
-    ``IDLE_PING_SECONDS`` (as db/engine.py does for ours), not at every checkout: the
-    library's check is an empty query, one more round trip in front of every fetch, every
-    job's completion and every heartbeat. A connection broken meanwhile fails the one
-    query that finds it (Procrastinate retries a fetch; the reconciler sees to the rest)
-    and the pool replaces it."""
-    returned: weakref.WeakKeyDictionary[psycopg.AsyncConnection[Any], float] = (
-        weakref.WeakKeyDictionary()
-    )
-
-    async def check(conn: psycopg.AsyncConnection[Any]) -> None:
-        used_at = returned.get(conn)
-        if used_at is None or time.monotonic() - used_at > IDLE_PING_SECONDS:
-            await psycopg_pool.AsyncConnectionPool.check_connection(conn)
-
-    async def reset(conn: psycopg.AsyncConnection[Any]) -> None:
-        returned[conn] = time.monotonic()
-
-    kwargs["check"] = check
-    kwargs["reset"] = reset
-    return psycopg_pool.AsyncConnectionPool(**kwargs)
 
 
 def insert_jobs(conn: Connection, run_id: str, queues: dict[str, str]) -> None:
     """The job of each node of ``queues`` (node id -> queue) as Procrastinate's defer
     would write it, by the transaction of ``conn``; a node with a waiting job keeps it."""
-    _ENQUEUE.run(conn, _jobs_params(run_id, queues))
+    ENQUEUE.run(conn, _jobs_params(run_id, queues))
 
 
 def _jobs_params(run_id: str, queues: dict[str, str]) -> dict[str, Any]:
@@ -216,17 +143,12 @@ class QueueDispatcher:
         self.accepting = False
         self.graphs = RunGraphs(env.registry, env.settings)
         self.executor = NodeExecutor(env)
-        self.app = App(
-            connector=PsycopgConnector(
-                conninfo=conninfo(env.settings.effective_database_url),
-                min_size=1,
-                max_size=max(4, concurrency // 2) + WAIT_CONNECTIONS,
-                pool_factory=pool_checked_when_idle,
-            )
+        # The job's fetch and completion on our pool (db/procrastinate_queue.py, ADR 0021).
+        self.app, self.jobs = new_app(
+            env.settings.effective_database_url,
+            max_size=max(4, concurrency // 2) + WAIT_CONNECTIONS,
+            db=env.db,
         )
-        # The job's fetch and completion on our pool (dispatch/jobs.py, ADR 0021).
-        self.jobs = OwnPoolJobManager(self.app.connector, env.db)
-        self.app.job_manager = self.jobs
         self.app.task(name=TASK, queue=QUEUE, pass_context=True)(self._run_node)
         self._workers: list[asyncio.Task[None]] = []
         self._reconciler: asyncio.Task[None] | None = None
@@ -283,30 +205,40 @@ class QueueDispatcher:
 
     def handover(
         self,
-        conn: Connection,
+        conn: Connection | None,
         run_id: str,
         node_ids: list[str],
         graph: Graph | None = None,
         account_id: str | None = None,
-    ) -> tuple[Prepared, Params | None]:
+        kinds: Mapping[str, str] | None = None,
+        alone: bool = False,
+    ) -> tuple[Prepared, Params | None] | None:
         """The insert of a job per node, for the caller's transaction to send (see the
         module's doc), each on the queue its type calls for (dispatch/waits.py). The locks
         are the same whatever the queue, so a node never has two waiting jobs, one in each.
         No parameters (nothing to send) for no nodes. ``account_id``: the run's, given by
-        a caller whose run row is not written yet (the acceptance)."""
+        a caller whose run row is not written yet (the acceptance); ``kinds``: the kinds of the
+        credentials the run names, when the caller has just read them (not read again).
+        ``alone``: the insert as a part of an acceptance sent as one statement
+        (``transitions.created_alone``), with no transaction (``conn`` None): None when the
+        queues cannot be told without reading the database."""
+        statement = ENQUEUE_IF_CREATED if alone else ENQUEUE
         if not node_ids:
-            return _ENQUEUE, None
-        queues = self._queues_in(conn, run_id, node_ids, graph, account_id)
+            return statement, None
+        reader = None if alone else conn
+        queues = self._queues_in(reader, run_id, node_ids, graph, account_id, kinds)
+        if queues is None:
+            return None
         by_node = {node_id: queues.get(node_id, QUEUE) for node_id in node_ids}
-        return _ENQUEUE, _jobs_params(run_id, by_node)
+        return statement, _jobs_params(run_id, by_node)
 
     def enqueue_in(
         self, conn: Connection, run_id: str, node_ids: list[str], graph: Graph | None = None
     ) -> None:
         """``handover``'s insert, sent now in the caller's transaction."""
-        statement, params = self.handover(conn, run_id, node_ids, graph)
-        if params is not None:
-            statement.run(conn, params)
+        handed = self.handover(conn, run_id, node_ids, graph)
+        if handed is not None and handed[1] is not None:
+            handed[0].run(conn, handed[1])
 
     async def cancel(self, run_id: str) -> None:
         await self._step(lambda c: steps.request_cancel(c, run_id, self.graphs))
@@ -353,16 +285,18 @@ class QueueDispatcher:
 
     def _queues_in(
         self,
-        conn: Connection,
+        conn: Connection | None,
         run_id: str,
         node_ids: list[str],
         graph: Graph | None,
         account_id: str | None = None,
-    ) -> dict[str, str]:
+        kinds_read: Mapping[str, str] | None = None,
+    ) -> dict[str, str] | None:
         """The queue of each node. The graph is usually at hand (the step that queued the
         nodes loaded it); the database is read only for a run this process has not loaded
         yet, or for the kind of a credential a provider node names (TextToSpeech speaks
-        locally or through its provider depending on it)."""
+        locally or through its provider depending on it). None when that read is needed
+        and there is no ``conn`` to read with."""
         known = graph if graph is not None else self.graphs.known(run_id)
         if isinstance(known, str):
             return {}  # unrunnable: the claim step ends the run, on whichever queue
@@ -376,7 +310,12 @@ class QueueDispatcher:
             for node in nodes.values()
             if node is not None and waits.may_wait(node) and (cid := waits.credential_of(node))
         }
-        if known is None or credentials:
+        kinds: Mapping[str, str]
+        if known is not None and kinds_read is not None and credentials <= kinds_read.keys():
+            kinds = kinds_read  # read by the caller, in this acceptance
+        elif known is None or credentials:
+            if conn is None:
+                return None
             known, kinds = self._routing(conn, run_id, known, credentials, account_id)
             if known is None or isinstance(known, str):
                 return {}
@@ -426,7 +365,8 @@ class QueueDispatcher:
     async def _step(self, step: Callable[..., StepResult], job_id: int | None = None) -> StepResult:
         """Run one step transaction, the jobs of the nodes it queued included, then announce
         and act on what it changed. ``job_id``: the job whose node the step records; when
-        the step leaves it nothing to run, the step completes it too (dispatch/jobs.py)."""
+        the step leaves it nothing to run, the step completes it too
+        (db/procrastinate_queue.py)."""
         result: StepResult = await self.env.db.write(lambda c: self._with_jobs(c, step(c), job_id))
         if job_id is not None and _leaves_nothing(result):
             self.jobs.finished_by_step(job_id)
@@ -549,7 +489,7 @@ class QueueDispatcher:
         away, and recorded together by the next step (which may start more), as the
         in-process driver does within its steps. No job is deferred, fetched, claimed and
         finished for them. Should the worker die meanwhile, the reconciler gives them back
-        like any node claimed by a job that stopped (``_STALE_CLAIMS``)."""
+        like any node claimed by a job that stopped (``STALE_CLAIMS``)."""
         budget = stepper.INSTANT_PER_STEP
         while started:
             outcomes: dict[str, Outcome | None] = {}
@@ -633,7 +573,7 @@ class QueueDispatcher:
         before = utcnow()
         cutoff = {"before": before.replace(tzinfo=None) - timedelta(seconds=ORPHAN_AFTER_SECONDS)}
         stale, orphans = await self.env.db.read(
-            lambda c: (c.execute(_STALE_CLAIMS, cutoff).all(), c.execute(_ORPHANS, cutoff).all())
+            lambda c: (c.execute(STALE_CLAIMS, cutoff).all(), c.execute(ORPHANS, cutoff).all())
         )
         for run_id, node_id, claim in stale:
             await self._step(

@@ -28,10 +28,11 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
+import httpx
 import websockets
 from pydantic import BaseModel, ConfigDict, Field
 
-from nodeloom.nodes.adapters import policy
+from nodeloom.nodes.adapters import comfyui_fleet, policy
 from nodeloom.nodes.adapters.comfyui_outputs import fetch_output
 from nodeloom.nodes.adapters.comfyui_protocol import (
     CREDENTIAL_KIND,
@@ -111,13 +112,7 @@ class ComfyUIWorkflowParams(Params):
 class ComfyUIWorkflowTimedParams(ComfyUIWorkflowParams):
     """The video and audio variants' params: the length held for the per-second price."""
 
-    max_seconds: int = Field(
-        default=30,
-        ge=1,
-        le=600,
-        description="Longest output expected, in seconds: the estimate holds it; the charge "
-        "counts the real length, never more.",
-    )
+    max_seconds: int = policy.max_seconds_field()
 
 
 # ----------------------------------------------------------------------------- checks
@@ -280,6 +275,21 @@ def _failure_of(entry: Mapping[str, Any]) -> NodeFailure | None:
     return ProviderError("ComfyUI failed: the server reports the workflow failed")
 
 
+async def _finished_unwatched(
+    ctx: policy.ProviderContext, client: ComfyUIClient, prompt_id: str
+) -> dict[str, Any] | None:
+    """The history entry of a prompt that finished while no one waited for it (after a
+    restart), None if it has not; a failed one is forgotten (a retry queues afresh) and
+    raised."""
+    entry = await client.history(prompt_id)
+    if entry is not None:
+        failure = _failure_of(entry)
+        if failure is not None:
+            await policy.forget_job(ctx)
+            raise failure
+    return entry
+
+
 def execution_error(data: Any) -> NodeFailure:
     """ComfyUI's ``execution_error``, quoted: the node, its class, the exception."""
     data = data if isinstance(data, dict) else {}
@@ -398,6 +408,9 @@ class ComfyUIWorkflow(NodeType):
     ) -> Produced:
         pctx = policy.provider_context(ctx)
         credential = policy.require_credential(pctx, CREDENTIAL_KIND)
+        fleet = comfyui_fleet.fleet_of(ctx.settings, credential)
+        if fleet is not None:
+            return await on_fleet(pctx, fleet, params, inputs, self.spec.output.kind)
         base_url = credential.value("base_url")
         if not base_url:
             raise NodeFailure("the comfyui credential has no base_url", "invalid_credential")
@@ -468,12 +481,8 @@ async def follow(
     async with contextlib.AsyncExitStack() as stack:
         if job is not None:
             prompt_id, client_id = str(job["id"]), str(job.get("client_id") or _client_id())
-            entry = await client.history(prompt_id)
-            if entry is not None:  # it finished while no one waited
-                failure = _failure_of(entry)
-                if failure is not None:
-                    await policy.forget_job(ctx)  # a retry queues afresh
-                    raise failure
+            entry = await _finished_unwatched(ctx, client, prompt_id)
+            if entry is not None:
                 return entry
             if await client.queued(prompt_id):
                 ws = await _listen(stack, client, client_id)
@@ -540,9 +549,12 @@ async def _listen(
 
 
 async def bound_prompt(
-    client: ComfyUIClient, params: ComfyUIWorkflowParams, inputs: Mapping[str, InputValue]
+    client: ComfyUIClient | None,
+    params: ComfyUIWorkflowParams,
+    inputs: Mapping[str, InputValue],
 ) -> dict[str, Any]:
-    """The workflow with the connected inputs put where the bindings say (images uploaded)."""
+    """The workflow with the connected inputs put where the bindings say (images uploaded;
+    with no ``client``, images left as the workflow has them)."""
     prompt: dict[str, Any] = json.loads(json.dumps(params.workflow))
     uploaded: dict[str, str] = {}
     for binding in params.bindings:
@@ -552,6 +564,8 @@ async def bound_prompt(
         ref = value[0] if isinstance(value, list) else value
         target = prompt[binding.node]["inputs"]
         if binding.type == "image":
+            if client is None:
+                continue
             if binding.source not in uploaded:
                 data = await asyncio.to_thread(ref.read_bytes)
                 name = f"nodeloom-{ref.sha256[:32]}.png"
@@ -561,6 +575,157 @@ async def bound_prompt(
             text = await asyncio.to_thread(ref.read_text)
             target[binding.input] = _number(text, binding) if binding.type == "number" else text
     return prompt
+
+
+# ----------------------------------------------------------------------------- a fleet
+
+
+async def on_fleet(
+    ctx: policy.ProviderContext,
+    fleet: comfyui_fleet.Fleet,
+    params: ComfyUIWorkflowParams,
+    inputs: Mapping[str, InputValue],
+    kind: Kind,
+) -> Produced:
+    """The prompt run on one server of ``fleet`` (comfyui_fleet.py): the one that holds it
+    after a restart, else one with its nodes and models and the shortest queue. The prompt
+    id is stored on the node run before a slot is taken, so that between a slot freeing and
+    the prompt reaching ComfyUI there is only the POST (the server is recorded after it; a
+    prompt stored without one is looked for by its id after a restart). A server that stops
+    answering while it holds the prompt is left for another, and the node run's job records
+    it (``resubmitted``: each server left, its prompt id, why)."""
+    needs = comfyui_fleet.needs_of(await bound_prompt(None, params, inputs))
+    fingerprint = policy.request_fingerprint(request_of(params, inputs))
+    known = ctx.remembered_job if isinstance(ctx.remembered_job, dict) else {}
+    ours = (
+        known.get("provider") == PROVIDER
+        and known.get("request") == fingerprint
+        and bool(known.get("id"))
+    )
+    resubmitted: list[dict[str, Any]] = list(known.get("resubmitted") or []) if ours else []
+    lost: set[str] = set()
+    server: comfyui_fleet.Server | None = None
+    if ours:
+        job = dict(known)
+        holder = known.get("server")
+        if isinstance(holder, str):
+            server = fleet.take(holder, ctx.account_id)
+            if server is None:
+                lost.add(holder)
+                resubmitted.append(
+                    {
+                        "server": known.get("server_name") or holder,
+                        "prompt_id": known.get("id"),
+                        "reason": "not answering (or no longer listed) when the node resumed",
+                    }
+                )
+                job = await _fresh(ctx, fingerprint, resubmitted)
+        else:
+            server = await fleet.holder_of(str(job["id"]), ctx.account_id)
+            if server is not None:
+                job["server"] = server.url
+    else:
+        job = await _fresh(ctx, fingerprint, resubmitted)
+    while True:
+        if server is None:
+            server = await fleet.lease(ctx.account_id, needs, lost)
+        leased, server = server, None
+        try:
+            try:
+                client = ComfyUIClient(await fleet.api(leased))
+                entry = await _run_on(ctx, fleet, leased, client, params, inputs, job)
+            finally:
+                # Done (or failed): the slot goes to the next prompt while the file comes.
+                fleet.release(leased, ctx.account_id)
+            output = params.output
+            return await fetch_output(
+                ctx,
+                client,
+                entry,
+                kind,
+                output.node if output is not None else None,
+                output.index if output is not None else 0,
+            )
+        except (ProviderError, httpx.HTTPError, OSError) as exc:
+            # A server that stopped answering, before the prompt ended or before its file
+            # was fetched, is left for another; one that answers failed the workflow.
+            if await fleet.answers(leased):
+                raise
+            reason = exc.message if isinstance(exc, NodeFailure) else type(exc).__name__
+            lost.add(leased.url)
+            resubmitted.append({"server": leased.name, "prompt_id": job["id"], "reason": reason})
+            job = await _fresh(ctx, fingerprint, resubmitted)
+
+
+async def _fresh(
+    ctx: policy.ProviderContext, fingerprint: str, resubmitted: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """A new prompt id for the node run, stored (committed) before a slot is taken."""
+    job: dict[str, Any] = {"id": str(uuid.uuid4()), "provider": PROVIDER, "request": fingerprint}
+    if resubmitted:
+        job["resubmitted"] = list(resubmitted)
+    await ctx.remember_job(job)
+    return job
+
+
+async def _run_on(
+    ctx: policy.ProviderContext,
+    fleet: comfyui_fleet.Fleet,
+    server: comfyui_fleet.Server,
+    client: ComfyUIClient,
+    params: ComfyUIWorkflowParams,
+    inputs: Mapping[str, InputValue],
+    job: dict[str, Any],
+) -> dict[str, Any]:
+    """The history entry of ``job``'s prompt once it has finished on ``server``: attached
+    to if the server has it (``job`` names the server: after a restart), else queued under
+    the fleet's client id for the server, followed on its shared WebSocket."""
+    prompt_id = str(job["id"])
+    tracker = Tracker(ctx, total=len(params.workflow))
+    async with contextlib.AsyncExitStack() as stack:
+        if job.get("server") == server.url:
+            entry = await _finished_unwatched(ctx, client, prompt_id)
+            if entry is not None:
+                return entry
+            if await client.queued(prompt_id):
+                # Its messages go to the client id it was queued with (a WebSocket of ours
+                # before the restart, maybe another process's): listen as that one.
+                ws = await _listen(stack, client, str(job.get("client_id") or _client_id()))
+                await stack.enter_async_context(_cancelling(ctx, client, prompt_id))
+                return await wait_for(client, prompt_id, ws, tracker)
+            # It never reached the server, or the server lost it: queue it, under its id.
+        prompt = await bound_prompt(client, params, inputs)
+        listener = fleet.listener(server)
+        subscription = await listener.subscribe(prompt_id)  # before the POST: none missed
+        if subscription is not None:
+            stack.callback(subscription.close)
+        stored = {
+            **job,
+            "client_id": listener.client_id,
+            "server": server.url,
+            "server_name": server.name,
+        }
+
+        async def queue() -> str:
+            try:
+                answered = await client.submit(prompt, listener.client_id, prompt_id)
+            except ProviderError:
+                await policy.forget_job(ctx)  # refused: a retry queues afresh
+                raise
+            # Recorded once ComfyUI has it, while it works: not between slot and POST.
+            await ctx.remember_job({**stored, "id": answered})
+            return answered
+
+        # A cancel while the prompt is being queued interrupts it once ComfyUI has it (an
+        # interrupt sent before would miss it), and one just after is read from the run.
+        queued = await policy.submitted(ctx, queue, client.cancel)
+        if queued != prompt_id and subscription is not None:  # a server that ignores our id
+            subscription.close()
+            subscription = await listener.subscribe(queued)
+            if subscription is not None:
+                stack.callback(subscription.close)
+        await stack.enter_async_context(_cancelling(ctx, client, queued))
+        return await wait_for(client, queued, subscription, tracker)
 
 
 NODES: list[NodeType] = [ComfyUIWorkflow(), ComfyUIWorkflowVideo(), ComfyUIWorkflowAudio()]

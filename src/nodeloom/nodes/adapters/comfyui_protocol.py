@@ -180,8 +180,31 @@ TEST_TIMEOUT = 10.0  # seconds, for a credential's connection test
 async def check(settings: Settings, credential: policy.Credential) -> tuple[bool, int | None, str]:
     """A comfyui credential's connection test: ``GET {base_url}/system_stats`` (the
     cheapest call; a proxy in front checks the credential on it) through the address check,
-    within ``TEST_TIMEOUT``. (ok, HTTP status, message), the server's words quoted."""
-    base_url = credential.value("base_url") or ""
+    within ``TEST_TIMEOUT``. (ok, HTTP status, message), the server's words quoted. A fleet
+    (``servers``) is ok when every server answers, each named in the message; the shared
+    pool is the operator's, and is only said to be configured or not."""
+    if credential.fields.get("shared_pool") is True:
+        count = len(settings.comfyui_pool)
+        if not count:
+            return False, None, "this server has no shared ComfyUI pool"
+        return True, None, f"the shared pool has {count} server{'s' if count != 1 else ''}"
+    servers = credential.fields.get("servers")
+    if isinstance(servers, list) and servers:
+        results = await asyncio.gather(
+            *(_check_one(settings, credential, str(s.get("base_url", ""))) for s in servers)
+        )
+        said = "; ".join(
+            f"{s.get('name') or s.get('base_url')}: {message}"
+            for s, (_, _, message) in zip(servers, results, strict=True)
+        )
+        failed = [r for r in results if not r[0]]
+        return not failed, failed[0][1] if failed else 200, said[:1000]
+    return await _check_one(settings, credential, credential.value("base_url") or "")
+
+
+async def _check_one(
+    settings: Settings, credential: policy.Credential, base_url: str
+) -> tuple[bool, int | None, str]:
     secrets = tuple(credential.secret.values())
     try:
         async with (

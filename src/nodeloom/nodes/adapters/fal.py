@@ -188,23 +188,17 @@ def _platform(settings: Settings, key: str) -> policy.Provider:
     )
 
 
-async def check(settings: Settings, key: str) -> tuple[bool, int | None, str]:
+async def check(settings: Settings, credential: policy.Credential) -> tuple[bool, int | None, str]:
     """A credential's connection test: ``GET {fal_api_url}/models/pricing?endpoint_id=...``.
     fal's queue has no free authenticated call (a submission is paid, a status read needs a
     request id); of its platform API, the model list answers without a key, while pricing
     requires one and costs nothing. Through the address check, within TEST_TIMEOUT; (ok,
     HTTP status, message), fal's error quoted, the key never."""
-    api = _platform(settings, key)
-    try:
-        async with asyncio.timeout(TEST_TIMEOUT), api:
-            await api.json("GET", f"/models/pricing?endpoint_id={PRICED_MODEL}", ok=policy.accepted)
-    except policy.ProviderError as exc:
-        return False, exc.status, exc.message
-    except NodeFailure as exc:
-        return False, None, api.mask(exc.message)
-    except TimeoutError:
-        return False, None, f"{NAME} did not answer within {TEST_TIMEOUT:g} s"
-    return True, 200, f"{NAME} accepted the key"
+    api = _platform(settings, credential.value("api_key") or "")
+    path = f"/models/pricing?endpoint_id={PRICED_MODEL}"
+    return await policy.connection_test(
+        api, path, TEST_TIMEOUT, lambda _body: f"{NAME} accepted the key"
+    )
 
 
 def schemas_of(openapi: Any) -> tuple[dict[str, Any], Any] | None:
@@ -233,26 +227,24 @@ def schemas_of(openapi: Any) -> tuple[dict[str, Any], Any] | None:
     return ordered(found), output if isinstance(output, dict) else None
 
 
+def model_id(model: str) -> str:
+    """``model`` when it is a fal model id, else ValueError."""
+    if not MODEL.match(model):
+        raise ValueError(f"model {model!r} is not a fal model id such as fal-ai/flux/dev")
+    return model
+
+
 async def model_schema(settings: Settings, key: str, model: str) -> dict[str, Any]:
     """What fal publishes about ``model`` (an endpoint id such as fal-ai/flux/dev): ``GET
     {fal_api_url}/models?endpoint_id=...&expand=openapi-3.0``; the same answer as Replicate's
     (``model``, ``version`` None, ``description``, ``input``, ``output``). ``ProviderError``
     quoting fal (the key masked), ``LookupError`` when fal has no such model or no input
     schema for it, ``ValueError`` for a malformed model id."""
-    if not MODEL.match(model):
-        raise ValueError(f"model {model!r} is not a fal model id such as fal-ai/flux/dev")
+    model_id(model)
     api = _platform(settings, key)
     limit = min(SCHEMA_TIMEOUT, settings.provider_timeout_seconds)
     query = urllib.parse.urlencode({"endpoint_id": model, "expand": "openapi-3.0"})
-    try:
-        async with asyncio.timeout(limit), api:
-            body = await api.json("GET", f"/models?{query}")
-    except TimeoutError as exc:
-        raise policy.ProviderError(f"{NAME} did not answer within {limit:g} s") from exc
-    except policy.ProviderError:
-        raise
-    except NodeFailure as exc:  # the address check refused the API's address
-        raise policy.ProviderError(api.mask(exc.message)) from exc
+    body = await policy.read_json(api, f"/models?{query}", limit)
     models = body.get("models")
     entry = next(
         (

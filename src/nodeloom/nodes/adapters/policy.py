@@ -146,6 +146,18 @@ def credential_field(*kinds: str) -> Any:
     )
 
 
+def max_seconds_field() -> Any:
+    """The ``max_seconds`` param of a provider node answering audio or video: the length
+    the estimate holds (a per-second price); the charge counts the real length."""
+    return Field(
+        default=30,
+        ge=1,
+        le=600,
+        description="Longest output expected, in seconds: the estimate holds it; the charge "
+        "counts the real length, never more.",
+    )
+
+
 def provider_context(ctx: NodeContext) -> ProviderContext:
     """``ctx`` as a provider node's context; a node run elsewhere (in a sandbox) is a bug."""
     if not isinstance(ctx, ProviderContext):
@@ -258,6 +270,39 @@ def accepted(status: int) -> bool:
     return 200 <= status < 300
 
 
+async def connection_test(
+    api: Provider, path: str, within: float, accepted_by: Callable[[dict[str, Any]], str]
+) -> tuple[bool, int | None, str]:
+    """A credential's connection test: ``GET path`` with ``api`` within ``within`` seconds; (ok,
+    HTTP status, message): ``accepted_by(answer)`` on a 2xx, else the provider's error quoted
+    or why it was not reached, the secrets masked."""
+    try:
+        async with asyncio.timeout(within), api:
+            body = await api.json("GET", path, ok=accepted)
+    except ProviderError as exc:
+        return False, exc.status, exc.message
+    except NodeFailure as exc:
+        return False, None, api.mask(exc.message)
+    except TimeoutError:
+        return False, None, f"{api.name} did not answer within {within:g} s"
+    return True, 200, accepted_by(body)
+
+
+async def read_json(api: Provider, path: str, within: float) -> dict[str, Any]:
+    """``GET path`` with ``api`` for someone waiting on the answer (a model's schema for the
+    editor), within ``within`` seconds: every failure is a ProviderError quoting the provider
+    or saying why it was not reached (the address check), the secrets masked."""
+    try:
+        async with asyncio.timeout(within), api:
+            return await api.json("GET", path)
+    except TimeoutError as exc:
+        raise ProviderError(f"{api.name} did not answer within {within:g} s") from exc
+    except ProviderError:
+        raise
+    except NodeFailure as exc:  # the address check refused the API's address
+        raise ProviderError(api.mask(exc.message)) from exc
+
+
 def redirected(name: str, response: httpx.Response) -> str:
     """A redirect, which no provider call follows (the credential would go with it): where
     it led, so a wrong base URL or a login page in front of the API shows."""
@@ -298,39 +343,45 @@ class Provider:
         self.secrets = tuple(s for s in secrets if s)
         self.guard = Allowlist.from_settings(settings)
         self._origin = _origin(httpx.URL(self.base_url))
+        self._timeout: httpx.Timeout | None = None
         self._client: httpx.AsyncClient | None = None
         self._other: httpx.AsyncClient | None = None
 
     async def __aenter__(self) -> Provider:
-        timeout = httpx.Timeout(self.settings.provider_timeout_seconds, connect=10.0)
+        self._timeout = httpx.Timeout(self.settings.provider_timeout_seconds, connect=10.0)
+        self._client = self._new_client(keep=2)
+        return self
 
+    def _new_client(self, keep: int) -> httpx.AsyncClient:
         # trust_env=False: a proxy would resolve names itself, past the address check.
         # A pooled connection is keyed by address, not by the name that was checked: only
         # the client that talks to the API's own host keeps connections alive (every request
         # on it is for that one name, so its polls skip a handshake each); URLs on other
         # hosts (outputs) go through one that keeps none.
-        def client(keep: int) -> httpx.AsyncClient:
-            return httpx.AsyncClient(
-                timeout=timeout,
-                verify=_tls(),
-                trust_env=False,
-                follow_redirects=False,
-                limits=httpx.Limits(max_keepalive_connections=keep, keepalive_expiry=30),
-            )
-
-        self._client, self._other = client(2), client(0)
-        return self
+        return httpx.AsyncClient(
+            timeout=self._timeout,
+            verify=_tls(),
+            trust_env=False,
+            follow_redirects=False,
+            limits=httpx.Limits(max_keepalive_connections=keep, keepalive_expiry=30),
+        )
 
     async def __aexit__(self, *exc: object) -> None:
-        if self._client is not None and self._other is not None:
-            await self._client.aclose()
-            await self._other.aclose()
-            self._client = self._other = None
+        clients, self._client, self._other = (self._client, self._other), None, None
+        for client in clients:
+            if client is not None:
+                await client.aclose()
 
     def client_for(self, url: httpx.URL) -> httpx.AsyncClient:
-        if self._client is None or self._other is None:
+        if self._client is None:
             raise RuntimeError("use the provider as `async with`")
-        return self._client if _origin(url) == self._origin else self._other
+        if _origin(url) == self._origin:
+            return self._client
+        # Made on the first URL on another host (an output to download): a run whose
+        # output comes in the answer (text) never builds it (issue #36).
+        if self._other is None:
+            self._other = self._new_client(keep=0)
+        return self._other
 
     def url(self, path_or_url: str) -> str:
         if path_or_url.startswith(("http://", "https://")):

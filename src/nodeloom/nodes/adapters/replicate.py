@@ -59,35 +59,40 @@ FINAL = frozenset({"succeeded", "failed", "canceled", "aborted"})
 WEBHOOK_EVENTS = ("start", "output", "logs", "completed")
 SIGNING_CACHE_MAX = 256  # tokens whose signing secret this process keeps
 SIGNING_TTL = 3600.0  # seconds one is kept: a secret Replicate rotates is read again
-_signing: OrderedDict[str, tuple[float, str]] = OrderedDict()
+# Seconds a "no secret" answer is kept (an API that has no such endpoint, such as a
+# self-hosted Replicate-compatible one): its nodes poll meanwhile, without asking again on
+# every run (a request more per prediction, issue #36).
+NO_SIGNING_TTL = 300.0
+_signing: OrderedDict[str, tuple[float, str | None]] = OrderedDict()
 log = logging.getLogger("nodeloom.providers")
 
 
 TEST_TIMEOUT = 10.0  # seconds, for a credential's connection test
 
 
-async def check(settings: Settings, token: str) -> tuple[bool, int | None, str]:
-    """A credential's connection test: ``GET /v1/account`` (Replicate's cheapest authenticated
-    call) through the address check, within TEST_TIMEOUT; (ok, HTTP status, message), the
-    provider's error quoted, the token never."""
-    api = policy.Provider(
+def _account_api(settings: Settings, token: str) -> policy.Provider:
+    """Replicate's API with ``token``, without retries: for a call the user waits on (a
+    connection test, a model's schema)."""
+    return policy.Provider(
         settings.model_copy(update={"provider_max_retries": 0}),
         name=NAME,
         base_url=settings.replicate_api_url,
         headers={"Authorization": f"Bearer {token}"},
         secrets=(token,),
     )
-    try:
-        async with asyncio.timeout(TEST_TIMEOUT), api:
-            body = await api.json("GET", "/account", ok=policy.accepted)
-    except policy.ProviderError as exc:
-        return False, exc.status, exc.message
-    except NodeFailure as exc:
-        return False, None, api.mask(exc.message)
-    except TimeoutError:
-        return False, None, f"{NAME} did not answer within {TEST_TIMEOUT:g} s"
-    who = body.get("username")
-    return True, 200, f"{NAME} accepted the token" + (f" (account {who})" if who else "")
+
+
+async def check(settings: Settings, credential: policy.Credential) -> tuple[bool, int | None, str]:
+    """A credential's connection test: ``GET /v1/account`` (Replicate's cheapest authenticated
+    call) through the address check, within TEST_TIMEOUT; (ok, HTTP status, message), the
+    provider's error quoted, the token never."""
+    api = _account_api(settings, credential.value("api_token") or "")
+
+    def accepted_by(body: dict[str, Any]) -> str:
+        who = body.get("username")
+        return f"{NAME} accepted the token" + (f" (account {who})" if who else "")
+
+    return await policy.connection_test(api, "/account", TEST_TIMEOUT, accepted_by)
 
 
 def create_call(model: str, payload: dict[str, Any]) -> tuple[str, dict[str, Any]]:
@@ -113,21 +118,24 @@ def progress_of(prediction: dict[str, Any]) -> float | None:
 
 async def signing_secret(api: policy.Provider, token: str) -> str | None:
     """The account's webhook signing secret (``GET /v1/webhooks/default/secret``, a
-    ``whsec_`` key), kept in this process's memory per token for SIGNING_TTL, never logged;
-    None when Replicate does not give one (the node then polls)."""
-    key = hashlib.sha256(token.encode()).hexdigest()
+    ``whsec_`` key), kept in this process's memory per API and token for SIGNING_TTL, never
+    logged; None when Replicate does not give one (the node then polls), an answer kept for
+    NO_SIGNING_TTL."""
+    key = hashlib.sha256(f"{api.base_url}\n{token}".encode()).hexdigest()
     found = _signing.get(key)
     if found is not None and found[0] > time.monotonic():
         return found[1]
+    secret: str | None = None
     try:
         body = await api.json("GET", "/webhooks/default/secret")
     except NodeFailure as exc:
         log.info("no webhook signing secret from %s (%s): polling", NAME, exc.message)
-        return None
-    secret = body.get("key")
-    if not isinstance(secret, str) or not secret.startswith("whsec_"):
-        return None
-    _signing[key] = (time.monotonic() + SIGNING_TTL, secret)
+    else:
+        key_given = body.get("key")
+        if isinstance(key_given, str) and key_given.startswith("whsec_"):
+            secret = key_given
+    ttl = SIGNING_TTL if secret is not None else NO_SIGNING_TTL
+    _signing[key] = (time.monotonic() + ttl, secret)
     _signing.move_to_end(key)
     while len(_signing) > SIGNING_CACHE_MAX:
         _signing.popitem(last=False)
@@ -325,23 +333,9 @@ async def model_schema(settings: Settings, token: str, model: str) -> dict[str, 
     ``ProviderError`` quoting Replicate (the token masked), ``LookupError`` when the model
     has no version with a schema."""
     path = schema_call(model)
-    api = policy.Provider(
-        settings.model_copy(update={"provider_max_retries": 0}),
-        name=NAME,
-        base_url=settings.replicate_api_url,
-        headers={"Authorization": f"Bearer {token}"},
-        secrets=(token,),
-    )
+    api = _account_api(settings, token)
     limit = min(SCHEMA_TIMEOUT, settings.provider_timeout_seconds)
-    try:
-        async with asyncio.timeout(limit), api:
-            body = await api.json("GET", path)
-    except TimeoutError as exc:
-        raise policy.ProviderError(f"{NAME} did not answer within {limit:g} s") from exc
-    except policy.ProviderError:
-        raise
-    except NodeFailure as exc:  # the address check refused the API's address
-        raise policy.ProviderError(api.mask(exc.message)) from exc
+    body = await policy.read_json(api, path, limit)
     version = body if ":" in model else body.get("latest_version")
     found = schemas_of(version)
     if found is None:

@@ -9,8 +9,10 @@ Create Date: 2026-11-23
 - ``runs.driver`` names the process that drives a run in the embedded mode; the unused lease
   columns and the in-memory sequence mirror ``event_seq`` go (an event's seq comes from the
   run's event log itself).
-- On PostgreSQL, Procrastinate's schema (its job queue) is installed: the version pinned in
-  pyproject.toml ships it, and a later upgrade of Procrastinate comes with a migration here.
+- Procrastinate's schema (the job queue on PostgreSQL) was installed here; it is now
+  installed, and brought up to the installed release, after the Alembic migrations by
+  ``nodeloom db upgrade`` (db/procrastinate_queue.py, ADR 0042). A database that ran this
+  revision before has the schema of Procrastinate 3.10.0, which that step knows.
 """
 
 from __future__ import annotations
@@ -48,14 +50,6 @@ def upgrade() -> None:
         sqlite_where=sa.text("status = 'running'"),
         postgresql_where=sa.text("status = 'running'"),
     )
-    bind = op.get_bind()
-    if bind.dialect.name == "postgresql":
-        from procrastinate.schema import SchemaManager
-        from sqlalchemy.util import await_
-
-        # Many statements in one script: asyncpg runs that only outside a prepared statement.
-        driver = bind.connection.dbapi_connection.driver_connection  # type: ignore[union-attr]
-        await_(driver.execute(SchemaManager.get_schema()))
 
 
 def downgrade() -> None:

@@ -1,0 +1,90 @@
+"""Checked graphs by (workflow id, updated_at), so that execute validates a stored graph
+once, not on every run; and the check a stored graph must pass to run here now.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy.engine import Connection
+
+from nodeloom.engine import subworkflows
+from nodeloom.engine.graph import Graph
+from nodeloom.engine.graph_checks import Children, unavailable_nodes, validate_graph
+from nodeloom.errors import (
+    InvalidGraph,
+)
+from nodeloom.nodes.registry import Registry
+from nodeloom.settings import Settings
+
+
+class GraphCache:
+    """Checked graphs by (workflow id, updated_at): execute validates a stored graph once,
+    not on every run (the catalog is fixed for the life of the process)."""
+
+    def __init__(self, registry: Registry, settings: Settings, size: int = 512) -> None:
+        self._registry = registry
+        self._settings = settings
+        self._size = size
+        self._items: OrderedDict[tuple[str, datetime], Graph] = OrderedDict()
+
+    def peek(self, workflow_id: str, updated_at: datetime) -> Graph | None:
+        key = (workflow_id, updated_at)
+        graph = self._items.get(key)
+        if graph is not None:
+            self._items.move_to_end(key)
+        return graph
+
+    def children(
+        self, conn: Connection, account_id: str, graph_json: Any, workflow_id: str | None
+    ) -> Children:
+        """The sub-workflows ``graph_json`` names, resolved (engine/subworkflows.py)."""
+        return subworkflows.resolve(
+            conn, account_id, graph_json, self._registry, self._settings, workflow_id
+        )
+
+    def get(
+        self,
+        workflow_id: str,
+        updated_at: datetime,
+        graph_json: Any,
+        children: Children | None = None,
+    ) -> Graph:
+        if children:
+            # Its checked graph depends on its children's versions too: never cached, so a
+            # child saved since is seen at once (its run resolves them again anyway).
+            return self.check(graph_json, children)
+        graph = self.peek(workflow_id, updated_at)
+        if graph is not None:
+            return graph
+        checked = self.check(graph_json)
+        self._items[(workflow_id, updated_at)] = checked
+        if len(self._items) > self._size:
+            self._items.popitem(last=False)
+        return checked
+
+    def check(self, graph_json: Any, children: Children | None = None) -> Graph:
+        """``graph_json`` checked against the catalog and what this server can run now
+        (InvalidGraph otherwise), without keeping it (a retry's graph is its own)."""
+        checked = validate_graph(graph_json, self._registry, self._settings, children)
+        if isinstance(checked, list):
+            cycle = next((p for p in checked if subworkflows.is_cycle(p.message)), None)
+            if cycle is not None:
+                raise InvalidGraph(
+                    f"The stored workflow cannot run: {cycle.message}.", errors=checked
+                )
+            raise InvalidGraph(
+                "The stored workflow no longer validates against this server's node catalog.",
+                errors=checked,
+            )
+        # Never cached: such a workflow is checked, and refused, on every execute.
+        unavailable = unavailable_nodes(graph_json, self._registry, self._settings)
+        if unavailable:
+            raise InvalidGraph(
+                "The workflow uses nodes that cannot run on this server now: "
+                + "; ".join(p.message for p in unavailable),
+                errors=unavailable,
+            )
+        return checked

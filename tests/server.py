@@ -14,6 +14,9 @@ from pathlib import Path
 
 import httpx
 
+# The processes tests start are the ones tests kill: their nodes should come back soon after.
+QUICK_RECOVERY = {"NODELOOM_WORKER_STALLED_SECONDS": "5"}
+
 # Ports handed to processes that bind them later. The suite runs in several pytest-xdist
 # workers at once: a port the kernel picks for ``bind(0)`` and this process then lets go
 # could be picked again by another worker before the child binds it, and a health check
@@ -87,6 +90,7 @@ class ServerProcess(ChildProcess):
             **os.environ,
             "NODELOOM_DATA_DIR": str(self.data_dir),
             "NODELOOM_BASE_URL": self.base_url,
+            **QUICK_RECOVERY,
             **self.extra_env,
         }
         self.data_dir.mkdir(parents=True, exist_ok=True)
@@ -133,7 +137,12 @@ class WorkerProcess(ChildProcess):
         self.log_path = data_dir / f"worker-{id(self)}.log"
 
     def start(self, timeout: float = 90.0) -> None:  # as ServerProcess.start
-        env = {**os.environ, "NODELOOM_DATA_DIR": str(self.data_dir), **self.env}
+        env = {
+            **os.environ,
+            "NODELOOM_DATA_DIR": str(self.data_dir),
+            **QUICK_RECOVERY,
+            **self.env,
+        }
         self.data_dir.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.proc = subprocess.Popen(

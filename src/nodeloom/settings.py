@@ -176,6 +176,14 @@ class Settings(BaseSettings):
         "ones (nodeloom worker --wait-concurrency sets it too). They hold no sandbox process "
         "and no database connection while they wait.",
     )
+    worker_stalled_seconds: float = Field(
+        default=15.0,
+        ge=2.0,
+        description="PostgreSQL: a worker whose heartbeat (sent every second) has been silent "
+        "this long is taken for dead, and its nodes are given back to the queue. Too short, "
+        "and a worker that a busy machine merely slowed loses its nodes (a provider call "
+        "already paid for is then made again); too long, and a crashed worker's nodes wait.",
+    )
     node_packages: Annotated[list[str] | None, NoDecode] = Field(
         default=None,
         description="Node packages (distribution names, comma-separated) whose node types "

@@ -75,7 +75,6 @@ log = logging.getLogger("nodeloom.dispatch")
 
 TASK = "nodeloom.run_node"
 HEARTBEAT_SECONDS = 1.0
-STALLED_AFTER_SECONDS = 5.0  # a worker silent this long is gone
 RECONCILE_SECONDS = 2.0
 # Pool connections besides those for the computing queue's jobs: the waiting queue's
 # worker fetches and finishes its jobs, beats and polls for aborts through a few. A job
@@ -174,7 +173,7 @@ class QueueDispatcher:
                     concurrency=concurrency,
                     install_signal_handlers=False,
                     update_heartbeat_interval=HEARTBEAT_SECONDS,
-                    stalled_worker_timeout=STALLED_AFTER_SECONDS,
+                    stalled_worker_timeout=self.env.settings.worker_stalled_seconds,
                     delete_jobs="successful",
                     shutdown_graceful_timeout=self.env.settings.shutdown_grace_seconds,
                     name=name,
@@ -550,7 +549,8 @@ class QueueDispatcher:
         """Give back the nodes of dead workers; make sure every queued node has a job."""
         max_attempts = self.env.settings.node_max_attempts
         stalled = await self.app.job_manager.get_stalled_jobs(
-            task_name=TASK, seconds_since_heartbeat=STALLED_AFTER_SECONDS
+            task_name=TASK,
+            seconds_since_heartbeat=self.env.settings.worker_stalled_seconds,
         )
         for job in stalled:
             run_id, node_id = job.task_kwargs["run_id"], job.task_kwargs["node_id"]

@@ -260,26 +260,8 @@ def text_graph(template: str = "Hello {{ text }}!") -> dict[str, object]:
     }
 
 
-# Files whose tests start server processes, browsers or CLI subprocesses: the suite's longest.
-LONG_FILES = (
-    "tests/topology/",
-    "tests/e2e/",
-    "tests/client/test_cli.py",
-    "tests/store/test_migrations.py",
-    "tests/test_shared_ratelimit.py",
-    "tests/test_crash_recovery.py",
-    "tests/test_repeat_crash_recovery.py",
-)
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The longest tests first (marked slow, then the files that start processes):
-    pytest-xdist hands tests out in this order, and a long test started last would leave
-    the other workers idle while it ends the run."""
-
-    def rank(item: pytest.Item) -> int:
-        if item.get_closest_marker("slow") is not None:
-            return 0
-        return 1 if item.nodeid.startswith(LONG_FILES) else 2
-
-    items.sort(key=rank)
+    """The tests marked slow (they start server processes, browsers or CLI subprocesses)
+    first: pytest-xdist hands tests out in this order, and a long test started last would
+    leave the other workers idle while it ends the run."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

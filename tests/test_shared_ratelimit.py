@@ -15,6 +15,8 @@ from nodeloom.ratelimit_shared import SharedWindows, prepare
 from tests.at_once import OPENED, at_once
 from tests.sqlite_lock import another_writer, loop_turns
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 # Without ``prepare``: 285 of 600 processes failed in a script of 300 attempts, and this
 # test failed 5 runs in 5 (it takes about 4 s with it).
 ATTEMPTS_AT_ONCE = 200

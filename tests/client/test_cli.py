@@ -19,6 +19,8 @@ from nodeloom.version import __version__
 from tests.client.conftest import NODELOOM, Account, Live, cli
 from tests.runs_helpers import e, g, n
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 Env = dict[str, str | None]
 PROGRESS_LINE = re.compile(r"^\[\s*\d+\.\ds\] (run|node) \S")

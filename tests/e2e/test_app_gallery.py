@@ -22,6 +22,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 DOCS_SCREENSHOTS = REPO / "docs" / "screenshots"
 POSTER: dict[str, Any] = {
     "nodes": [

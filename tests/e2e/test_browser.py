@@ -21,6 +21,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 EMAIL = "owner@example.com"
 PASSWORD = "a long password"
 

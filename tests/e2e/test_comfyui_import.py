@@ -18,6 +18,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 EMPTY = {"nodes": [], "edges": [], "viewport": {"x": 0, "y": 0, "zoom": 1}}
 
 

@@ -23,6 +23,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import Browser, Page, expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 EMAIL = "keys@example.com"
 PASSWORD = "a long password"
 KEY = "sk-test-abcdefgh1234WXYZ"

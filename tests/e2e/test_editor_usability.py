@@ -21,6 +21,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import Browser, Locator, Page, expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 EMAIL = "new-user@example.com"
 PASSWORD = "a long password"
 

@@ -21,6 +21,8 @@ from tests.server import ServerProcess, free_port
 pytest.importorskip("playwright")
 from playwright.sync_api import expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 PASSWORD = "a long password"
 
 

@@ -11,6 +11,8 @@ from tests.e2e.conftest import enter, node, shot
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 
 def test_the_palette_opens_on_what_works_and_enter_adds_the_first_match(page: Page) -> None:
     enter(page, "palette@example.com", "a long password", "Sign up")

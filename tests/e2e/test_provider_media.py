@@ -19,6 +19,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 EMAIL = "voices@example.com"
 PASSWORD = "a long password"
 XI_KEY = "xi-browsertest-00112233445566"

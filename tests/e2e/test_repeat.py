@@ -15,6 +15,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import Browser, expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 
 def _node(node_id: str, type_: str, x: int, **data: object) -> dict[str, object]:
     return {"id": node_id, "type": type_, "position": {"x": x, "y": 0}, "data": data}

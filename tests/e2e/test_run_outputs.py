@@ -16,6 +16,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import Locator, Page, expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 EMAIL = "outputs@example.com"
 PASSWORD = "a long password"
 LONG = "{% for i in range(40) %}line {{ i }}: {{ text }}\n{% endfor %}"

@@ -15,6 +15,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import Page, expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 EMAIL = "keys@example.com"
 PASSWORD = "a long password"
 DARK_BG = "rgb(18, 21, 27)"  # --bg of the dark theme

@@ -23,6 +23,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import Browser, Page, expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples/node-packages/nodeloom-watermark"
 EMAIL = "studio@example.com"
 PASSWORD = "a long password"

@@ -20,6 +20,8 @@ from tests.server import ServerProcess
 pytest.importorskip("playwright")
 from playwright.sync_api import expect
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 GRAPH: dict[str, Any] = {
     "nodes": [
         {"id": "in", "type": "TextInput", "position": {"x": 0, "y": 0},

@@ -25,6 +25,8 @@ from tests.at_once import OPENED, at_once
 from tests.conftest import postgres_database
 from tests.services import require_postgres
 
+pytestmark = pytest.mark.slow  # starts server processes, browsers or CLI subprocesses
+
 # Without the switch in the migration this failed 5 runs in 5 (about 4 s with it).
 ATTEMPTS_AT_ONCE = 200
 

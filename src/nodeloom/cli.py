@@ -12,7 +12,6 @@ from rich.console import Console
 
 from nodeloom import commands, logs
 from nodeloom.commands.nodes import app as nodes_app
-from nodeloom.db.migrate import upgrade
 from nodeloom.errors import ConfigurationError
 from nodeloom.nodes.provider_cli import provider_app
 from nodeloom.settings import Settings
@@ -24,6 +23,14 @@ app.add_typer(provider_app, name="provider")
 app.add_typer(nodes_app, name="nodes")
 commands.register(app)
 console = Console()
+
+
+def upgrade(database_url: str) -> None:
+    """Migrate ``database_url`` to the newest schema. Alembic is imported here, not above:
+    the commands that only talk to a server over HTTP, most of them, skip its import."""
+    from nodeloom.db.migrate import upgrade as migrate
+
+    migrate(database_url)
 
 
 def _settings() -> Settings:

@@ -8,8 +8,10 @@ import time
 import httpx
 import jwt
 import pytest
+from argon2 import PasswordHasher
 from fastapi import FastAPI
 
+from nodeloom.auth import passwords
 from tests.conftest import PASSWORD, TEST_SECRET, User
 
 
@@ -133,6 +135,13 @@ class TestLogin:
         assert_problem(a, 401, "invalid_credentials")
         assert_problem(b, 401, "invalid_credentials")
         assert a.json()["detail"] == b.json()["detail"]
+
+    def test_an_unknown_email_costs_a_verification_of_the_servers_own_profile(self) -> None:
+        # The dummy hash an unknown e-mail is checked against is a constant, not made at
+        # import: it must still be of the profile real passwords are hashed with, or a
+        # login's time would tell whether the e-mail has an account.
+        assert not PasswordHasher().check_needs_rehash(passwords._DUMMY_HASH)
+        assert passwords.verify_password(None, "dummy-password-for-timing") is False
 
     async def test_failures_back_off_per_address_and_never_lock_the_owner_out(
         self, app: FastAPI, client: httpx.AsyncClient, owner: User

@@ -15,7 +15,8 @@ from starlette.datastructures import URL
 from uvicorn.logging import AccessFormatter
 
 from nodeloom import logs
-from nodeloom.auth.tokens import issue_jwt, new_api_key, sign_url
+from nodeloom.auth.access_tokens import issue_jwt
+from nodeloom.auth.tokens import new_api_key, sign_url
 from tests.conftest import TEST_SECRET
 
 JWT = issue_jwt(TEST_SECRET.encode(), "account-1", 60)

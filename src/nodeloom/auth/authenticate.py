@@ -11,8 +11,9 @@ from typing import cast
 
 import sqlalchemy as sa
 
+from nodeloom.auth.access_tokens import read_jwt
 from nodeloom.auth.principal import CredentialKind, Plan, Principal
-from nodeloom.auth.tokens import api_key_hash, looks_like_api_key, read_jwt
+from nodeloom.auth.tokens import api_key_hash, looks_like_api_key
 from nodeloom.auth.usage import KeyUsage
 from nodeloom.db.engine import Database
 from nodeloom.db.models import Account, ApiKey

@@ -1,4 +1,7 @@
-"""Keyed hashes, API keys, JWTs and signed URLs: everything derived from the server secret."""
+"""Keyed hashes, API keys, signed URLs and encrypted secrets, derived from the server secret.
+
+JWTs are in auth/access_tokens.py: PyJWT and the algorithms it loads cost every process that
+imports this module (the CLI, workers) about 0.1 s, for tokens only the API issues and reads."""
 
 from __future__ import annotations
 
@@ -8,13 +11,10 @@ import hmac
 import secrets
 import time
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
 
-import jwt
 from cryptography.fernet import Fernet, InvalidToken
 
 API_KEY_PREFIX = "nlk_"
-JWT_ALGORITHM = "HS256"
 _PREFIX_SHOWN = 12  # "nlk_" + 8 characters: enough to tell keys apart, useless to an attacker
 
 
@@ -41,41 +41,6 @@ def api_key_hash(secret: bytes, key: str) -> str:
 
 def looks_like_api_key(credential: str) -> bool:
     return credential.startswith(API_KEY_PREFIX)
-
-
-def issue_jwt(secret: bytes, account_id: str, ttl_seconds: int, version: int = 0) -> str:
-    """An access token. ``ver`` is the account's token version when it was issued: a
-    password change or a disabled account bumps the version and every older token stops."""
-    now = datetime.now(UTC)
-    claims = {
-        "sub": account_id,
-        "iat": now,
-        "exp": now + timedelta(seconds=ttl_seconds),
-        "typ": "access",
-        "ver": version,
-    }
-    return jwt.encode(claims, secret, algorithm=JWT_ALGORITHM)
-
-
-@dataclass(frozen=True)
-class AccessClaims:
-    account_id: str
-    version: int
-
-
-def read_jwt(secret: bytes, token: str) -> AccessClaims | None:
-    """The claims of a valid, unexpired access token, else None."""
-    try:
-        claims = jwt.decode(
-            token, secret, algorithms=[JWT_ALGORITHM], options={"require": ["exp", "sub"]}
-        )
-    except jwt.PyJWTError:
-        return None
-    sub = claims.get("sub")
-    version = claims.get("ver", 0)
-    if claims.get("typ") != "access" or not isinstance(sub, str) or type(version) is not int:
-        return None
-    return AccessClaims(sub, version)
 
 
 def sign_url(secret: bytes, path: str, ttl_seconds: int, now: float | None = None) -> str:

@@ -35,7 +35,7 @@ from pydantic import Field
 
 from nodeloom import masking
 from nodeloom.auth.tokens import decrypt
-from nodeloom.nodes import jsonvalue, media
+from nodeloom.nodes import jsonvalue
 from nodeloom.nodes.adapters import policy
 from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
 from nodeloom.sdk._node import (
@@ -53,6 +53,7 @@ from nodeloom.sdk._node import (
     Produced,
     input_text,
 )
+from nodeloom.sdk.images import check_pixels
 from nodeloom.settings import Settings
 
 KEY_FILE_NAME = "provider_key.enc"
@@ -439,7 +440,7 @@ class TextToImage(ProviderNode):
     ) -> Produced:
         prompt = prompt_text(inputs)
         width, height = (int(v) for v in params.size.split("x"))
-        media.check_pixels(ctx.settings, width, height)
+        check_pixels(ctx.settings, width, height)
         model = params.model or ctx.settings.provider_image_model
         payload: dict[str, Any] = {"model": model, "prompt": prompt, "n": 1, "size": params.size}
         if model.startswith("dall-e"):

@@ -12,9 +12,9 @@ from nodeloom.api.paging import PageDep
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routing import GuardedRoute
 from nodeloom.auth import revocation
+from nodeloom.auth.access_tokens import issue_jwt
 from nodeloom.auth.passwords import hash_password, verify_password
 from nodeloom.auth.revocation import jwt_scope
-from nodeloom.auth.tokens import issue_jwt
 from nodeloom.db.dialect import serialize
 from nodeloom.errors import Conflict, Forbidden, InvalidCredentials, NotFound, RateLimited
 from nodeloom.schemas.accounts import (

@@ -409,7 +409,13 @@ class TestLimits:
         record = await run_of(client, app["slug"], first)
         assert record["status"] in ("failed", "cancelled")
         assert record["error"]["code"] == "cancelled"
-        assert (await visit(client, app["slug"])).status_code == 202
+        second = await visit(client, app["slug"])
+        assert second.status_code == 202, second.text
+        # Ended here: a Delay left running holds the app's shutdown for its grace period.
+        await client.post(
+            f"/api/v1/workflows/{wf}/runs/{second.json()['run_id']}/cancel", headers=owner.headers
+        )
+        assert (await run_of(client, app["slug"], second))["status"] in ("failed", "cancelled")
 
 
 class TestAbuse:

@@ -177,7 +177,7 @@ class Settings(BaseSettings):
         "and no database connection while they wait.",
     )
     worker_stalled_seconds: float = Field(
-        default=15.0,
+        default=8.0,
         ge=2.0,
         description="PostgreSQL: a worker whose heartbeat (sent every second) has been silent "
         "this long is taken for dead, and its nodes are given back to the queue. Too short, "

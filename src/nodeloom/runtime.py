@@ -268,6 +268,7 @@ class Runtime:
         await self.callbacks.stop()
         await self.retention.stop()
         await self.dispatcher.stop()
+        await self.env.connections.aclose()  # after the nodes that use them
         await comfyui_fleet.close_all()  # after the nodes: their health checks and clients
         await self.sandbox.stop()
         self.scratch.close()

@@ -149,6 +149,7 @@ class _Fake:
         self.submissions = 0
         self.cancels: list[str] = []
         self.requests: list[tuple[str, str, dict[str, str], Any]] = []
+        self.peers: list[int] = []  # the client port of each request: its TCP connection
         self.lock = threading.Lock()
         # Files uploaded to the provider: id -> (name, content type, bytes).
         self.uploads: dict[str, tuple[str, str, bytes]] = {}
@@ -163,6 +164,9 @@ class _Fake:
         fake = self
 
         class Handler(BaseHTTPRequestHandler):
+            # As the real APIs: HTTP/1.1, connections kept alive between requests.
+            protocol_version = "HTTP/1.1"
+
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
@@ -187,6 +191,7 @@ class _Fake:
                 except ValueError:
                     body = raw
                 fake.requests.append((method, self.path, dict(self.headers), body))
+                fake.peers.append(self.client_address[1])
                 if self.path.startswith("/files/"):
                     kind = self.path.removeprefix("/files/")
                     content_type, data = fake.files[kind]

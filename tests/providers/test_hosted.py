@@ -114,6 +114,27 @@ class TestReplicate:
         polls = [r for r in replicate_fake.requests if r[0] == "GET" and "/predictions/" in r[1]]
         assert len(polls) >= 2
 
+    async def test_runs_one_after_another_share_one_kept_alive_connection(
+        self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate
+    ) -> None:
+        """The server keeps its connections to a provider's API between node runs: a
+        second run's create call and polls go over the connection the first run opened (no
+        new TCP or TLS handshake per generation)."""
+        replicate_fake.script.seconds = 0.6  # one poll or two per run
+        cred = await credential(client, owner, "replicate")
+        for _ in range(2):
+            run = await run_graph(client, owner, image_graph(cred))
+            assert run["status"] == "completed", run
+        model_calls = [
+            port
+            for (method, path, _h, _b), port in zip(
+                replicate_fake.requests, replicate_fake.peers, strict=True
+            )
+            if "/predictions" in path and method in ("GET", "POST")
+        ]
+        assert len(model_calls) >= 4  # two creates, a poll each at least
+        assert len(set(model_calls)) == 1, model_calls
+
     @pytest.mark.parametrize("shape", ["string", "object", "data"])
     async def test_every_shape_of_file_output_gives_the_file(
         self, client: httpx.AsyncClient, owner: User, replicate_fake: FakeReplicate, shape: str

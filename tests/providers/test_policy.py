@@ -79,6 +79,7 @@ class Site:
         self.script: list[tuple[int, dict[str, str], bytes]] = []
         self.hits: dict[str, int] = {}
         self.auth: list[str | None] = []
+        self.cookies: list[str | None] = []
         self.files = {
             "/out.webp": _webp(),
             "/out.wav": _wav(tmp),
@@ -104,6 +105,7 @@ class Site:
                 self.rfile.read(length)
                 site.hits[self.path] = site.hits.get(self.path, 0) + 1
                 site.auth.append(self.headers.get("Authorization"))
+                site.cookies.append(self.headers.get("Cookie"))
                 if site.script:
                     self._answer(*site.script.pop(0))
                 elif self.path in site.files:
@@ -186,6 +188,39 @@ def _api(settings: Settings, site: Site) -> policy.Provider:
         headers={"Authorization": f"Bearer {TOKEN}"},
         secrets=(TOKEN,),
     )
+
+
+async def test_telling_a_provider_context_creates_no_scratch_directory(tmp_path: Path) -> None:
+    """A provider node that never writes a file leaves no directory behind: asking what
+    its context is does not create one (a mkdir and an rmtree per generation)."""
+    scratch = tmp_path / "scratch" / "node"
+    ctx = _ctx(_settings(tmp_path), scratch)
+    assert policy.provider_context(ctx) is ctx
+    assert policy.connections_of(ctx) is None
+    assert not scratch.exists()
+    assert ctx.scratch_dir.is_dir()  # created when a node does ask for it
+
+
+async def test_shared_connections_keep_no_cookie(tmp_path: Path, site: Site) -> None:
+    """A process's shared provider client never sends back a cookie a provider set: one
+    account's session must not follow another account's calls."""
+    connections = policy.ProviderConnections()
+    site.script.append((200, {"Set-Cookie": "session=abc; Path=/"}, b"{}"))
+    try:
+        for _ in range(2):
+            async with policy.Provider(
+                _settings(tmp_path),
+                name="Fakeprov",
+                base_url=site.server.url + "/v1",
+                secrets=(TOKEN,),
+                connections=connections,
+            ) as api:
+                await api.request("GET", "/cookie")
+        assert len(connections) == 1
+    finally:
+        await connections.aclose()
+    assert site.hits["/v1/cookie"] == 2
+    assert site.cookies == [None, None]
 
 
 async def test_429_retry_after_is_honoured(tmp_path: Path, site: Site) -> None:

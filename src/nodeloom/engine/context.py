@@ -94,9 +94,11 @@ class ProviderNodeContext(RunNodeContext):
         hook_url: Callable[[str], str | None] = lambda provider: None,
         stored_job: Callable[[], Awaitable[dict[str, Any] | None]] | None = None,
         signals: Hooks = _no_signals,
+        connections: Any = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.connections = connections  # policy.ProviderConnections: the process's own
         self._hook_url = hook_url
         self._stored_job = stored_job
         self._signals = signals

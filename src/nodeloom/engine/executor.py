@@ -37,7 +37,7 @@ from nodeloom.events.bus import EventBus
 from nodeloom.ids import uuid7
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.adapters import hooks
-from nodeloom.nodes.adapters.policy import Credential, Signals
+from nodeloom.nodes.adapters.policy import Credential, ProviderConnections, Signals
 from nodeloom.nodes.approval import APPROVAL_TYPE
 from nodeloom.nodes.packages import PackagedNode
 from nodeloom.nodes.providers import api_key as provider_key
@@ -95,6 +95,8 @@ class ExecutorEnv:
     children: ChildRunner | None = None
     # When this process last wrote each credential's ``last_used_at`` (monotonic seconds).
     credentials_marked: dict[str, float] = field(default_factory=dict)
+    # Kept-alive connections to provider APIs, shared by this process's provider node runs.
+    connections: ProviderConnections = field(default_factory=ProviderConnections)
 
 
 @dataclass(frozen=True)
@@ -508,6 +510,7 @@ class NodeExecutor:
             hook_url=hook_url,
             stored_job=stored_job,
             signals=signals,
+            connections=env.connections,
             run_id=run_id,
             node_id=node_id,
             account_id=task.account_id,

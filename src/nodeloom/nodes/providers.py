@@ -199,7 +199,7 @@ def endpoint(ctx: NodeContext, key_header: str | None = None) -> policy.Provider
     ``Authorization: Bearer``, or in ``key_header`` (ElevenLabs' ``xi-api-key``); it is
     masked out of any message quoted."""
     settings = ctx.settings
-    credential = ctx.credential if isinstance(ctx, policy.ProviderContext) else None
+    credential = ctx.credential if policy.is_provider_context(ctx) else None
     if credential is not None:
         key = credential.value("api_key") or ""
         base_url = credential.value("base_url") or ""
@@ -215,7 +215,12 @@ def endpoint(ctx: NodeContext, key_header: str | None = None) -> policy.Provider
     if key:
         headers = {key_header: key} if key_header else {"Authorization": f"Bearer {key}"}
     return policy.Provider(
-        settings, name=PROVIDER_NAME, base_url=base_url, headers=headers, secrets=(key,)
+        settings,
+        name=PROVIDER_NAME,
+        base_url=base_url,
+        headers=headers,
+        secrets=(key,),
+        connections=policy.connections_of(ctx),
     )
 
 

@@ -316,7 +316,7 @@ class TextToSpeech(NodeType):
         if not text:
             raise NodeFailure("there is no text to speak")
         max_seconds = min(params.max_seconds, ctx.settings.max_media_seconds)
-        credential = ctx.credential if isinstance(ctx, policy.ProviderContext) else None
+        credential = ctx.credential if policy.is_provider_context(ctx) else None
         kind = credential.kind if credential is not None else ctx.credential_kind
         if self.waits_on_provider(params, ctx.settings, kind):  # as the executor decided
             if kind == elevenlabs.KIND:

@@ -420,6 +420,7 @@ class ComfyUIWorkflow(NodeType):
             base_url=base_url,
             headers=auth_headers(credential),
             secrets=tuple(credential.secret.values()),
+            connections=pctx.connections,
         ) as api:
             client = ComfyUIClient(api)
             entry = await follow(pctx, client, params, inputs)

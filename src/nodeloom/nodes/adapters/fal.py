@@ -109,6 +109,7 @@ async def run(
         base_url=settings.fal_queue_url,
         headers={"Authorization": f"Key {key}"},
         secrets=(key,),
+        connections=ctx.connections,
     ) as api:
 
         async def upload(ref: ArtifactRef) -> str:

@@ -45,16 +45,17 @@ import contextlib
 import email.utils
 import functools
 import hashlib
+import http.cookiejar
 import json
 import random
 import ssl
 import time
 import urllib.parse
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NoReturn, Protocol, TypeVar, cast, runtime_checkable
+from typing import Any, NoReturn, Protocol, TypeGuard, TypeVar, cast
 
 import certifi
 import httpx
@@ -76,6 +77,12 @@ CANCEL_GRACE = 30.0  # seconds a node that found its run cancelled waits for the
 MAX_REDIRECTS = 5
 MESSAGE_MAX = 500  # characters of a provider's error quoted in the node's failure
 DOWNLOAD_CHUNK = 256 * 1024
+KEEP_ALIVE = 30.0  # seconds an idle connection of one node run's own client is kept
+# Seconds an idle shared connection (ProviderConnections) is kept: below the 5 s of
+# uvicorn's and many servers' keep-alive, so a submission (never resent), which may reuse
+# one, rarely meets a connection the provider is closing at that moment.
+SHARED_KEEP_ALIVE = 4.0
+KEEP_PER_ORIGIN = 100  # idle connections kept per provider API origin, per process
 
 T = TypeVar("T")
 
@@ -97,7 +104,6 @@ class Credential:
         return None if found is None else str(found)
 
 
-@runtime_checkable
 class ProviderContext(NodeContext, Protocol):
     """What the executor gives a provider node (``NodeSpec.adapter``): see
     engine/context.py ``ProviderNodeContext``."""
@@ -105,6 +111,8 @@ class ProviderContext(NodeContext, Protocol):
     credential: Credential | None
     remembered_job: dict[str, Any] | None
     deadline: float
+    # The process's kept-alive provider connections (None: each Provider opens its own).
+    connections: ProviderConnections | None
 
     async def remember_job(self, job: dict[str, Any] | None) -> None:
         """Store (None: clear) the provider job on the node run; committed on return."""
@@ -158,11 +166,23 @@ def max_seconds_field() -> Any:
     )
 
 
+def is_provider_context(ctx: NodeContext) -> TypeGuard[ProviderContext]:
+    """Whether ``ctx`` is a provider node's context. Not ``isinstance`` on the protocol: that
+    reads every member, ``scratch_dir`` too, whose first read creates the directory (a
+    mkdir and an rmtree per provider node run)."""
+    return callable(getattr(type(ctx), "remember_job", None)) and hasattr(ctx, "deadline")
+
+
 def provider_context(ctx: NodeContext) -> ProviderContext:
     """``ctx`` as a provider node's context; a node run elsewhere (in a sandbox) is a bug."""
-    if not isinstance(ctx, ProviderContext):
+    if not is_provider_context(ctx):
         raise NodeFailure("a provider node must run on the server", "internal_error")
     return ctx
+
+
+def connections_of(ctx: NodeContext) -> ProviderConnections | None:
+    """The kept-alive connections a node run's Provider should use, if the process has any."""
+    return ctx.connections if is_provider_context(ctx) else None
 
 
 def time_left(ctx: ProviderContext) -> float:
@@ -318,6 +338,103 @@ def _not_accepted(status: int) -> bool:
     return status == 429
 
 
+def new_client(
+    timeout: httpx.Timeout | None, keep: int, expiry: float = KEEP_ALIVE
+) -> httpx.AsyncClient:
+    """A client for provider calls that keeps up to ``keep`` idle connections.
+
+    trust_env=False: a proxy would resolve names itself, past the address check. A pooled
+    connection is keyed by address, not by the name that was checked: a client that keeps
+    connections must only ever be asked for one name (the provider API's own origin, so
+    its polls skip a handshake each); URLs on other hosts (outputs) go through one that
+    keeps none. No cookies: a provider's Set-Cookie is never sent back (a shared client
+    would otherwise carry one account's cookie into another's calls)."""
+    return httpx.AsyncClient(
+        timeout=timeout,
+        verify=_tls(),
+        trust_env=False,
+        follow_redirects=False,
+        cookies=_no_cookies(),
+        limits=httpx.Limits(
+            max_connections=None, max_keepalive_connections=keep, keepalive_expiry=expiry
+        ),
+    )
+
+
+def _no_cookies() -> http.cookiejar.CookieJar:
+    # A jar (not an httpx.Cookies, which httpx copies into a plain jar) that takes nothing.
+    return http.cookiejar.CookieJar(http.cookiejar.DefaultCookiePolicy(allowed_domains=[]))
+
+
+class ProviderConnections:
+    """Kept-alive connections to provider APIs, kept by one process between node runs.
+
+    A node run borrows a client for its provider API's origin (``lend``) and gives it
+    back when done (``give_back``): the next run's create call and polls reuse the
+    connection an earlier run opened (no TCP and TLS handshake per generation). A client
+    serves one node run at a time, each with a connection or two: one client shared by
+    hundreds of runs at once spends its CPU scanning its own pool (measured: a run cost
+    twice as much). Idle clients are kept per origin (the most recent first, at most
+    ``keep``, none idle longer than ``SHARED_KEEP_ALIVE``). The executor owns one
+    (``ExecutorEnv``) and closes it when the process stops; it belongs to that process's
+    event loop.
+
+    A client goes from one account's run to another's: only sockets are shared. Every
+    request carries its own credential headers and goes through its caller's address
+    check, pinned to the address checked; nothing a response sets (cookies) is kept."""
+
+    def __init__(self, keep: int = KEEP_PER_ORIGIN) -> None:
+        self._keep = keep
+        self._idle: dict[Hashable, list[tuple[float, httpx.AsyncClient]]] = {}
+        self._lent: dict[httpx.AsyncClient, Hashable] = {}
+
+    def lend(self, origin: tuple[str, str, int | None], limits: httpx.Timeout) -> httpx.AsyncClient:
+        """An idle client for ``origin`` with timeouts ``limits``, or a new one."""
+        key = (origin, tuple(sorted(limits.as_dict().items())))
+        idle = self._idle.get(key)
+        client = None
+        if idle:
+            since, client = idle[-1]
+            if time.monotonic() - since < SHARED_KEEP_ALIVE and not client.is_closed:
+                idle.pop()
+            else:
+                client = None  # stale, as is every older one: closed on the next return
+        if client is None:
+            client = new_client(limits, keep=2, expiry=SHARED_KEEP_ALIVE)
+        self._lent[client] = key
+        return client
+
+    async def give_back(self, client: httpx.AsyncClient) -> None:
+        """``client``, done with, kept for the next run; the stale and surplus closed."""
+        key = self._lent.pop(client, None)
+        if key is None:
+            await client.aclose()
+            return
+        idle = self._idle.setdefault(key, [])
+        now = time.monotonic()
+        closing = [c for since, c in idle if now - since >= SHARED_KEEP_ALIVE]
+        if closing:
+            idle[:] = [(since, c) for since, c in idle if now - since < SHARED_KEEP_ALIVE]
+        if client.is_closed:
+            pass
+        elif len(idle) < self._keep:
+            idle.append((now, client))
+        else:
+            closing.append(client)
+        for stale in closing:
+            await stale.aclose()
+
+    def __len__(self) -> int:
+        """Idle clients kept, over every origin."""
+        return sum(len(idle) for idle in self._idle.values())
+
+    async def aclose(self) -> None:
+        idle, self._idle, self._lent = self._idle, {}, {}
+        for clients in idle.values():
+            for _since, client in clients:
+                await client.aclose()
+
+
 class Provider:
     """One provider's HTTP API, as one node run uses it.
 
@@ -335,8 +452,10 @@ class Provider:
         base_url: str,
         headers: Mapping[str, str] | None = None,
         secrets: tuple[str, ...] = (),
+        connections: ProviderConnections | None = None,
     ) -> None:
         self.settings = settings
+        self._connections = connections
         self.name = name
         self.base_url = base_url.rstrip("/")
         self.headers = dict(headers or {})
@@ -349,25 +468,17 @@ class Provider:
 
     async def __aenter__(self) -> Provider:
         self._timeout = httpx.Timeout(self.settings.provider_timeout_seconds, connect=10.0)
-        self._client = self._new_client(keep=2)
+        if self._connections is not None:
+            self._client = self._connections.lend(self._origin, self._timeout)
+        else:
+            self._client = new_client(self._timeout, keep=2)
         return self
-
-    def _new_client(self, keep: int) -> httpx.AsyncClient:
-        # trust_env=False: a proxy would resolve names itself, past the address check.
-        # A pooled connection is keyed by address, not by the name that was checked: only
-        # the client that talks to the API's own host keeps connections alive (every request
-        # on it is for that one name, so its polls skip a handshake each); URLs on other
-        # hosts (outputs) go through one that keeps none.
-        return httpx.AsyncClient(
-            timeout=self._timeout,
-            verify=_tls(),
-            trust_env=False,
-            follow_redirects=False,
-            limits=httpx.Limits(max_keepalive_connections=keep, keepalive_expiry=30),
-        )
 
     async def __aexit__(self, *exc: object) -> None:
         clients, self._client, self._other = (self._client, self._other), None, None
+        if self._connections is not None and clients[0] is not None:
+            await self._connections.give_back(clients[0])
+            clients = (None, clients[1])
         for client in clients:
             if client is not None:
                 await client.aclose()
@@ -380,7 +491,7 @@ class Provider:
         # Made on the first URL on another host (an output to download): a run whose
         # output comes in the answer (text) never builds it (issue #36).
         if self._other is None:
-            self._other = self._new_client(keep=0)
+            self._other = new_client(self._timeout, keep=0)
         return self._other
 
     def url(self, path_or_url: str) -> str:

@@ -177,7 +177,12 @@ async def run(
     path, body = create_call(model, payload)
     headers = {"Authorization": f"Bearer {token}"}
     async with policy.Provider(
-        settings, name=NAME, base_url=settings.replicate_api_url, headers=headers, secrets=(token,)
+        settings,
+        name=NAME,
+        base_url=settings.replicate_api_url,
+        headers=headers,
+        secrets=(token,),
+        connections=ctx.connections,
     ) as api:
         first: dict[str, Any] | None = None
 

@@ -5,6 +5,7 @@ database; a decision made through a second server wakes the node on the first.""
 
 from __future__ import annotations
 
+import signal
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -58,7 +59,8 @@ def server(tmp_path: Path) -> Iterator[ServerProcess]:
     """A real server on SQLite, stopped by its own PID whatever the test did."""
     process = ServerProcess(
         tmp_path / "data",
-        env={"NODELOOM_RATE_LIMIT_API_KEY": "10000", "NODELOOM_SHUTDOWN_GRACE_SECONDS": "1"},
+        # A long grace: a stop must not spend it on runs that only wait for a person.
+        env={"NODELOOM_RATE_LIMIT_API_KEY": "10000", "NODELOOM_SHUTDOWN_GRACE_SECONDS": "60"},
     )
     process.start()
     try:
@@ -85,7 +87,11 @@ def test_an_approval_survives_a_restart(server: ServerProcess) -> None:
         approval = listed(http, 1)[0]
         assert approval["run_id"] == runs["person"][1]
     # A graceful stop while the person's run waits, then a new process adopts the run.
+    # Nothing runs, so nothing is waited for: the stop takes far less than the 60 s grace.
+    stopping = time.monotonic()
     server.stop()
+    assert time.monotonic() - stopping < 30
+    assert server.proc is not None and server.proc.returncode != -signal.SIGKILL
     server.start()
     with httpx.Client(
         base_url=server.base_url, timeout=10, headers={"Authorization": f"Bearer {key}"}

@@ -498,11 +498,6 @@ class TestLookingAgain:
         assert statuses(done)["yes"] == "completed" and statuses(done)["no"] == "skipped"
 
     @pytest.mark.parametrize("backend", ["sqlite"])
-    # 40 runs still wait for a person when the test ends: the app's shutdown would hold them
-    # for its whole grace period (20 s) before giving them back.
-    @pytest.mark.parametrize(
-        "settings_overrides", [{"shutdown_grace_seconds": 0.5}], ids=["short-grace"]
-    )
     async def test_many_waiting_nodes_cost_one_read_per_look(
         self, client: httpx.AsyncClient, app: FastAPI, owner: User
     ) -> None:

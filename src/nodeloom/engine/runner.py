@@ -70,6 +70,7 @@ class RunDriver:
         self.executor = NodeExecutor(env)
         self.cancel_requested = asyncio.Event()
         self.draining = False
+        self._drained = asyncio.Event()  # set with ``draining``: wakes a run that only waits
         self._commit_lock = asyncio.Lock()
         self._tasks: dict[asyncio.Task[Outcome], str] = {}
         self._throttle = stepper.Throttle()
@@ -81,6 +82,15 @@ class RunDriver:
         self.slots = slots
         self.parked = False  # its slot given back while its nodes only wait
         self._waits: set[asyncio.Task[Outcome]] = set()  # tasks of nodes that only wait
+
+    def drain(self) -> None:
+        """The process is stopping: start no more nodes, and stop driving as soon as every
+        running node only waits on something outside the process (a person, a provider's
+        job, a child run). Such a run is left running in the database, its waits stored,
+        for the next process to adopt: there is nothing to finish, so the shutdown grace
+        is not spent waiting for a person."""
+        self.draining = True
+        self._drained.set()
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -128,6 +138,7 @@ class RunDriver:
 
     async def _loop(self, state: RunState, batch: Batch) -> None:
         cancel_wait: asyncio.Future[Any] = asyncio.ensure_future(self.cancel_requested.wait())
+        drained: asyncio.Future[Any] = asyncio.ensure_future(self._drained.wait())
         try:
             while True:
                 if self.cancel_requested.is_set():
@@ -154,7 +165,11 @@ class RunDriver:
                     return
                 if self._tasks and not held and self._waits.issuperset(self._tasks):
                     self._park()
+                    if self.draining:
+                        return  # the waits end with this driver (``drain``)
                 waiting: list[asyncio.Future[Any]] = [*self._tasks, cancel_wait]
+                if not self.draining:  # once seen, a done future would end every wait
+                    waiting.append(drained)
                 if self._wake is not None:
                     wake_wait = asyncio.ensure_future(self._wake.wait())
                     waiting.append(wake_wait)
@@ -172,6 +187,7 @@ class RunDriver:
                 self._count_items(state)
         finally:
             cancel_wait.cancel()
+            drained.cancel()
 
     def _park(self) -> None:
         if self.slots is not None and not self.parked:

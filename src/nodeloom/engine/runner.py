@@ -36,6 +36,7 @@ from nodeloom.engine.run_state import Outcome, RunState
 from nodeloom.engine.stepper import RunGraphs, Unrunnable
 from nodeloom.engine.transitions import Batch
 from nodeloom.events.model import EventType
+from nodeloom.nodes.approval import APPROVAL_TYPE
 from nodeloom.states import NodeStatus
 
 log = logging.getLogger("nodeloom.engine")
@@ -82,13 +83,15 @@ class RunDriver:
         self.slots = slots
         self.parked = False  # its slot given back while its nodes only wait
         self._waits: set[asyncio.Task[Outcome]] = set()  # tasks of nodes that only wait
+        self._for_people: set[asyncio.Task[Outcome]] = set()  # of those, Approval nodes
 
     def drain(self) -> None:
         """The process is stopping: start no more nodes, and stop driving as soon as every
-        running node only waits on something outside the process (a person, a provider's
-        job, a child run). Such a run is left running in the database, its waits stored,
-        for the next process to adopt: there is nothing to finish, so the shutdown grace
-        is not spent waiting for a person."""
+        running node waits for a person (Approval nodes). Such a run is left running in the
+        database, its approvals stored, for the next process to adopt: nothing will finish
+        within the shutdown grace, so it is not spent on them. A provider's job or a child
+        run may well end within the grace, and a node interrupted counts an attempt
+        (``stepper.interrupted``): those are waited for, as computing nodes are."""
         self.draining = True
         self._drained.set()
 
@@ -158,6 +161,8 @@ class RunDriver:
                     node = node_of(state.graph, node_id)
                     if node is not None and may_wait(node):
                         self._waits.add(task)
+                        if node.type == APPROVAL_TYPE:
+                            self._for_people.add(task)
                 # Nothing runs here but items are held by the account's cap: another run
                 # of the account wakes this one when its items end (engine/items.py).
                 held = state.held and self._wake is not None and not self.draining
@@ -165,8 +170,8 @@ class RunDriver:
                     return
                 if self._tasks and not held and self._waits.issuperset(self._tasks):
                     self._park()
-                    if self.draining:
-                        return  # the waits end with this driver (``drain``)
+                    if self.draining and self._for_people.issuperset(self._tasks):
+                        return  # the approvals wait on without this driver (``drain``)
                 waiting: list[asyncio.Future[Any]] = [*self._tasks, cancel_wait]
                 if not self.draining:  # once seen, a done future would end every wait
                     waiting.append(drained)
@@ -183,6 +188,7 @@ class RunDriver:
                     if task in done:
                         self._tasks.pop(task)
                         self._waits.discard(task)
+                        self._for_people.discard(task)
                         state.record(batch, task.result())
                 self._count_items(state)
         finally:

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from nodeloom.nodes.adapters.policy import Signals
+from nodeloom.nodes.adapters.policy import ProviderConnections, Signals
 from nodeloom.sdk._node import StoredMedia
 from nodeloom.settings import Settings
 
@@ -94,11 +94,11 @@ class ProviderNodeContext(RunNodeContext):
         hook_url: Callable[[str], str | None] = lambda provider: None,
         stored_job: Callable[[], Awaitable[dict[str, Any] | None]] | None = None,
         signals: Hooks = _no_signals,
-        connections: Any = None,
+        connections: ProviderConnections | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.connections = connections  # policy.ProviderConnections: the process's own
+        self.connections = connections  # the process's kept-alive provider connections
         self._hook_url = hook_url
         self._stored_job = stored_job
         self._signals = signals

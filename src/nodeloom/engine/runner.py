@@ -70,8 +70,7 @@ class RunDriver:
         self.graphs = graphs or RunGraphs(env.registry, env.settings, size=1)
         self.executor = NodeExecutor(env)
         self.cancel_requested = asyncio.Event()
-        self.draining = False
-        self._drained = asyncio.Event()  # set with ``draining``: wakes a run that only waits
+        self._drained = asyncio.Event()  # set by ``drain``: wakes a run that waits for people
         self._commit_lock = asyncio.Lock()
         self._tasks: dict[asyncio.Task[Outcome], str] = {}
         self._throttle = stepper.Throttle()
@@ -83,7 +82,6 @@ class RunDriver:
         self.slots = slots
         self.parked = False  # its slot given back while its nodes only wait
         self._waits: set[asyncio.Task[Outcome]] = set()  # tasks of nodes that only wait
-        self._for_people: set[asyncio.Task[Outcome]] = set()  # of those, Approval nodes
 
     def drain(self) -> None:
         """The process is stopping: start no more nodes, and stop driving as soon as every
@@ -92,8 +90,17 @@ class RunDriver:
         within the shutdown grace, so it is not spent on them. A provider's job or a child
         run may well end within the grace, and a node interrupted counts an attempt
         (``stepper.interrupted``): those are waited for, as computing nodes are."""
-        self.draining = True
         self._drained.set()
+
+    @property
+    def draining(self) -> bool:
+        """The process is stopping (``drain``)."""
+        return self._drained.is_set()
+
+    def _only_people(self, state: RunState) -> bool:
+        """Every running node of the run waits for a person (an Approval node)."""
+        nodes = [node_of(state.graph, node_id) for node_id in self._tasks.values()]
+        return all(node is not None and node.type == APPROVAL_TYPE for node in nodes)
 
     # -- loading ---------------------------------------------------------------------------
 
@@ -161,8 +168,6 @@ class RunDriver:
                     node = node_of(state.graph, node_id)
                     if node is not None and may_wait(node):
                         self._waits.add(task)
-                        if node.type == APPROVAL_TYPE:
-                            self._for_people.add(task)
                 # Nothing runs here but items are held by the account's cap: another run
                 # of the account wakes this one when its items end (engine/items.py).
                 held = state.held and self._wake is not None and not self.draining
@@ -170,7 +175,7 @@ class RunDriver:
                     return
                 if self._tasks and not held and self._waits.issuperset(self._tasks):
                     self._park()
-                    if self.draining and self._for_people.issuperset(self._tasks):
+                    if self.draining and self._only_people(state):
                         return  # the approvals wait on without this driver (``drain``)
                 waiting: list[asyncio.Future[Any]] = [*self._tasks, cancel_wait]
                 if not self.draining:  # once seen, a done future would end every wait
@@ -188,7 +193,6 @@ class RunDriver:
                     if task in done:
                         self._tasks.pop(task)
                         self._waits.discard(task)
-                        self._for_people.discard(task)
                         state.record(batch, task.result())
                 self._count_items(state)
         finally:

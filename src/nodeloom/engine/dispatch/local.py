@@ -256,7 +256,7 @@ class LocalDispatcher:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._sweeper
         for driver in self._drivers.values():
-            driver.drain()  # a run that only waits stops here at once, left for adoption
+            driver.drain()  # a run that only waits for people stops at once, left for adoption
         tasks = list(self._tasks.values())
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=self.env.settings.shutdown_grace_seconds)

@@ -388,9 +388,11 @@ class ProviderConnections:
         self._idle: dict[Hashable, list[tuple[float, httpx.AsyncClient]]] = {}
         self._lent: dict[httpx.AsyncClient, Hashable] = {}
 
-    def lend(self, origin: tuple[str, str, int | None], limits: httpx.Timeout) -> httpx.AsyncClient:
-        """An idle client for ``origin`` with timeouts ``limits``, or a new one."""
-        key = (origin, tuple(sorted(limits.as_dict().items())))
+    def lend(
+        self, origin: tuple[str, str, int | None], timeout: httpx.Timeout
+    ) -> httpx.AsyncClient:
+        """An idle client for ``origin`` with ``timeout``, or a new one."""
+        key = (origin, tuple(sorted(timeout.as_dict().items())))
         idle = self._idle.get(key)
         client = None
         if idle:
@@ -400,7 +402,7 @@ class ProviderConnections:
             else:
                 client = None  # stale, as is every older one: closed on the next return
         if client is None:
-            client = new_client(limits, keep=2, expiry=SHARED_KEEP_ALIVE)
+            client = new_client(timeout, keep=2, expiry=SHARED_KEEP_ALIVE)
         self._lent[client] = key
         return client
 
@@ -415,12 +417,11 @@ class ProviderConnections:
         closing = [c for since, c in idle if now - since >= SHARED_KEEP_ALIVE]
         if closing:
             idle[:] = [(since, c) for since, c in idle if now - since < SHARED_KEEP_ALIVE]
-        if client.is_closed:
-            pass
-        elif len(idle) < self._keep:
-            idle.append((now, client))
-        else:
-            closing.append(client)
+        if not client.is_closed:
+            if len(idle) < self._keep:
+                idle.append((now, client))
+            else:
+                closing.append(client)
         for stale in closing:
             await stale.aclose()
 
@@ -475,13 +476,14 @@ class Provider:
         return self
 
     async def __aexit__(self, *exc: object) -> None:
-        clients, self._client, self._other = (self._client, self._other), None, None
-        if self._connections is not None and clients[0] is not None:
-            await self._connections.give_back(clients[0])
-            clients = (None, clients[1])
-        for client in clients:
-            if client is not None:
+        client, other, self._client, self._other = self._client, self._other, None, None
+        if client is not None:
+            if self._connections is not None:
+                await self._connections.give_back(client)  # kept for the next node run
+            else:
                 await client.aclose()
+        if other is not None:
+            await other.aclose()
 
     def client_for(self, url: httpx.URL) -> httpx.AsyncClient:
         if self._client is None:

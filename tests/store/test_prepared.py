@@ -482,3 +482,20 @@ class TestOnPostgres:
         await asyncio.sleep(0.2)  # the server's goodbye reaches asyncpg
         assert await pg.read(lambda conn: COUNT.run(conn).scalar_one()) == 1
         assert await pg.read(lambda conn: conn.execute(pid).scalar_one()) != before
+
+    async def test_a_connection_the_server_is_closing_right_now_costs_no_error(
+        self, pg: Database
+    ) -> None:
+        # No pause after the termination: the server's goodbye is still on its way when the
+        # next statement is sent on the pooled connection, as when a restart of PostgreSQL
+        # meets a busy API. The read, and the write (at its BEGIN), go to another connection.
+        pid = sa.text("select pg_backend_pid()")
+        async with postgres_admin() as admin:
+            for i in range(20):
+                backend = await pg.read(lambda conn: conn.execute(pid).scalar_one())
+                await admin.execute(sa.text("select pg_terminate_backend(:p)"), {"p": backend})
+                if i % 2:
+                    await pg.write(lambda conn, i=i: INSERT.run(conn, {"id": f"w{i}"}))
+                else:
+                    assert await pg.read(lambda conn: conn.execute(pid).scalar_one()) != backend
+        assert await pg.read(lambda conn: COUNT.run(conn).scalar_one()) == 10

@@ -38,6 +38,9 @@ need (issue #20: a webhook trigger cost ~23 of them):
   ROLLBACK: three round trips per checkout). One the server or the network closed is seen
   as closed by asyncpg and replaced at once; one that sat unused for ``IDLE_PING_SECONDS``
   (a quiet server, where a restarted database may have left it half open) is pinged first.
+  One whose goodbye from the server is still on its way fails at its first round trip; a
+  read, or a write whose BEGIN failed so, is tried again on another connection
+  (``STALE_TRIES``), so the client of a restarted database sees no error.
 - The hot statements run prepared on the asyncpg connection (``db/prepared.py``), where
   asyncpg's own per-connection cache keeps them prepared.
 """
@@ -79,6 +82,9 @@ CONNECT_WAIT_MS = 10_000
 # A pooled PostgreSQL connection unused for longer is pinged before it is used again.
 IDLE_PING_SECONDS = 10.0
 _USED_AT = "nodeloom.used_at"
+# How many connections a read, or a write's BEGIN, is tried on when each in turn turns out
+# closed by the server (``_closed_under``): the pool's connections all went at once.
+STALE_TRIES = 3
 
 
 def _json_dumps(value: Any) -> str:
@@ -345,16 +351,37 @@ class Database:
                     conn.info[_BEGIN] = _WRITE
                 await wait.pause()
         assert self._pg is not None
-        async with self._pg.connect() as connection:
-            return await connection.run_sync(fn)
+        for attempt in range(1, STALE_TRIES + 1):
+            async with self._pg.connect() as connection:
+                try:
+                    return await connection.run_sync(fn)
+                except sa.exc.DBAPIError as exc:
+                    # A read changes nothing, so it may run again on another connection.
+                    if attempt == STALE_TRIES or not await _closed_under(connection, exc):
+                        raise
+        raise AssertionError("unreachable")
 
     async def write(self, fn: Callable[[Connection], T]) -> T:
         """``fn(connection)`` in a write transaction, committed before its result is
         returned; if it raises, none of its changes are."""
         if self._writer is None:
             assert self._pg is not None
-            async with self._pg.connect() as connection:
-                return await _in_pg_transaction(connection, fn)
+            for attempt in range(1, STALE_TRIES + 1):
+                async with self._pg.connect() as connection:
+                    pooled = await connection.get_raw_connection()
+                    raw = pooled.driver_connection
+                    assert raw is not None
+                    transaction = raw.transaction()
+                    try:
+                        await transaction.start()
+                    except Exception as exc:
+                        # Nothing but BEGIN was sent, so the write may start on another
+                        # connection.
+                        if attempt < STALE_TRIES and await _closed_under(connection, exc):
+                            continue
+                        raise translated(pooled, "BEGIN", exc) from exc
+                    return await _in_pg_transaction(connection, pooled, transaction, fn)
+            raise AssertionError("unreachable")
         loop = asyncio.get_running_loop()
         future: asyncio.Future[Any] = loop.create_future()
         self._pending_writes.append((fn, future))
@@ -495,18 +522,32 @@ class Database:
             await self._engine.dispose()
 
 
-async def _in_pg_transaction(connection: AsyncConnection, fn: Callable[[Connection], T]) -> T:
-    """``fn`` in asyncpg's transaction on ``connection`` (the adapter, in autocommit mode,
-    sends no BEGIN or COMMIT of its own); errors of BEGIN and COMMIT as SQLAlchemy raises
-    them, as ``fn``'s own are."""
-    pooled = await connection.get_raw_connection()
-    raw = pooled.driver_connection
-    assert raw is not None
-    transaction = raw.transaction()
+async def _closed_under(connection: AsyncConnection, error: BaseException) -> bool:
+    """Whether ``error`` came from a connection the server had already closed: after a
+    restart of PostgreSQL, or a proxy ending idle connections, the server's goodbye may still
+    be on its way when a pooled connection is taken, and the first statement on it fails
+    (``ConnectionDoesNotExistError``, or asyncpg's "cannot switch to state" when the goodbye
+    arrives mid-statement). Such a connection is gone after the failure; the pool replaces
+    it at its next checkout."""
+    if getattr(error, "connection_invalidated", False):
+        return True
     try:
-        await transaction.start()
-    except Exception as exc:
-        raise translated(pooled, "BEGIN", exc) from exc
+        pooled = await connection.get_raw_connection()
+    except sa.exc.SQLAlchemyError:
+        return True  # invalidated meanwhile
+    raw = pooled.driver_connection
+    return raw is None or bool(raw.is_closed())
+
+
+async def _in_pg_transaction(
+    connection: AsyncConnection,
+    pooled: PoolProxiedConnection,
+    transaction: Any,
+    fn: Callable[[Connection], T],
+) -> T:
+    """``fn`` in asyncpg's ``transaction``, begun on ``connection`` (the adapter, in autocommit
+    mode, sends no BEGIN or COMMIT of its own); an error of COMMIT as SQLAlchemy raises it,
+    as ``fn``'s own are."""
     try:
         result = await connection.run_sync(fn)
     except BaseException:

@@ -347,7 +347,10 @@ class TestCancel:
                 n("in", "TextInput"),
                 n("rep", "Repeat", max_iterations=10),
                 n("grow", "TextTemplate", template="{{ text }}x"),
-                n("wait", "Delay", seconds=0.4),
+                # Long enough that the second iteration's wait is still running when the
+                # cancel lands, however busy the machine (0.4 s was not, under a parallel
+                # suite); the cancel ends it at once.
+                n("wait", "Delay", seconds=2.5),
                 n("until", "Until", operator="contains", value="never"),
             ],
             [edge("in", "rep"), edge("rep", "grow"), edge("grow", "wait"), edge("wait", "until")],
@@ -355,7 +358,7 @@ class TestCancel:
         wf = await create_workflow(client, owner, graph)
         r = await execute(client, owner, wf, {"input": {"text": "a"}, "cache": False})
         run_id = r.json()["run_id"]
-        for _ in range(400):
+        for _ in range(1000):
             body = (
                 await client.get(f"/api/v1/workflows/{wf}/runs/{run_id}", headers=owner.headers)
             ).json()

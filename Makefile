@@ -44,6 +44,8 @@ check: install
 # `serial` (they hold a latency, fairness or count budget that assumes the cores are theirs)
 # one at a time. One process left the 2-core machine half idle, waiting on the servers,
 # browsers and CLI calls the tests start: 18 minutes against 31 (ADR 0051).
+# --maxschedchunk 1: a worker is handed its next test only when it is free, so the slow tests
+# (handed out first) never end the run queued behind one busy worker.
 # make test TEST_WORKERS=1 runs everything in one process.
 TEST_WORKERS ?= 3
 
@@ -52,7 +54,7 @@ test: check
 	$(BIN)/pytest
 else
 test: check
-	$(BIN)/pytest -n $(TEST_WORKERS) -m "not serial"
+	$(BIN)/pytest -n $(TEST_WORKERS) --maxschedchunk 1 -m "not serial"
 	$(BIN)/pytest -m serial
 endif
 

@@ -46,6 +46,7 @@ from procrastinate.connector import BaseConnector
 from procrastinate.jobs import Job, Status
 from procrastinate.manager import JobManager
 from procrastinate.schema import SchemaManager
+from procrastinate.worker import Worker
 from sqlalchemy.dialects import postgresql
 
 from nodeloom.db.engine import IDLE_PING_SECONDS, Database
@@ -60,6 +61,7 @@ __all__ = [
     "App",
     "JobContext",
     "OwnPoolJobManager",
+    "QueueWorker",
     "Status",
     "conninfo",
     "new_app",
@@ -122,6 +124,22 @@ def new_app(url: str, *, max_size: int, db: Database) -> tuple[App, OwnPoolJobMa
     jobs = OwnPoolJobManager(app.connector, db)
     app.job_manager = jobs
     return app, jobs
+
+
+class QueueWorker:
+    """A Procrastinate worker made here rather than inside ``App.run_worker_async``, so
+    that its owner can ask it to stop (its running jobs get the shutdown grace) instead of
+    cancelling its task; typed, which the library's methods are not."""
+
+    def __init__(self, app: App, **options: Any) -> None:
+        self._worker = Worker(app=app, **options)
+
+    async def run(self) -> None:
+        await self._worker.run()  # type: ignore[no-untyped-call]
+
+    def stop(self) -> None:
+        """Idempotent. A stop asked before ``run`` began is forgotten when it begins."""
+        self._worker.stop()  # type: ignore[no-untyped-call]
 
 
 # -- a job's fetch and completion on our pool (ADR 0021) ---------------------------------

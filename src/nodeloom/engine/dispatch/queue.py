@@ -56,6 +56,7 @@ from nodeloom.db.procrastinate_queue import (
     ORPHANS,
     STALE_CLAIMS,
     JobContext,
+    QueueWorker,
     Status,
     new_app,
 )
@@ -81,8 +82,9 @@ RECONCILE_SECONDS = 2.0
 # holds no connection while it runs, so the pool does not grow with the waiting slots.
 WAIT_CONNECTIONS = 2
 ORPHAN_AFTER_SECONDS = 5.0  # a node queued this long without a job gets one
-STOP_MARGIN_SECONDS = 5.0  # beyond the shutdown grace, before a worker is cancelled again
+STOP_MARGIN_SECONDS = 5.0  # beyond the shutdown grace, before a worker is cancelled
 STOP_ATTEMPTS = 4
+STOP_CHECK_SECONDS = 0.5  # how often a stopping worker is told again (see stop)
 CLAIM_PREFIX = "job:"
 
 _NODES = cast(sa.Table, NodeRun.__table__)
@@ -149,7 +151,7 @@ class QueueDispatcher:
             db=env.db,
         )
         self.app.task(name=TASK, queue=QUEUE, pass_context=True)(self._run_node)
-        self._workers: list[asyncio.Task[None]] = []
+        self._workers: dict[asyncio.Task[None], QueueWorker] = {}
         self._reconciler: asyncio.Task[None] | None = None
         self._throttle = stepper.Throttle()
         self.claims_started = 0
@@ -168,7 +170,8 @@ class QueueDispatcher:
                 (QUEUE, self.concurrency, token),
                 (WAIT_QUEUE, self.wait_concurrency, f"{token}/waits"),
             ):
-                worker = self.app.run_worker_async(
+                worker = QueueWorker(
+                    app=self.app,
                     queues=[queue],
                     concurrency=concurrency,
                     install_signal_handlers=False,
@@ -178,7 +181,8 @@ class QueueDispatcher:
                     shutdown_graceful_timeout=self.env.settings.shutdown_grace_seconds,
                     name=name,
                 )
-                self._workers.append(asyncio.create_task(worker, name=f"queue-worker-{queue}"))
+                task = asyncio.create_task(worker.run(), name=f"queue-worker-{queue}")
+                self._workers[task] = worker
             self._reconciler = asyncio.create_task(self._reconcile_forever(), name="reconciler")
 
     async def _warn_without_autovacuum(self) -> None:
@@ -251,27 +255,35 @@ class QueueDispatcher:
         # Procrastinate lets running jobs finish within shutdown_grace_seconds, then cancels
         # them: a cancelled node is given back to the queue (see _run_node). Both workers
         # at once, so the grace is not spent twice.
+        #
+        # Each is asked to stop (``Worker.stop``), not cancelled: a cancel that landed while
+        # a worker was still starting (inside a connection checkout) could be swallowed on
+        # Python 3.11, and the worker then ran on until the grace was over and it was
+        # cancelled again, 25 s for a stop with nothing to wait for (one stop in 30). A
+        # worker that had not begun to run clears a stop asked before it, so a worker still
+        # running is asked again every STOP_CHECK_SECONDS; one still running after the
+        # grace is cancelled, as a last resort.
+        for worker in self._workers.values():
+            worker.stop()
         pending = set(self._workers)
-        for worker in pending:
-            worker.cancel()
-        # A cancel that lands while a Procrastinate worker is still starting (inside a
-        # connection checkout) can be swallowed on Python 3.11, and that worker then runs
-        # on for good: a worker still running once the grace is over is cancelled again.
-        wait = self.env.settings.shutdown_grace_seconds + STOP_MARGIN_SECONDS
+        deadline = asyncio.get_running_loop().time() + (
+            self.env.settings.shutdown_grace_seconds + STOP_MARGIN_SECONDS
+        )
+        while pending and asyncio.get_running_loop().time() < deadline:
+            _, pending = await asyncio.wait(pending, timeout=STOP_CHECK_SECONDS)
+            for task in pending:
+                self._workers[task].stop()
         for _ in range(STOP_ATTEMPTS):
             if not pending:  # all stopped, or none ran (an API replica, --no-worker)
                 break
-            _, pending = await asyncio.wait(pending, timeout=wait)
-            if not pending:
-                break
-            log.warning("%d queue worker(s) still running; cancelling again", len(pending))
-            for worker in pending:
-                worker.cancel()
-            wait = STOP_MARGIN_SECONDS
-        for worker in self._workers:
-            if worker.done() and not worker.cancelled() and worker.exception() is not None:
-                log.warning("queue worker ended with an error", exc_info=worker.exception())
-        self._workers = []
+            log.warning("%d queue worker(s) still running; cancelling them", len(pending))
+            for task in pending:
+                task.cancel()
+            _, pending = await asyncio.wait(pending, timeout=STOP_MARGIN_SECONDS)
+        for task in self._workers:
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                log.warning("queue worker ended with an error", exc_info=task.exception())
+        self._workers = {}
         await self.app.close_async()
 
     # -- jobs ------------------------------------------------------------------------------

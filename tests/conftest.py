@@ -23,6 +23,7 @@ from nodeloom.api.app import create_app
 from nodeloom.auth import passwords
 from nodeloom.db.migrate import upgrade
 from nodeloom.settings import Settings
+from tests.pg_databases import PostgresDatabases
 from tests.providers.fakes import FakeFal, FakeReplicate
 from tests.services import POSTGRES_ADMIN_URL, require_postgres
 
@@ -113,8 +114,16 @@ async def database_url(
         shutil.copy(sqlite_template, tmp_path / "nodeloom.db")
         yield None
         return
-    async with postgres_database(request.getfixturevalue("postgres_template")) as url:
+    async with request.getfixturevalue("postgres_databases").lease() as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def postgres_databases(postgres_template: str) -> Iterator[PostgresDatabases]:
+    """The PostgreSQL databases this test process lends its tests (tests/pg_databases.py)."""
+    databases = PostgresDatabases(postgres_template)
+    yield databases
+    _in_thread(lambda: asyncio.run(databases.drop_all()))
 
 
 @contextlib.asynccontextmanager

@@ -44,8 +44,10 @@ check: install
 # `serial` (they hold a latency, fairness or count budget that assumes the cores are theirs)
 # one at a time. One process left the 2-core machine half idle, waiting on the servers,
 # browsers and CLI calls the tests start: 18 minutes against 31 (ADR 0051).
-# --maxschedchunk 1: a worker is handed its next test only when it is free, so the slow tests
-# (handed out first) never end the run queued behind one busy worker.
+# --dist loadfile: a module's tests run in one worker, in order, as they were written to run
+# (the browser tests' one tab follows a user's session from test to test); modules are
+# handed out one at a time, to a free worker, slow ones first (--no-loadscope-reorder keeps
+# the order of tests/conftest.py).
 # make test TEST_WORKERS=1 runs everything in one process.
 TEST_WORKERS ?= 3
 
@@ -54,7 +56,7 @@ test: check
 	$(BIN)/pytest
 else
 test: check
-	$(BIN)/pytest -n $(TEST_WORKERS) --maxschedchunk 1 -m "not serial"
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not serial"
 	$(BIN)/pytest -m serial
 endif
 

@@ -271,6 +271,7 @@ def text_graph(template: str = "Hello {{ text }}!") -> dict[str, object]:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The tests marked slow (they start server processes, browsers or CLI subprocesses)
-    first: pytest-xdist hands tests out in this order, and a long test started last would
-    leave the other workers idle while it ends the run."""
+    first: pytest-xdist hands modules out in the order of their first test (``make test``'s
+    ``--dist loadfile --no-loadscope-reorder``), and a long module started last would leave
+    the other workers idle while it ends the run."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -8,6 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# Installs node packages into the environment every process shares, which every other
+# test's app would discover meanwhile: run alone, after the parallel part (ADR 0051).
+pytestmark = pytest.mark.serial
+
 NODELOOM = str(Path(sys.executable).with_name("nodeloom"))
 
 

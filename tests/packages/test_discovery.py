@@ -17,6 +17,10 @@ from tests.conftest import User
 from tests.packages.conftest import install, uninstall
 from tests.runs_helpers import create_workflow, e, execute, g, n, wait_for_run
 
+# Installs node packages into the environment every process shares, which every other
+# test's app would discover meanwhile: run alone, after the parallel part (ADR 0051).
+pytestmark = pytest.mark.serial
+
 BROKEN = "zz-nodeloom-test-broken"
 
 _MODULES = {

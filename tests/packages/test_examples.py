@@ -15,6 +15,10 @@ from PIL import Image
 from tests.conftest import User
 from tests.runs_helpers import create_workflow, e, execute, g, n, wait_for_run
 
+# Installs node packages into the environment every process shares, which every other
+# test's app would discover meanwhile: run alone, after the parallel part (ADR 0051).
+pytestmark = pytest.mark.serial
+
 
 @pytest.mark.parametrize("example", ["watermark_installed", "qrcode_installed"])
 def test_an_example_passes_its_own_tests(example: str, request: pytest.FixtureRequest) -> None:

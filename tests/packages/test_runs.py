@@ -6,6 +6,7 @@ import io
 from pathlib import Path
 
 import httpx
+import pytest
 from fastapi import FastAPI
 from PIL import Image
 
@@ -13,6 +14,10 @@ from nodeloom.api.app import create_app
 from nodeloom.settings import Settings
 from tests.conftest import User
 from tests.runs_helpers import create_workflow, e, execute, g, n, wait_for_run
+
+# Installs node packages into the environment every process shares, which every other
+# test's app would discover meanwhile: run alone, after the parallel part (ADR 0051).
+pytestmark = pytest.mark.serial
 
 GRAPH = g(
     [

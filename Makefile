@@ -43,7 +43,7 @@ check: install
 # make test runs most of the suite in three processes (pytest-xdist), then the tests marked
 # `serial` (they hold a latency, fairness or count budget that assumes the cores are theirs)
 # one at a time. One process left the 2-core machine half idle, waiting on the servers,
-# browsers and CLI calls the tests start: 18 minutes against 31 (ADR 0051).
+# browsers and CLI calls the tests start: 15 minutes against 31-34 (ADR 0051).
 # --dist loadfile: a module's tests run in one worker, in order, as they were written to run
 # (the browser tests' one tab follows a user's session from test to test); modules are
 # handed out one at a time, to a free worker, slow ones first (--no-loadscope-reorder keeps

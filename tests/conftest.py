@@ -23,7 +23,7 @@ from nodeloom.api.app import create_app
 from nodeloom.auth import passwords
 from nodeloom.db.migrate import upgrade
 from nodeloom.settings import Settings
-from tests.pg_databases import PostgresDatabases
+from tests.pg_databases import PostgresDatabases, admin, url_of
 from tests.providers.fakes import FakeFal, FakeReplicate
 from tests.services import POSTGRES_ADMIN_URL, require_postgres
 
@@ -68,17 +68,8 @@ def _in_thread(fn: Callable[[], None]) -> None:
         pool.submit(fn).result()
 
 
-def _pg_url(database: str) -> str:
-    return POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + "/" + database
-
-
-async def _admin(statement: str) -> None:
-    engine = create_async_engine(POSTGRES_ADMIN_URL, isolation_level="AUTOCOMMIT")
-    try:
-        async with engine.connect() as conn:
-            await conn.execute(sa.text(statement))
-    finally:
-        await engine.dispose()
+_pg_url = url_of  # the names other test modules import
+_admin = admin
 
 
 async def drop_connections(database_url: str) -> int:

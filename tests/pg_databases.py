@@ -55,9 +55,14 @@ SELECT quote_ident(schemaname) || '.' || quote_ident(sequencename)
 """
 
 
+def url_of(database: str) -> str:
+    """The SQLAlchemy URL of ``database`` on the test server."""
+    return POSTGRES_ADMIN_URL.rsplit("/", 1)[0] + "/" + database
+
+
 def _dsn(database: str) -> str:
-    base = POSTGRES_ADMIN_URL.replace("postgresql+asyncpg://", "postgresql://", 1)
-    return base.rsplit("/", 1)[0] + "/" + database
+    """The same for asyncpg itself."""
+    return url_of(database).replace("postgresql+asyncpg://", "postgresql://", 1)
 
 
 @dataclass
@@ -84,25 +89,24 @@ class PostgresDatabases:
         """A database as the template left it, for one test: its URL."""
         name = self._idle.pop() if self._idle else await self._clone()
         try:
-            yield _dsn(name).replace("postgresql://", "postgresql+asyncpg://", 1)
+            yield url_of(name)
         finally:
             if await self._emptied(name):
                 self._idle.append(name)
             else:
-                await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+                await admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
                 self._uses.pop(name, None)
 
     async def drop_all(self) -> None:
         for name in self._idle:
-            await _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            await admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         self._idle.clear()
 
     async def _clone(self) -> str:
         name = f"nl_t_{uuid.uuid4().hex[:12]}"
-        await _admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+        await admin(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
         if self._shape is None:
             self._shape = await _shape_of(name)
-        self._uses[name] = 0
         return name
 
     async def _emptied(self, name: str) -> bool:
@@ -110,7 +114,7 @@ class PostgresDatabases:
         shape = self._shape
         assert shape is not None
         try:
-            await _admin(
+            await admin(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
                 f" WHERE datname = '{name}' AND pid <> pg_backend_pid()"
             )
@@ -156,7 +160,8 @@ async def _shape_of(name: str) -> _Shape:
         await conn.close()
 
 
-async def _admin(statement: str) -> None:
+async def admin(statement: str) -> None:
+    """``statement`` on the server's admin database (CREATE and DROP DATABASE...)."""
     conn = await asyncpg.connect(_dsn(POSTGRES_ADMIN_URL.rsplit("/", 1)[1]))
     try:
         await conn.execute(statement)

@@ -263,16 +263,13 @@ class QueueDispatcher:
         # worker that had not begun to run clears a stop asked before it, so a worker still
         # running is asked again every STOP_CHECK_SECONDS; one still running after the
         # grace is cancelled, as a last resort.
-        for worker in self._workers.values():
-            worker.stop()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.env.settings.shutdown_grace_seconds + STOP_MARGIN_SECONDS
         pending = set(self._workers)
-        deadline = asyncio.get_running_loop().time() + (
-            self.env.settings.shutdown_grace_seconds + STOP_MARGIN_SECONDS
-        )
-        while pending and asyncio.get_running_loop().time() < deadline:
-            _, pending = await asyncio.wait(pending, timeout=STOP_CHECK_SECONDS)
+        while pending and loop.time() < deadline:
             for task in pending:
                 self._workers[task].stop()
+            _, pending = await asyncio.wait(pending, timeout=STOP_CHECK_SECONDS)
         for _ in range(STOP_ATTEMPTS):
             if not pending:  # all stopped, or none ran (an API replica, --no-worker)
                 break

@@ -44,6 +44,9 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
                 "NODELOOM_PROVIDER_BASE_URL": provider.url + "/v1",
                 "NODELOOM_PROVIDER_API_KEY": "sk-test-key",
                 "NODELOOM_LOG_LEVEL": "WARNING",
+                # One key runs every example, well over the default 100 requests a minute:
+                # the client would wait out a 429's Retry-After (most of a minute) mid-module.
+                "NODELOOM_RATE_LIMIT_API_KEY": "1000000",
                 # The fake ComfyUI server of the ComfyUI example listens on 127.0.0.1.
                 "NODELOOM_HTTP_ALLOWLIST": '["127.0.0.1/32"]',
             },

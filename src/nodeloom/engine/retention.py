@@ -165,10 +165,12 @@ class Retention:
         if report.runs or report.files:
             log.info("retention removed %s", report)
 
-    async def prune(self) -> PruneReport:
+    async def prune(self, now: datetime | None = None) -> PruneReport:
+        """One pass; ``now`` is the moment the runs' age is counted from (the clock's by
+        default: a test names it, so that its runs' ages do not depend on how fast it ran)."""
         report = PruneReport()
         if self.settings.retention_days > 0:
-            cutoff = utcnow() - timedelta(days=self.settings.retention_days)
+            cutoff = (now or utcnow()) - timedelta(days=self.settings.retention_days)
             while True:
                 runs, artifacts = await self.db.write(lambda c: prune_runs(c, cutoff))
                 report.runs += runs

@@ -40,16 +40,16 @@ check: install
 	$(BIN)/lint-imports
 	scripts/check_web.sh
 
-# make test runs most of the suite in three processes (pytest-xdist), then the tests marked
+# make test runs most of the suite in four processes (pytest-xdist), then the tests marked
 # `serial` (they hold a latency, fairness or count budget that assumes the cores are theirs)
 # one at a time. One process left the 2-core machine half idle, waiting on the servers,
-# browsers and CLI calls the tests start: 15 minutes against 31-34 (ADR 0051).
+# browsers and CLI calls the tests start (ADR 0051); four keep it about 85% busy (ADR 0052).
 # --dist loadfile: a module's tests run in one worker, in order, as they were written to run
 # (the browser tests' one tab follows a user's session from test to test); modules are
 # handed out one at a time, to a free worker, slow ones first (--no-loadscope-reorder keeps
 # the order of tests/conftest.py).
 # make test TEST_WORKERS=1 runs everything in one process.
-TEST_WORKERS ?= 3
+TEST_WORKERS ?= 4
 
 ifeq ($(TEST_WORKERS),1)
 test: check

@@ -3,6 +3,7 @@ client can provoke it; 429 is retried honouring Retry-After, within bounds."""
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -152,7 +153,10 @@ def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
 
 
 class TestRetries:
-    def test_429_is_retried_after_retry_after(self, limited: Live) -> None:
+    def test_429_is_retried_after_retry_after(
+        self, limited: Live, caplog: pytest.LogCaptureFixture
+    ) -> None:
+        caplog.set_level(logging.WARNING, logger="nodeloom.client")
         account = limited.account()
         with Client(limited.url, account.api_key) as client:
             started = time.monotonic()
@@ -160,6 +164,12 @@ class TestRetries:
             elapsed = time.monotonic() - started
         assert emails == {account.email}
         assert 1.0 <= elapsed < 10  # the 4th request waited for the window to move on
+        # A wait of a second or more is said, so that it does not look like a hang.
+        said = [r.getMessage() for r in caplog.records if r.name == "nodeloom.client"]
+        assert said and all(
+            m.startswith("GET /me: the server answered 429 Too Many Requests; asking again in")
+            for m in said
+        ), said
 
     def test_without_retries_the_error_says_when(self, limited: Live) -> None:
         account = limited.account()
@@ -194,3 +204,4 @@ class TestRetries:
         done = cli("workflows", "list", "--json", env=env)
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == "[]"
+        assert "the server answered 429 Too Many Requests; asking again in" in done.stderr

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from types import TracebackType
@@ -38,6 +39,8 @@ T = TypeVar("T")
 
 API = "/api/v1"
 RETRY_STATUSES = frozenset({429, 503})
+
+log = logging.getLogger("nodeloom.client")
 
 
 def parse(model: type[T], data: Any) -> T:
@@ -204,6 +207,18 @@ class AsyncClient:
             ):
                 raise error
             attempt += 1
+            # A Retry-After of most of a minute would look like a hang: say what is awaited.
+            log.log(
+                logging.WARNING if delay >= 1 else logging.DEBUG,
+                "%s %s: the server answered %s %s; asking again in %.0f s (retry %s of %s)",
+                method,
+                path,
+                response.status_code,
+                response.reason_phrase,
+                delay,
+                attempt,
+                self.max_retries,
+            )
             await asyncio.sleep(delay)
         try:
             yield response

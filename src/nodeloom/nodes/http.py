@@ -37,7 +37,6 @@ from typing import Annotated, BinaryIO, Literal, TypeVar
 import httpx
 from pydantic import Field
 
-from nodeloom.nodes import ingest
 from nodeloom.nodes.sniff import HEAD_BYTES, Refused, sniff
 from nodeloom.sdk._node import (
     Cost,
@@ -536,6 +535,10 @@ async def _media(
             f"set output to {found.kind}",
             KIND_MISMATCH,
         )
+    # Imported here: the provider adapters import this module for its address checks, and
+    # the CLI reaches them through the credential kinds; it need not load Pillow and PyAV.
+    from nodeloom.nodes import ingest
+
     made = await ctx.to_thread(
         ingest.ingest, found.kind, found.format, fetched.path, ctx.scratch_dir, ctx.settings
     )

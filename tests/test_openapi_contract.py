@@ -293,8 +293,8 @@ def stand_in(name: str) -> str:
 def draw_batches(
     operation: Any, fixed: dict[str, str], auth: dict[str, str]
 ) -> list[tuple[str, list[Case]]]:
-    """Credentials go in at generation, so negative cases can still drop or spoil them.
-    ``fixed`` and ``auth`` hold stand-ins (the same for every database)."""
+    """The operation's batches of cases, drawn once per process: ``fixed`` and ``auth``
+    hold stand-ins, the same for every database."""
     key = f"{operation.label} {sorted(fixed.items())} {sorted(auth.items())}"
     if key not in DRAWN:
         DRAWN[key] = _draw_batches(operation, fixed, auth)
@@ -304,6 +304,7 @@ def draw_batches(
 def _draw_batches(
     operation: Any, fixed: dict[str, str], auth: dict[str, str]
 ) -> list[tuple[str, list[Case]]]:
+    """Credentials go in at generation, so negative cases can still drop or spoil them."""
 
     def strategy(
         mode: GenerationMode = GenerationMode.POSITIVE, path: dict[str, str] | None = fixed

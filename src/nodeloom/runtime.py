@@ -24,7 +24,6 @@ from nodeloom.engine.callbacks import CallbackSender
 from nodeloom.engine.child_runs import ChildRuns
 from nodeloom.engine.dispatch.base import Dispatcher
 from nodeloom.engine.dispatch.local import LocalDispatcher
-from nodeloom.engine.dispatch.queue import QueueDispatcher
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor
 from nodeloom.engine.graph_cache import GraphCache
 from nodeloom.engine.process import ProcessIdentity
@@ -32,7 +31,7 @@ from nodeloom.engine.retention import Retention
 from nodeloom.engine.scratch import ScratchSpace
 from nodeloom.engine.submit import Acceptor
 from nodeloom.events.bus import EventBus, MemoryBus
-from nodeloom.events.links import LogReader, PollingBus, RedisBus
+from nodeloom.events.links import LogReader, PollingBus
 from nodeloom.metrics import Metrics
 from nodeloom.nodes.adapters import comfyui_fleet
 from nodeloom.nodes.adapters.comfyui_drains import DrainFeed
@@ -62,6 +61,8 @@ def build_bus(settings: Settings, db: Database, origin: str) -> EventBus:
     the processes of one ``serve --processes N``) read each other's events from the log; one
     SQLite process needs neither."""
     if settings.redis_url:
+        from nodeloom.events.redis_bus import RedisBus  # redis-py only where Redis is used
+
         return RedisBus(settings.redis_url, origin, LogReader(db))
     if not db.is_sqlite or settings.processes > 1:
         return PollingBus(LogReader(db))
@@ -130,6 +131,9 @@ class Runtime:
         if db.is_sqlite:
             dispatcher = LocalDispatcher(env, identity)
         else:
+            # Procrastinate and psycopg only where PostgreSQL is used.
+            from nodeloom.engine.dispatch.queue import QueueDispatcher
+
             dispatcher = QueueDispatcher(
                 env,
                 executes=executes,

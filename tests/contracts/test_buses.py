@@ -29,8 +29,9 @@ from redis.asyncio import Redis
 
 from nodeloom.db.engine import Database
 from nodeloom.events.bus import EventBus, MemoryBus, Subscription
-from nodeloom.events.links import CHANNEL, LogReader, PollingBus, RedisBus, encode
+from nodeloom.events.links import CHANNEL, LogReader, PollingBus, encode
 from nodeloom.events.model import Event
+from nodeloom.events.redis_bus import RedisBus
 from nodeloom.ratelimit import RateLimiter
 from nodeloom.settings import Settings
 from tests.conftest import User, text_graph

@@ -4,9 +4,10 @@ API replica on another.
 Every process keeps its own ``MemoryBus`` (local subscribers, indexed by run and workflow);
 a link carries what one process commits to the others:
 
-- ``RedisBus`` (when ``NODELOOM_REDIS_URL`` is set): each process publishes the events it
-  committed on one Redis channel and delivers what the others published. Redis pub/sub keeps
-  nothing, so after a (re)connection the bus catches up from the event log itself.
+- ``RedisBus`` (events/redis_bus.py, when ``NODELOOM_REDIS_URL`` is set): each process
+  publishes the events it committed on one Redis channel and delivers what the others
+  published. Redis pub/sub keeps nothing, so after a (re)connection the bus catches up from
+  the event log itself.
 - ``PollingBus`` (several processes, no Redis): each process reads the event log for the runs
   and workflows its subscribers follow, a few times a second.
 
@@ -18,7 +19,6 @@ or out of band without a client ever seeing a gap or a duplicate.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
@@ -26,24 +26,17 @@ from typing import Any, cast
 
 import orjson
 import sqlalchemy as sa
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from nodeloom import background
 from nodeloom.db.engine import Database
 from nodeloom.db.models import Run, RunEvent, utcnow
 from nodeloom.events.bus import MemoryBus
 from nodeloom.events.model import Event
-from nodeloom.redis_options import client_options
-from nodeloom.redis_wire import RedisWire
 
 log = logging.getLogger("nodeloom.events")
 
 CHANNEL = "nodeloom:events"
-RECONNECT_SECONDS = (0.2, 0.5, 1.0, 2.0, 5.0)
 POLL_SECONDS = 0.25
-PUBLISH_LINGER_SECONDS = 0.005
-STOP_STEP_SECONDS = 5.0  # the most each step of RedisBus.stop may take
 OVERLAP = timedelta(seconds=2)  # commits land out of timestamp order by a little
 SEEN_KEPT = 50_000  # runs whose last delivered seq a catching-up bus remembers (twice)
 _RUNS = cast(sa.Table, Run.__table__)
@@ -123,7 +116,7 @@ class LogReader:
         ]
 
 
-class _CatchingUp(MemoryBus):
+class CatchingUpBus(MemoryBus):
     """A bus that reads from the log what its subscribers may have missed (``catch_up``):
     every poll of ``PollingBus``, and ``RedisBus`` after Redis came back. The log is read
     ``OVERLAP`` further back than the last look, so most of what it returns was delivered
@@ -165,115 +158,7 @@ class _CatchingUp(MemoryBus):
         return max(self._seen.get(run_id, 0), self._seen_before.get(run_id, 0))
 
 
-def _origin_prefix(origin: str) -> bytes:
-    """How every message ``encode`` makes for ``origin`` begins (orjson keeps the key order),
-    so a process knows its own messages without decoding them."""
-    return b'{"origin":' + orjson.dumps(origin) + b","
-
-
-class RedisBus(_CatchingUp):
-    """Publishing is batched: the events committed within ``PUBLISH_LINGER_SECONDS`` of
-    each other, or while a PUBLISH is on its way, leave together (one message, in commit
-    order), so a busy API replica sends one Redis command per batch, not one per run, and
-    ``publish`` never waits for Redis.
-    Received messages are decoded only when they come from another process and someone
-    here listens (every process receives every message of the channel)."""
-
-    def __init__(self, redis_url: str, origin: str, reader: LogReader) -> None:
-        super().__init__(reader)
-        self.origin = origin
-        self._own = _origin_prefix(origin)
-        self.redis: Redis = Redis.from_url(redis_url, **client_options())
-        self._wire = RedisWire(redis_url)  # the PUBLISHes: redis_wire.py
-        self._listener: asyncio.Task[None] | None = None
-        self.connected = asyncio.Event()
-        self._outbox: list[Event] = []
-        self._sender: asyncio.Task[None] | None = None
-
-    async def publish(self, events: list[Event]) -> None:
-        self.deliver(events)
-        if not events:
-            return
-        self._outbox.extend(events)
-        if self._sender is None or self._sender.done():
-            self._sender = asyncio.create_task(self._send(), name="redis-publish")
-
-    async def _send(self) -> None:
-        # A moment for the commits of other requests to join this message: one PUBLISH
-        # per batch instead of one per run (each is a round trip and a wake-up of Redis
-        # and of every subscribed process); live copies reach other processes that much
-        # later, the publishing process's own subscribers at once.
-        await asyncio.sleep(PUBLISH_LINGER_SECONDS)
-        while self._outbox:
-            batch, self._outbox = self._outbox, []
-            try:
-                await self._wire.call("PUBLISH", CHANNEL, encode(self.origin, batch))
-            except (RedisError, OSError) as exc:
-                # Others miss the live copy; they catch up from the log when Redis is back.
-                log.warning("could not publish events to Redis: %s", exc)
-
-    async def flush(self) -> None:
-        """Until every event published so far has left (or failed to)."""
-        while self._sender is not None and not self._sender.done():
-            await asyncio.shield(self._sender)
-
-    async def start(self) -> None:
-        self._listener = asyncio.create_task(self._listen(), name="redis-events")
-
-    async def stop(self) -> None:
-        """Send what is queued, then close. Each step is bounded: a shutdown must not hang
-        on a Redis that stopped answering, nor on a redis-py connection whose close waits
-        for a reader that is gone (redis-py's own close can wait on the transport)."""
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.flush(), STOP_STEP_SECONDS)
-        if self._listener is not None:
-            self._listener.cancel()
-            await asyncio.wait({self._listener}, timeout=STOP_STEP_SECONDS)
-        await self._wire.close()
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.redis.aclose(), STOP_STEP_SECONDS)
-
-    async def _listen(self) -> None:
-        attempt = 0
-        lost_at: datetime | None = None
-        while True:
-            try:
-                async with self.redis.pubsub() as pubsub:
-                    await pubsub.subscribe(CHANNEL)
-                    self.connected.set()
-                    attempt = 0
-                    if lost_at is not None:
-                        await self.catch_up(lost_at)
-                        lost_at = None
-                    async for message in pubsub.listen():
-                        if message.get("type") != "message" or not self._by_key:
-                            continue  # nobody here follows anything: nothing to deliver
-                        data = message["data"]
-                        if data.startswith(self._own):
-                            continue  # delivered here when it was published
-                        origin, events = decode(data)
-                        if origin != self.origin:
-                            self.deliver(events)
-            except asyncio.CancelledError:
-                raise
-            except (RedisError, OSError, ValueError, KeyError, sa.exc.SQLAlchemyError) as exc:
-                # A catch-up that could not read the log (the database unreachable too)
-                # is retried with the next connection, from the same moment.
-                self.connected.clear()
-                lost_at = lost_at or utcnow()
-                delay = RECONNECT_SECONDS[min(attempt, len(RECONNECT_SECONDS) - 1)]
-                attempt += 1
-                log.warning("Redis event channel lost (%s); retrying in %s s", exc, delay)
-                await asyncio.sleep(delay)
-
-    async def ready(self) -> bool:
-        try:
-            return bool(await self.redis.ping())
-        except (RedisError, OSError):
-            return False
-
-
-class PollingBus(_CatchingUp):
+class PollingBus(CatchingUpBus):
     def __init__(self, reader: LogReader, interval: float = POLL_SECONDS) -> None:
         super().__init__(reader)
         self.interval = interval
@@ -304,4 +189,6 @@ ReadyCheck = Callable[[], Awaitable[bool]]
 
 
 def readiness(bus: Any) -> ReadyCheck | None:
-    return cast(ReadyCheck, bus.ready) if isinstance(bus, RedisBus) else None
+    """The check of the broker behind a bus (Redis), if it has one: the others have none."""
+    ready = getattr(bus, "ready", None)
+    return cast(ReadyCheck, ready) if ready is not None else None

@@ -14,16 +14,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import orjson
-from redis.asyncio import Redis
-from redis.exceptions import RedisError
 
 from nodeloom import background
 from nodeloom.nodes.adapters import comfyui_fleet
-from nodeloom.redis_options import client_options
 from nodeloom.settings import ComfyUIServer
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
 
 KEY = "nodeloom:comfyui:fleet-reports"
 REPORT_SECONDS = 5.0
@@ -37,9 +37,18 @@ class FleetReports:
 
     def __init__(self, redis_url: str | None, process: str) -> None:
         self.process = process
-        self.redis: Redis | None = (
-            Redis.from_url(redis_url, **client_options()) if redis_url else None
-        )
+        self.redis: Redis | None = None
+        self._failures: tuple[type[Exception], ...] = (OSError,)
+        if redis_url:
+            # redis-py is imported only where Redis is configured: an embedded server never
+            # loads it.
+            from redis.asyncio import Redis
+            from redis.exceptions import RedisError
+
+            from nodeloom.redis_options import client_options
+
+            self.redis = Redis.from_url(redis_url, **client_options())
+            self._failures = (RedisError, OSError)
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
@@ -49,7 +58,7 @@ class FleetReports:
     async def stop(self) -> None:
         await background.cancel_and_wait(self._task)
         if self.redis is not None:
-            with contextlib.suppress(RedisError, OSError):
+            with contextlib.suppress(*self._failures):
                 await self.redis.hdel(KEY, self.process)
             await self.redis.aclose()
 
@@ -59,7 +68,7 @@ class FleetReports:
         if self.redis is None or not rows:
             return
         body = orjson.dumps({"at": time.time(), "servers": rows})
-        with contextlib.suppress(RedisError, OSError):
+        with contextlib.suppress(*self._failures):
             await self.redis.hset(KEY, self.process, body)
 
     async def _report_forever(self) -> None:
@@ -73,7 +82,7 @@ class FleetReports:
             return {}
         try:
             fields = await self.redis.hgetall(KEY)
-        except (RedisError, OSError):
+        except self._failures:
             return {}
         found: dict[str, Report] = {}
         stale: list[bytes | str] = []
@@ -93,7 +102,7 @@ class FleetReports:
             else:
                 found[name] = servers
         if stale:
-            with contextlib.suppress(RedisError, OSError):
+            with contextlib.suppress(*self._failures):
                 await self.redis.hdel(KEY, *stale)
         return found
 

@@ -115,7 +115,12 @@ class QuietHandler(BaseHTTPRequestHandler):
         for key, value in extra.items():
             self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            # The client hung up first (a node cancelled, a test done with it): as a real
+            # provider would, the fake drops the answer instead of printing a traceback.
+            pass
 
 
 def serve(handler: type[BaseHTTPRequestHandler]) -> FakeServer:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -32,16 +34,13 @@ def upgrade() -> None:
     )
     op.create_table(
         "api_keys",
-        sa.Column("id", sa.String(length=36), nullable=False),
-        sa.Column("account_id", sa.String(length=36), nullable=False),
+        *shapes.account_row(),
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("prefix", sa.String(length=16), nullable=False),
         sa.Column("key_hash", sa.String(length=64), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("last_used_at", sa.DateTime(), nullable=True),
         sa.Column("revoked_at", sa.DateTime(), nullable=True),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("key_hash"),
     )
     with op.batch_alter_table("api_keys", schema=None) as batch_op:
@@ -49,8 +48,7 @@ def upgrade() -> None:
 
     op.create_table(
         "artifacts",
-        sa.Column("id", sa.String(length=36), nullable=False),
-        sa.Column("account_id", sa.String(length=36), nullable=False),
+        *shapes.account_row(),
         sa.Column("run_id", sa.String(length=36), nullable=False),
         sa.Column("workflow_id", sa.String(length=36), nullable=False),
         sa.Column("node_id", sa.String(length=200), nullable=False),
@@ -61,18 +59,8 @@ def upgrade() -> None:
         sa.Column("height", sa.Integer(), nullable=True),
         sa.Column("duration_ms", sa.BigInteger(), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id"),
     )
-    op.create_table(
-        "cache_entries",
-        sa.Column("account_id", sa.String(length=36), nullable=False),
-        sa.Column("cache_key", sa.String(length=64), nullable=False),
-        sa.Column("artifact_id", sa.String(length=36), nullable=False),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("account_id", "cache_key"),
-    )
+    shapes.create_cache_entries()
     op.create_table(
         "credit_ledger",
         sa.Column(
@@ -81,14 +69,13 @@ def upgrade() -> None:
             autoincrement=True,
             nullable=False,
         ),
-        sa.Column("account_id", sa.String(length=36), nullable=False),
+        *shapes.reference("account_id", "accounts"),
         sa.Column("run_id", sa.String(length=36), nullable=False),
         sa.Column("node_id", sa.String(length=200), nullable=False),
         sa.Column("kind", sa.String(length=16), nullable=False),
         sa.Column("amount", sa.BigInteger(), nullable=False),
         sa.Column("note", sa.String(length=200), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("credit_ledger", schema=None) as batch_op:
@@ -97,32 +84,27 @@ def upgrade() -> None:
             "uq_ledger_run_node_kind",
             ["run_id", "node_id", "kind"],
             unique=True,
-            sqlite_where=sa.text("run_id != ''"),
-            postgresql_where=sa.text("run_id != ''"),
+            **shapes.where_on_both("run_id != ''"),
         )
 
     op.create_table(
         "idempotency_keys",
-        sa.Column("account_id", sa.String(length=36), nullable=False),
+        *shapes.reference("account_id", "accounts"),
         sa.Column("key", sa.String(length=255), nullable=False),
         sa.Column("run_id", sa.String(length=36), nullable=False),
         sa.Column("response", sa.JSON(), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("account_id", "key"),
     )
     op.create_table(
         "workflows",
-        sa.Column("id", sa.String(length=36), nullable=False),
-        sa.Column("account_id", sa.String(length=36), nullable=False),
+        *shapes.account_row(),
         sa.Column("name", sa.String(length=500), nullable=False),
         sa.Column("node_count", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.Column("deleted_at", sa.DateTime(), nullable=True),
         sa.Column("graph_json", sa.JSON(), nullable=False),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("workflows", schema=None) as batch_op:
         batch_op.create_index(
@@ -131,9 +113,8 @@ def upgrade() -> None:
 
     op.create_table(
         "runs",
-        sa.Column("id", sa.String(length=36), nullable=False),
-        sa.Column("account_id", sa.String(length=36), nullable=False),
-        sa.Column("workflow_id", sa.String(length=36), nullable=False),
+        *shapes.account_row(),
+        *shapes.reference("workflow_id", "workflows"),
         sa.Column("webhook_id", sa.String(length=36), nullable=True),
         sa.Column("status", sa.String(length=16), nullable=False),
         sa.Column("use_cache", sa.Boolean(), nullable=False),
@@ -148,9 +129,6 @@ def upgrade() -> None:
         sa.Column("event_seq", sa.Integer(), nullable=False),
         sa.Column("input", sa.JSON(), nullable=True),
         sa.Column("graph_json", sa.JSON(), nullable=False),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.ForeignKeyConstraint(["workflow_id"], ["workflows.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id"),
     )
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.create_index("ix_runs_status_lease", ["status", "lease_expires_at"], unique=False)
@@ -160,9 +138,8 @@ def upgrade() -> None:
 
     op.create_table(
         "webhooks",
-        sa.Column("id", sa.String(length=36), nullable=False),
-        sa.Column("account_id", sa.String(length=36), nullable=False),
-        sa.Column("workflow_id", sa.String(length=36), nullable=False),
+        *shapes.account_row(),
+        *shapes.reference("workflow_id", "workflows"),
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("active", sa.Boolean(), nullable=False),
         sa.Column("token_hash", sa.String(length=64), nullable=False),
@@ -170,9 +147,6 @@ def upgrade() -> None:
         sa.Column("secret_encrypted", sa.Text(), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("deleted_at", sa.DateTime(), nullable=True),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.ForeignKeyConstraint(["workflow_id"], ["workflows.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id"),
         sa.UniqueConstraint("token_hash"),
     )
     with op.batch_alter_table("webhooks", schema=None) as batch_op:
@@ -180,7 +154,7 @@ def upgrade() -> None:
 
     op.create_table(
         "node_runs",
-        sa.Column("run_id", sa.String(length=36), nullable=False),
+        *shapes.reference("run_id", "runs"),
         sa.Column("node_id", sa.String(length=200), nullable=False),
         sa.Column("position", sa.Integer(), nullable=False),
         sa.Column("type", sa.String(length=100), nullable=False),
@@ -193,18 +167,16 @@ def upgrade() -> None:
         sa.Column("finished_at", sa.DateTime(), nullable=True),
         sa.Column("error", sa.JSON(), nullable=True),
         sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("run_id", "node_id"),
     )
     op.create_table(
         "run_events",
-        sa.Column("run_id", sa.String(length=36), nullable=False),
+        *shapes.reference("run_id", "runs"),
         sa.Column("seq", sa.Integer(), nullable=False),
         sa.Column("type", sa.String(length=32), nullable=False),
         sa.Column("node_id", sa.String(length=200), nullable=True),
         sa.Column("data", sa.JSON(), nullable=False),
         sa.Column("ts", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["run_id"], ["runs.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("run_id", "seq"),
     )
 
@@ -230,8 +202,7 @@ def downgrade() -> None:
     with op.batch_alter_table("credit_ledger", schema=None) as batch_op:
         batch_op.drop_index(
             "uq_ledger_run_node_kind",
-            sqlite_where=sa.text("run_id != ''"),
-            postgresql_where=sa.text("run_id != ''"),
+            **shapes.where_on_both("run_id != ''"),
         )
         batch_op.drop_index("ix_ledger_account")
 

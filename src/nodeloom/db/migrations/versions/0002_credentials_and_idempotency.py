@@ -10,6 +10,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0002"
 down_revision = "0001"
 branch_labels = None
@@ -17,15 +19,16 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("accounts", schema=None) as batch_op:
+    shapes.add_columns(
+        "accounts",
         # Bumped when the password changes or the account is disabled: every JWT issued
         # before carries the old value and is refused from then on.
-        batch_op.add_column(
-            sa.Column("token_version", sa.Integer(), nullable=False, server_default="0")
-        )
-        batch_op.add_column(sa.Column("disabled_at", sa.DateTime(), nullable=True))
-    with op.batch_alter_table("idempotency_keys", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("request_hash", sa.String(length=64), nullable=True))
+        sa.Column("token_version", sa.Integer(), nullable=False, server_default="0"),
+        sa.Column("disabled_at", sa.DateTime(), nullable=True),
+    )
+    shapes.add_columns(
+        "idempotency_keys", sa.Column("request_hash", sa.String(length=64), nullable=True)
+    )
     op.create_table(
         "credential_revocations",
         sa.Column("id", sa.BigInteger().with_variant(sa.Integer(), "sqlite"), nullable=False),
@@ -37,8 +40,5 @@ def upgrade() -> None:
 
 def downgrade() -> None:
     op.drop_table("credential_revocations")
-    with op.batch_alter_table("idempotency_keys", schema=None) as batch_op:
-        batch_op.drop_column("request_hash")
-    with op.batch_alter_table("accounts", schema=None) as batch_op:
-        batch_op.drop_column("disabled_at")
-        batch_op.drop_column("token_version")
+    shapes.drop_columns("idempotency_keys", "request_hash")
+    shapes.drop_columns("accounts", "disabled_at", "token_version")

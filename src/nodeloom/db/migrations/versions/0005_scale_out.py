@@ -20,6 +20,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0005"
 down_revision = "0004"
 branch_labels = None
@@ -27,15 +29,13 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("node_runs", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("claimed_by", sa.String(length=64), nullable=True))
-        batch_op.add_column(sa.Column("queued_at", sa.DateTime(), nullable=True))
-    op.create_index(
-        "ix_node_runs_queued",
+    shapes.add_columns(
         "node_runs",
-        ["queued_at"],
-        sqlite_where=sa.text("status = 'queued'"),
-        postgresql_where=sa.text("status = 'queued'"),
+        sa.Column("claimed_by", sa.String(length=64), nullable=True),
+        sa.Column("queued_at", sa.DateTime(), nullable=True),
+    )
+    shapes.create_partial_index(
+        "ix_node_runs_queued", "node_runs", ["queued_at"], where="status = 'queued'"
     )
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.drop_index("ix_runs_status_lease")
@@ -43,13 +43,7 @@ def upgrade() -> None:
         batch_op.drop_column("lease_expires_at")
         batch_op.drop_column("event_seq")
         batch_op.add_column(sa.Column("driver", sa.String(length=64), nullable=True))
-    op.create_index(
-        "ix_runs_running",
-        "runs",
-        ["driver"],
-        sqlite_where=sa.text("status = 'running'"),
-        postgresql_where=sa.text("status = 'running'"),
-    )
+    shapes.create_partial_index("ix_runs_running", "runs", ["driver"], where="status = 'running'")
 
 
 def downgrade() -> None:
@@ -64,6 +58,4 @@ def downgrade() -> None:
         batch_op.add_column(sa.Column("lease_owner", sa.String(length=64), nullable=True))
         batch_op.create_index("ix_runs_status_lease", ["status", "lease_expires_at"])
     op.drop_index("ix_node_runs_queued", table_name="node_runs")
-    with op.batch_alter_table("node_runs", schema=None) as batch_op:
-        batch_op.drop_column("queued_at")
-        batch_op.drop_column("claimed_by")
+    shapes.drop_columns("node_runs", "queued_at", "claimed_by")

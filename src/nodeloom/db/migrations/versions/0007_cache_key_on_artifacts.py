@@ -18,6 +18,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0007"
 down_revision = "0006"
 branch_labels = None
@@ -33,26 +35,17 @@ def upgrade() -> None:
         " WHERE c.artifact_id = artifacts.id AND c.account_id = artifacts.account_id LIMIT 1)"
         " WHERE id IN (SELECT artifact_id FROM cache_entries)"
     )
-    op.create_index(
+    shapes.create_partial_index(
         "ix_artifacts_cache",
         "artifacts",
         ["account_id", "cache_key", "id"],
-        sqlite_where=sa.text("cache_key IS NOT NULL"),
-        postgresql_where=sa.text("cache_key IS NOT NULL"),
+        where="cache_key IS NOT NULL",
     )
     op.drop_table("cache_entries")
 
 
 def downgrade() -> None:
-    op.create_table(
-        "cache_entries",
-        sa.Column("account_id", sa.String(length=36), nullable=False),
-        sa.Column("cache_key", sa.String(length=64), nullable=False),
-        sa.Column("artifact_id", sa.String(length=36), nullable=False),
-        sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("account_id", "cache_key"),
-    )
+    shapes.create_cache_entries()
     op.execute(
         "INSERT INTO cache_entries (account_id, cache_key, artifact_id, created_at)"
         " SELECT account_id, cache_key, max(id), max(created_at) FROM artifacts"

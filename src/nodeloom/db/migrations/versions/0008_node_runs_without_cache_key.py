@@ -12,7 +12,8 @@ brings the column back, empty (nothing read it).
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from nodeloom.db.migrations import shapes
 
 revision = "0008"
 down_revision = "0007"
@@ -21,10 +22,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("node_runs") as batch:
-        batch.drop_column("cache_key")
+    shapes.drop_columns("node_runs", "cache_key")
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("node_runs") as batch:
-        batch.add_column(sa.Column("cache_key", sa.String(length=64), nullable=True))
+    shapes.add_columns("node_runs", sa.Column("cache_key", sa.String(length=64), nullable=True))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0009"
 down_revision = "0008"
 branch_labels = None
@@ -22,8 +24,7 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "credentials",
-        sa.Column("id", sa.String(length=36), nullable=False),
-        sa.Column("account_id", sa.String(length=36), nullable=False),
+        *shapes.account_row(),
         sa.Column("name", sa.String(length=200), nullable=False),
         sa.Column("kind", sa.String(length=32), nullable=False),
         sa.Column("fields", sa.JSON(), nullable=False),
@@ -32,8 +33,6 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.Column("last_used_at", sa.DateTime(), nullable=True),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_credentials_account", "credentials", ["account_id", "created_at"])
 

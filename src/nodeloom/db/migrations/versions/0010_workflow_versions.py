@@ -16,6 +16,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0010"
 down_revision = "0009"
 branch_labels = None
@@ -25,7 +27,7 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "workflow_versions",
-        sa.Column("workflow_id", sa.String(length=36), nullable=False),
+        *shapes.reference("workflow_id", "workflows"),
         sa.Column("number", sa.Integer(), nullable=False),
         sa.Column("name", sa.String(length=500), nullable=False),
         sa.Column("node_count", sa.Integer(), nullable=False),
@@ -36,13 +38,12 @@ def upgrade() -> None:
         sa.Column("message", sa.String(length=1000), nullable=True),
         sa.Column("restored_from", sa.Integer(), nullable=True),
         sa.Column("graph_json", sa.JSON(), nullable=False),
-        sa.ForeignKeyConstraint(["workflow_id"], ["workflows.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("workflow_id", "number"),
     )
-    with op.batch_alter_table("workflows") as batch:
-        batch.add_column(sa.Column("version", sa.Integer(), nullable=False, server_default="1"))
-    with op.batch_alter_table("runs") as batch:
-        batch.add_column(sa.Column("workflow_version", sa.Integer(), nullable=True))
+    shapes.add_columns(
+        "workflows", sa.Column("version", sa.Integer(), nullable=False, server_default="1")
+    )
+    shapes.add_columns("runs", sa.Column("workflow_version", sa.Integer(), nullable=True))
     op.execute(
         "INSERT INTO workflow_versions (workflow_id, number, name, node_count, created_at, "
         "graph_json) SELECT id, 1, name, node_count, updated_at, graph_json FROM workflows"
@@ -50,8 +51,6 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("runs") as batch:
-        batch.drop_column("workflow_version")
-    with op.batch_alter_table("workflows") as batch:
-        batch.drop_column("version")
+    shapes.drop_columns("runs", "workflow_version")
+    shapes.drop_columns("workflows", "version")
     op.drop_table("workflow_versions")

@@ -13,7 +13,8 @@ database; downgrading drops it.
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from nodeloom.db.migrations import shapes
 
 revision = "0013"
 down_revision = "0012"
@@ -22,10 +23,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("node_runs") as batch:
-        batch.add_column(sa.Column("item_index", sa.Integer(), nullable=True))
+    shapes.add_columns("node_runs", sa.Column("item_index", sa.Integer(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("node_runs") as batch:
-        batch.drop_column("item_index")
+    shapes.drop_columns("node_runs", "item_index")

@@ -13,7 +13,8 @@ instead of submitting (and paying for) it a second time. Downgrading drops the c
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from nodeloom.db.migrations import shapes
 
 revision = "0014"
 down_revision = "0013"
@@ -22,10 +23,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("node_runs") as batch:
-        batch.add_column(sa.Column("provider_job", sa.JSON(), nullable=True))
+    shapes.add_columns("node_runs", sa.Column("provider_job", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("node_runs") as batch:
-        batch.drop_column("provider_job")
+    shapes.drop_columns("node_runs", "provider_job")

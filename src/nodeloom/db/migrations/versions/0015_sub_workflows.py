@@ -17,6 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0015"
 down_revision = "0014"
 branch_labels = None
@@ -28,13 +30,11 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("parent_run_id", sa.String(length=36), nullable=True))
         batch_op.add_column(sa.Column("parent_node_id", sa.String(length=200), nullable=True))
         batch_op.create_index("ux_runs_parent", ["parent_run_id", "parent_node_id"], unique=True)
-    with op.batch_alter_table("node_runs", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("child_run_id", sa.String(length=36), nullable=True))
+    shapes.add_columns("node_runs", sa.Column("child_run_id", sa.String(length=36), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("node_runs", schema=None) as batch_op:
-        batch_op.drop_column("child_run_id")
+    shapes.drop_columns("node_runs", "child_run_id")
     with op.batch_alter_table("runs", schema=None) as batch_op:
         batch_op.drop_index("ux_runs_parent")
         batch_op.drop_column("parent_node_id")

@@ -17,6 +17,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0016"
 down_revision = "0015"
 branch_labels = None
@@ -24,13 +26,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    op.create_table(
-        "account_balances",
-        sa.Column("account_id", sa.String(length=36), nullable=False),
-        sa.Column("credits_balance", sa.BigInteger(), nullable=False),
-        sa.CheckConstraint("credits_balance >= 0", name="ck_account_balances_balance"),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("account_id"),
+    shapes.create_per_account_count(
+        "account_balances", "credits_balance", check_name="ck_account_balances_balance"
     )
     op.execute(
         "INSERT INTO account_balances (account_id, credits_balance)"
@@ -42,10 +39,10 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("accounts", schema=None) as batch_op:
-        batch_op.add_column(
-            sa.Column("credits_balance", sa.BigInteger(), nullable=False, server_default="0")
-        )
+    shapes.add_columns(
+        "accounts",
+        sa.Column("credits_balance", sa.BigInteger(), nullable=False, server_default="0"),
+    )
     op.execute(
         "UPDATE accounts SET credits_balance = (SELECT b.credits_balance FROM account_balances b"
         " WHERE b.account_id = accounts.id)"

@@ -16,6 +16,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0017"
 down_revision = "0016"
 branch_labels = None
@@ -25,8 +27,7 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "assets",
-        sa.Column("id", sa.String(length=36), nullable=False),
-        sa.Column("account_id", sa.String(length=36), nullable=False),
+        *shapes.account_row(),
         sa.Column("name", sa.String(length=255), nullable=False),
         sa.Column("kind", sa.String(length=16), nullable=False),
         sa.Column("content_type", sa.String(length=64), nullable=False),
@@ -43,19 +44,12 @@ def upgrade() -> None:
         sa.Column("thumbnail_bytes", sa.Integer(), nullable=True),
         sa.Column("tags", sa.JSON(), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_assets_account", "assets", ["account_id", "created_at"])
     op.create_index("ux_assets_content", "assets", ["account_id", "sha256"], unique=True)
     op.create_index("ix_assets_source", "assets", ["account_id", "source_sha256"])
-    op.create_table(
-        "account_storage",
-        sa.Column("account_id", sa.String(length=36), nullable=False),
-        sa.Column("bytes_used", sa.BigInteger(), nullable=False),
-        sa.CheckConstraint("bytes_used >= 0", name="ck_account_storage_bytes"),
-        sa.ForeignKeyConstraint(["account_id"], ["accounts.id"], ondelete="CASCADE"),
-        sa.PrimaryKeyConstraint("account_id"),
+    shapes.create_per_account_count(
+        "account_storage", "bytes_used", check_name="ck_account_storage_bytes"
     )
 
 

@@ -14,7 +14,8 @@ waits for the one taken, and skips when none is).
 from __future__ import annotations
 
 import sqlalchemy as sa
-from alembic import op
+
+from nodeloom.db.migrations import shapes
 
 revision = "0018"
 down_revision = "0017"
@@ -23,10 +24,8 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("node_runs", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("ports", sa.JSON(), nullable=True))
+    shapes.add_columns("node_runs", sa.Column("ports", sa.JSON(), nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("node_runs", schema=None) as batch_op:
-        batch_op.drop_column("ports")
+    shapes.drop_columns("node_runs", "ports")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0019"
 down_revision = "0018"
 branch_labels = None
@@ -23,17 +25,9 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "approvals",
-        sa.Column("id", sa.String(36), primary_key=True),
-        sa.Column(
-            "account_id",
-            sa.String(36),
-            sa.ForeignKey("accounts.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
+        *shapes.account_row(),
         sa.Column("workflow_id", sa.String(36), nullable=False),
-        sa.Column(
-            "run_id", sa.String(36), sa.ForeignKey("runs.id", ondelete="CASCADE"), nullable=False
-        ),
+        *shapes.reference("run_id", "runs"),
         sa.Column("node_id", sa.String(200), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("kind", sa.String(16), nullable=False),
@@ -49,12 +43,11 @@ def upgrade() -> None:
         sa.Column("text", sa.Text(), nullable=True),
     )
     op.create_index("ux_approvals_node", "approvals", ["run_id", "node_id"], unique=True)
-    op.create_index(
+    shapes.create_partial_index(
         "ix_approvals_pending",
         "approvals",
         ["account_id", "created_at"],
-        sqlite_where=sa.text("status = 'pending'"),
-        postgresql_where=sa.text("status = 'pending'"),
+        where="status = 'pending'",
     )
 
 

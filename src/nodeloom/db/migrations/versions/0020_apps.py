@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0020"
 down_revision = "0019"
 branch_labels = None
@@ -23,19 +25,8 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "apps",
-        sa.Column("id", sa.String(36), primary_key=True),
-        sa.Column(
-            "account_id",
-            sa.String(36),
-            sa.ForeignKey("accounts.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
-        sa.Column(
-            "workflow_id",
-            sa.String(36),
-            sa.ForeignKey("workflows.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
+        *shapes.account_row(),
+        *shapes.reference("workflow_id", "workflows"),
         sa.Column("workflow_version", sa.Integer(), nullable=False),
         sa.Column("slug", sa.String(64), nullable=False, unique=True),
         sa.Column("title", sa.String(200), nullable=False),
@@ -58,17 +49,11 @@ def upgrade() -> None:
     op.create_index("ix_apps_account_created", "apps", ["account_id", "created_at", "id"])
     op.create_table(
         "app_runs",
-        sa.Column(
-            "run_id",
-            sa.String(36),
-            sa.ForeignKey("runs.id", ondelete="CASCADE"),
-            primary_key=True,
-        ),
-        sa.Column(
-            "app_id", sa.String(36), sa.ForeignKey("apps.id", ondelete="CASCADE"), nullable=False
-        ),
+        *shapes.reference("run_id", "runs"),
+        *shapes.reference("app_id", "apps"),
         sa.Column("token_hash", sa.String(64), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
+        sa.PrimaryKeyConstraint("run_id"),
     )
     op.create_index("ix_app_runs_app_created", "app_runs", ["app_id", "created_at"])
 

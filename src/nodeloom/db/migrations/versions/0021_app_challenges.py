@@ -15,6 +15,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0021"
 down_revision = "0020"
 branch_labels = None
@@ -22,8 +24,7 @@ depends_on = None
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("apps") as batch:
-        batch.add_column(sa.Column("challenge_bits", sa.Integer(), nullable=True))
+    shapes.add_columns("apps", sa.Column("challenge_bits", sa.Integer(), nullable=True))
     op.create_table(
         "app_challenges",
         sa.Column("nonce", sa.String(64), primary_key=True),
@@ -35,5 +36,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     op.drop_index("ix_app_challenges_expires", table_name="app_challenges")
     op.drop_table("app_challenges")
-    with op.batch_alter_table("apps") as batch:
-        batch.drop_column("challenge_bits")
+    shapes.drop_columns("apps", "challenge_bits")

@@ -14,6 +14,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0022"
 down_revision = "0021"
 branch_labels = None
@@ -23,13 +25,7 @@ depends_on = None
 def upgrade() -> None:
     op.create_table(
         "tus_uploads",
-        sa.Column("id", sa.String(36), primary_key=True),
-        sa.Column(
-            "account_id",
-            sa.String(36),
-            sa.ForeignKey("accounts.id", ondelete="CASCADE"),
-            nullable=False,
-        ),
+        *shapes.account_row(),
         sa.Column("length", sa.BigInteger(), nullable=False),
         sa.Column("offset_bytes", sa.BigInteger(), nullable=False),
         sa.Column("held_bytes", sa.BigInteger(), nullable=False),

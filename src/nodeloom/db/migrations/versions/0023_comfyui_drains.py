@@ -13,6 +13,8 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from nodeloom.db.migrations import shapes
+
 revision = "0023"
 down_revision = "0022"
 branch_labels = None
@@ -25,18 +27,8 @@ def upgrade() -> None:
         sa.Column("server_id", sa.String(32), primary_key=True),
         sa.Column("fleet", sa.String(80), nullable=False),
         sa.Column("base_url", sa.String(2000), nullable=False),
-        sa.Column(
-            "credential_id",
-            sa.String(36),
-            sa.ForeignKey("credentials.id", ondelete="CASCADE"),
-            nullable=True,
-        ),
-        sa.Column(
-            "drained_by",
-            sa.String(36),
-            sa.ForeignKey("accounts.id", ondelete="SET NULL"),
-            nullable=True,
-        ),
+        *shapes.reference("credential_id", "credentials", nullable=True),
+        *shapes.reference("drained_by", "accounts", nullable=True, ondelete="SET NULL"),
         sa.Column("created_at", sa.DateTime(), nullable=False),
     )
 

@@ -62,6 +62,18 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _partial_index(name: str, *columns: str, where: str, unique: bool = False) -> sa.Index:
+    """An index of the rows that match ``where`` only, the same predicate on both databases
+    (SQLAlchemy takes it once per dialect)."""
+    return sa.Index(
+        name,
+        *columns,
+        unique=unique,
+        sqlite_where=sa.text(where),
+        postgresql_where=sa.text(where),
+    )
+
+
 class Base(DeclarativeBase):
     type_annotation_map = {datetime: UTCDateTime(), dict[str, Any]: sa.JSON}
 
@@ -220,12 +232,7 @@ class Run(Base):
         sa.Index("ix_runs_account_created", "account_id", "created_at", "id"),
         sa.Index("ix_runs_retried_from", "retried_from"),
         sa.Index("ux_runs_parent", "parent_run_id", "parent_node_id", unique=True),
-        sa.Index(
-            "ix_runs_running",
-            "driver",
-            sqlite_where=sa.text("status = 'running'"),
-            postgresql_where=sa.text("status = 'running'"),
-        ),
+        _partial_index("ix_runs_running", "driver", where="status = 'running'"),
     )
 
 
@@ -264,12 +271,7 @@ class NodeRun(Base):
         # Retention asks which runs still show an artifact (cache hits share one).
         sa.Index("ix_node_runs_artifact", "artifact_id"),
         # The reconciler looks for nodes queued a while without a job.
-        sa.Index(
-            "ix_node_runs_queued",
-            "queued_at",
-            sqlite_where=sa.text("status = 'queued'"),
-            postgresql_where=sa.text("status = 'queued'"),
-        ),
+        _partial_index("ix_node_runs_queued", "queued_at", where="status = 'queued'"),
     )
 
 
@@ -306,12 +308,8 @@ class Approval(Base):
 
     __table_args__ = (
         sa.Index("ux_approvals_node", "run_id", "node_id", unique=True),
-        sa.Index(
-            "ix_approvals_pending",
-            "account_id",
-            "created_at",
-            sqlite_where=sa.text("status = 'pending'"),
-            postgresql_where=sa.text("status = 'pending'"),
+        _partial_index(
+            "ix_approvals_pending", "account_id", "created_at", where="status = 'pending'"
         ),
     )
 
@@ -340,13 +338,8 @@ class Artifact(Base):
 
     __table_args__ = (
         # The output cache: an artifact of an account for a key (highest id), one index probe.
-        sa.Index(
-            "ix_artifacts_cache",
-            "account_id",
-            "cache_key",
-            "id",
-            sqlite_where=sa.text("cache_key IS NOT NULL"),
-            postgresql_where=sa.text("cache_key IS NOT NULL"),
+        _partial_index(
+            "ix_artifacts_cache", "account_id", "cache_key", "id", where="cache_key IS NOT NULL"
         ),
     )
 
@@ -420,14 +413,13 @@ class CreditEntry(Base):
 
     __table_args__ = (
         sa.Index("ix_ledger_account", "account_id", "id"),
-        sa.Index(
+        _partial_index(
             "uq_ledger_run_node_kind",
             "run_id",
             "node_id",
             "kind",
+            where="run_id != ''",
             unique=True,
-            sqlite_where=sa.text("run_id != ''"),
-            postgresql_where=sa.text("run_id != ''"),
         ),
     )
 
@@ -492,12 +484,7 @@ class Schedule(Base):
 
     __table_args__ = (
         sa.Index("ix_schedules_workflow", "workflow_id", "created_at", "id"),
-        sa.Index(
-            "ix_schedules_due",
-            "next_run_at",
-            sqlite_where=sa.text("active"),
-            postgresql_where=sa.text("active"),
-        ),
+        _partial_index("ix_schedules_due", "next_run_at", where="active"),
     )
 
 
@@ -520,12 +507,7 @@ class CallbackDelivery(Base):
     finished_at: Mapped[datetime | None]
 
     __table_args__ = (
-        sa.Index(
-            "ix_callback_deliveries_due",
-            "next_attempt_at",
-            sqlite_where=sa.text("state = 'pending'"),
-            postgresql_where=sa.text("state = 'pending'"),
-        ),
+        _partial_index("ix_callback_deliveries_due", "next_attempt_at", where="state = 'pending'"),
     )
 
 

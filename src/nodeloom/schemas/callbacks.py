@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
 from nodeloom.timestamps import Timestamp
+
+# As long as the columns that keep a callback URL (runs, webhooks, schedules).
+CALLBACK_URL_MAX = 2048
+STARTED_RUNS_REPORT = (
+    "Where each run it starts POSTs its record, signed, when it ends (docs/callbacks.md)."
+)
+
+
+def callback_url_field(description: str) -> Any:
+    """The optional ``callback_url`` of a request body (absent or null: no callback)."""
+    return Field(default=None, min_length=1, max_length=CALLBACK_URL_MAX, description=description)
 
 
 class CallbackSecretCreated(BaseModel):

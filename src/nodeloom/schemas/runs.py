@@ -6,6 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nodeloom.schemas.callbacks import callback_url_field
 from nodeloom.states import NodeStatus, RunStatus
 from nodeloom.timestamps import Timestamp
 
@@ -28,13 +29,10 @@ class ExecuteRequest(BaseModel):
         description="What started the run, as the run lists show it; the web app's editor "
         'sends "editor". It changes nothing else.',
     )
-    callback_url: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=2048,
-        description="When the run ends, its record is POSTed here, signed with the account's "
-        "callback secret (Standard Webhooks), retried with back-off for about a day. Needs "
-        "the secret to exist (POST /api/v1/callbacks/secret); private addresses are refused.",
+    callback_url: str | None = callback_url_field(
+        "When the run ends, its record is POSTed here, signed with the account's callback "
+        "secret (Standard Webhooks), retried with back-off for about a day. Needs the secret "
+        "to exist (POST /api/v1/callbacks/secret); private addresses are refused."
     )
 
 

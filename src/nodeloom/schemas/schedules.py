@@ -6,15 +6,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nodeloom.schemas.callbacks import STARTED_RUNS_REPORT, callback_url_field
 from nodeloom.timestamps import Timestamp
 
-CALLBACK_URL = Field(
-    default=None,
-    min_length=1,
-    max_length=2048,
-    description="Where each run it starts POSTs its record, signed, when it ends "
-    "(docs/callbacks.md).",
-)
+CALLBACK_URL = callback_url_field(STARTED_RUNS_REPORT)
 
 
 class ScheduleCreate(BaseModel):

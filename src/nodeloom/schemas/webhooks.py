@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from nodeloom.schemas.callbacks import STARTED_RUNS_REPORT, callback_url_field
 from nodeloom.timestamps import Timestamp
 
 SECRET_MIN, SECRET_MAX = 16, 256
@@ -22,13 +23,7 @@ class WebhookCreate(BaseModel):
         description="Optional HMAC-SHA256 signing secret. When set, every trigger must carry "
         "X-Nodeloom-Signature (see docs/webhooks.md). Stored encrypted, never returned.",
     )
-    callback_url: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=2048,
-        description="Where each run it starts POSTs its record, signed, when it ends "
-        "(docs/callbacks.md).",
-    )
+    callback_url: str | None = callback_url_field(STARTED_RUNS_REPORT)
 
 
 class WebhookUpdate(BaseModel):
@@ -45,11 +40,8 @@ class WebhookUpdate(BaseModel):
         repr=False,
         description="A new signing secret; null removes it.",
     )
-    callback_url: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=2048,
-        description="A new callback URL for the runs it starts; null removes it.",
+    callback_url: str | None = callback_url_field(
+        "A new callback URL for the runs it starts; null removes it."
     )
 
 

@@ -11,27 +11,25 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import ApiKey, utcnow
-from nodeloom.store import Record
+from nodeloom.store import Record, rows
 
 KEYS = cast(sa.Table, ApiKey.__table__)
 
 
 def create(conn: Connection, *, account_id: str, name: str, prefix: str, key_hash: str) -> Record:
     key_id = str(uuid.uuid4())
-    return conn.execute(
-        sa.insert(KEYS)
-        .values(
-            id=key_id,
-            account_id=account_id,
-            name=name,
-            prefix=prefix,
-            key_hash=key_hash,
-            created_at=utcnow(),
-            last_used_at=None,
-            revoked_at=None,
-        )
-        .returning(*KEYS.c)
-    ).one()
+    return rows.insert(
+        conn,
+        KEYS,
+        id=key_id,
+        account_id=account_id,
+        name=name,
+        prefix=prefix,
+        key_hash=key_hash,
+        created_at=utcnow(),
+        last_used_at=None,
+        revoked_at=None,
+    )
 
 
 def list_for(conn: Connection, account_id: str) -> list[Record]:

@@ -13,7 +13,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import Approval, NodeRun, Run, Workflow
 from nodeloom.ids import uuid7
 from nodeloom.states import RunStatus
-from nodeloom.store import Record
+from nodeloom.store import Record, rows
 
 APPROVALS = cast(sa.Table, Approval.__table__)
 _RUNS = cast(sa.Table, Run.__table__)
@@ -51,29 +51,27 @@ def open_once(
     workflow_id = conn.execute(
         sa.select(_RUNS.c.workflow_id).where(_RUNS.c.id == run_id)
     ).scalar_one()
-    row = conn.execute(
-        sa.insert(APPROVALS)
-        .values(
-            id=uuid7(),
-            account_id=account_id,
-            workflow_id=workflow_id,
-            run_id=run_id,
-            node_id=node_id,
-            status=PENDING,
-            kind=kind,
-            prompt=prompt,
-            allow_edit=allow_edit,
-            timeout_outcome=timeout_outcome,
-            input_artifact_id=input_artifact_id,
-            created_at=now,
-            expires_at=expires_at,
-            decided_at=None,
-            decided_by=None,
-            comment=None,
-            text=None,
-        )
-        .returning(*APPROVALS.c)
-    ).one()
+    row = rows.insert(
+        conn,
+        APPROVALS,
+        id=uuid7(),
+        account_id=account_id,
+        workflow_id=workflow_id,
+        run_id=run_id,
+        node_id=node_id,
+        status=PENDING,
+        kind=kind,
+        prompt=prompt,
+        allow_edit=allow_edit,
+        timeout_outcome=timeout_outcome,
+        input_artifact_id=input_artifact_id,
+        created_at=now,
+        expires_at=expires_at,
+        decided_at=None,
+        decided_by=None,
+        comment=None,
+        text=None,
+    )
     return row, True
 
 

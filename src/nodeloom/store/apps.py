@@ -14,7 +14,7 @@ from nodeloom.db import dialect
 from nodeloom.db.models import App, AppChallenge, AppRun, Run, Workflow, WorkflowVersion, utcnow
 from nodeloom.ids import uuid7
 from nodeloom.states import RunStatus
-from nodeloom.store import Record
+from nodeloom.store import Record, rows
 from nodeloom.store.paging import newest_first
 
 APPS = cast(sa.Table, App.__table__)
@@ -55,11 +55,9 @@ def current_version(conn: Connection, account_id: str, workflow_id: str) -> int 
 
 def create(conn: Connection, *, account_id: str, **values: Any) -> Record:
     now = utcnow()
-    return conn.execute(
-        sa.insert(APPS)
-        .values(id=uuid7(), account_id=account_id, created_at=now, updated_at=now, **values)
-        .returning(*APPS.c)
-    ).one()
+    return rows.insert(
+        conn, APPS, id=uuid7(), account_id=account_id, created_at=now, updated_at=now, **values
+    )
 
 
 def page(
@@ -85,12 +83,8 @@ def get(conn: Connection, account_id: str, app_id: str) -> Record | None:
 
 def update(conn: Connection, account_id: str, app_id: str, values: dict[str, Any]) -> Record | None:
     """The app as changed, or None when it is not the account's."""
-    return conn.execute(
-        sa.update(APPS)
-        .where(APPS.c.id == app_id, APPS.c.account_id == account_id)
-        .values(**values, updated_at=utcnow())
-        .returning(*APPS.c)
-    ).first()
+    where = sa.and_(APPS.c.id == app_id, APPS.c.account_id == account_id)
+    return rows.update(conn, APPS, where, **values, updated_at=utcnow())
 
 
 def delete(conn: Connection, account_id: str, app_id: str) -> bool:

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db import dialect
 from nodeloom.db.models import AccountStorage, Asset, Workflow, utcnow
 from nodeloom.errors import StorageQuotaExceeded
-from nodeloom.store import Record
+from nodeloom.store import Record, rows
 from nodeloom.store import artifacts as artifact_store
 from nodeloom.store.paging import newest_first
 
@@ -84,17 +84,15 @@ def create(conn: Connection, account_id: str, new: NewAsset, quota: int) -> Reco
     one account is an IntegrityError (``ux_assets_content``): the caller answers the asset
     that holds it (``by_content``)."""
     take(conn, account_id, new.size_bytes, quota)
-    return conn.execute(
-        sa.insert(ASSETS)
-        .values(
-            id=str(uuid.uuid4()),
-            account_id=account_id,
-            tags=[],
-            created_at=utcnow(),
-            **new.__dict__,
-        )
-        .returning(*ASSETS.c)
-    ).one()
+    return rows.insert(
+        conn,
+        ASSETS,
+        id=str(uuid.uuid4()),
+        account_id=account_id,
+        tags=[],
+        created_at=utcnow(),
+        **new.__dict__,
+    )
 
 
 def _one(account_id: str, asset_id: str) -> Any:
@@ -183,9 +181,7 @@ def update(
         values["tags"] = tags
     if not values:
         return get(conn, account_id, asset_id)
-    return conn.execute(
-        sa.update(ASSETS).where(_one(account_id, asset_id)).values(values).returning(*ASSETS.c)
-    ).first()
+    return rows.update(conn, ASSETS, _one(account_id, asset_id), **values)
 
 
 def workflows_using(conn: Connection, account_id: str, asset_id: str) -> list[str]:

@@ -18,7 +18,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import Credential, utcnow
 from nodeloom.db.prepared import Prepared
 from nodeloom.errors import FieldError
-from nodeloom.store import Record
+from nodeloom.store import Record, rows
 from nodeloom.store.paging import newest_first
 
 CREDENTIALS = cast(sa.Table, Credential.__table__)
@@ -56,22 +56,20 @@ def create(
     hint: str,
 ) -> Record:
     now = utcnow()
-    return conn.execute(
-        sa.insert(CREDENTIALS)
-        .values(
-            id=str(uuid.uuid4()),
-            account_id=account_id,
-            name=name,
-            kind=kind,
-            fields=fields,
-            secret_encrypted=secret_encrypted,
-            hint=hint,
-            created_at=now,
-            updated_at=now,
-            last_used_at=None,
-        )
-        .returning(*CREDENTIALS.c)
-    ).one()
+    return rows.insert(
+        conn,
+        CREDENTIALS,
+        id=str(uuid.uuid4()),
+        account_id=account_id,
+        name=name,
+        kind=kind,
+        fields=fields,
+        secret_encrypted=secret_encrypted,
+        hint=hint,
+        created_at=now,
+        updated_at=now,
+        last_used_at=None,
+    )
 
 
 def page(conn: Connection, account_id: str, limit: int, cursor: str | None) -> list[Record]:
@@ -114,12 +112,7 @@ def update(
         values["name"] = name
     if fields is not None:
         values.update(fields=fields, secret_encrypted=secret_encrypted, hint=hint)
-    return conn.execute(
-        sa.update(CREDENTIALS)
-        .where(_one(account_id, credential_id))
-        .values(**values)
-        .returning(*CREDENTIALS.c)
-    ).first()
+    return rows.update(conn, CREDENTIALS, _one(account_id, credential_id), **values)
 
 
 def delete(conn: Connection, account_id: str, credential_id: str) -> bool:

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, Schedule, Workflow, utcnow
-from nodeloom.store import Record
+from nodeloom.store import Record, rows
 from nodeloom.store.paging import newest_first
 
 SCHEDULES = cast(sa.Table, Schedule.__table__)
@@ -22,21 +22,19 @@ _ACCOUNTS = cast(sa.Table, Account.__table__)
 
 def create(conn: Connection, *, account_id: str, workflow_id: str, **values: Any) -> Record:
     now = utcnow()
-    return conn.execute(
-        sa.insert(SCHEDULES)
-        .values(
-            id=str(uuid.uuid4()),
-            account_id=account_id,
-            workflow_id=workflow_id,
-            created_at=now,
-            updated_at=now,
-            last_fired_at=None,
-            last_run_id=None,
-            last_error=None,
-            **values,
-        )
-        .returning(*SCHEDULES.c)
-    ).one()
+    return rows.insert(
+        conn,
+        SCHEDULES,
+        id=str(uuid.uuid4()),
+        account_id=account_id,
+        workflow_id=workflow_id,
+        created_at=now,
+        updated_at=now,
+        last_fired_at=None,
+        last_run_id=None,
+        last_error=None,
+        **values,
+    )
 
 
 def count(conn: Connection, account_id: str, workflow_id: str | None = None) -> int:
@@ -75,12 +73,8 @@ def update(
     conn: Connection, account_id: str, workflow_id: str, schedule_id: str, values: dict[str, Any]
 ) -> Record | None:
     """The schedule as changed, or None when it is not there."""
-    return conn.execute(
-        sa.update(SCHEDULES)
-        .where(_one(account_id, workflow_id, schedule_id))
-        .values(**values, updated_at=utcnow())
-        .returning(*SCHEDULES.c)
-    ).first()
+    where = _one(account_id, workflow_id, schedule_id)
+    return rows.update(conn, SCHEDULES, where, **values, updated_at=utcnow())
 
 
 def delete(conn: Connection, account_id: str, workflow_id: str, schedule_id: str) -> bool:

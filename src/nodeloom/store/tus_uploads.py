@@ -24,7 +24,7 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import TusUpload, utcnow
-from nodeloom.store import Record
+from nodeloom.store import Record, rows
 from nodeloom.store import assets as asset_store
 
 UPLOADS = cast(sa.Table, TusUpload.__table__)
@@ -44,23 +44,21 @@ def create(
     """A new upload holding ``length`` bytes of ``quota`` (StorageQuotaExceeded if the
     account has not that much left)."""
     asset_store.take(conn, account_id, length, quota)
-    return conn.execute(
-        sa.insert(UPLOADS)
-        .values(
-            id=str(uuid.uuid4()),
-            account_id=account_id,
-            length=length,
-            offset_bytes=0,
-            held_bytes=length,
-            name=name,
-            upload_metadata=metadata,
-            storage=storage,
-            parts=[],
-            created_at=utcnow(),
-            expires_at=expires_at,
-        )
-        .returning(*UPLOADS.c)
-    ).one()
+    return rows.insert(
+        conn,
+        UPLOADS,
+        id=str(uuid.uuid4()),
+        account_id=account_id,
+        length=length,
+        offset_bytes=0,
+        held_bytes=length,
+        name=name,
+        upload_metadata=metadata,
+        storage=storage,
+        parts=[],
+        created_at=utcnow(),
+        expires_at=expires_at,
+    )
 
 
 def get(conn: Connection, account_id: str, upload_id: str) -> Record | None:
@@ -85,20 +83,17 @@ def claim(
     """The upload, now leased to ``lease`` for ``seconds``, if it is at ``offset``, not
     finished and no other request holds it; None otherwise (the caller reads why)."""
     now = utcnow()
-    return conn.execute(
-        sa.update(UPLOADS)
-        .where(
-            UPLOADS.c.id == upload_id,
-            UPLOADS.c.account_id == account_id,
-            UPLOADS.c.expires_at > now,
-            UPLOADS.c.offset_bytes == offset,
-            UPLOADS.c.asset_id.is_(None),
-            UPLOADS.c.problem.is_(None),
-            sa.or_(UPLOADS.c.busy_until.is_(None), UPLOADS.c.busy_until < now),
-        )
-        .values(lease=lease, busy_until=now + timedelta(seconds=seconds))
-        .returning(*UPLOADS.c)
-    ).first()
+    free_at_offset = sa.and_(
+        UPLOADS.c.id == upload_id,
+        UPLOADS.c.account_id == account_id,
+        UPLOADS.c.expires_at > now,
+        UPLOADS.c.offset_bytes == offset,
+        UPLOADS.c.asset_id.is_(None),
+        UPLOADS.c.problem.is_(None),
+        sa.or_(UPLOADS.c.busy_until.is_(None), UPLOADS.c.busy_until < now),
+    )
+    busy_until = now + timedelta(seconds=seconds)
+    return rows.update(conn, UPLOADS, free_at_offset, lease=lease, busy_until=busy_until)
 
 
 def _held(upload_id: str, lease: str) -> Any:

@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Account, Webhook, Workflow, utcnow
 from nodeloom.db.prepared import Prepared
-from nodeloom.store import Record
+from nodeloom.store import Record, rows
 from nodeloom.store.paging import newest_first
 
 WEBHOOKS = cast(sa.Table, Webhook.__table__)
@@ -41,23 +41,21 @@ def create(
     secret_encrypted: str | None,
     callback_url: str | None = None,
 ) -> Record:
-    return conn.execute(
-        sa.insert(WEBHOOKS)
-        .values(
-            id=str(uuid.uuid4()),
-            account_id=account_id,
-            workflow_id=workflow_id,
-            name=name,
-            active=active,
-            token_hash=token_hash,
-            token_encrypted=token_encrypted,
-            secret_encrypted=secret_encrypted,
-            callback_url=callback_url,
-            created_at=utcnow(),
-            deleted_at=None,
-        )
-        .returning(*WEBHOOKS.c)
-    ).one()
+    return rows.insert(
+        conn,
+        WEBHOOKS,
+        id=str(uuid.uuid4()),
+        account_id=account_id,
+        workflow_id=workflow_id,
+        name=name,
+        active=active,
+        token_hash=token_hash,
+        token_encrypted=token_encrypted,
+        secret_encrypted=secret_encrypted,
+        callback_url=callback_url,
+        created_at=utcnow(),
+        deleted_at=None,
+    )
 
 
 def page(
@@ -110,12 +108,7 @@ def update(
         values["callback_url"] = callback_url
     if not values:
         return get(conn, account_id, workflow_id, webhook_id)
-    return conn.execute(
-        sa.update(WEBHOOKS)
-        .where(_one(account_id, workflow_id, webhook_id))
-        .values(**values)
-        .returning(*WEBHOOKS.c)
-    ).first()
+    return rows.update(conn, WEBHOOKS, _one(account_id, workflow_id, webhook_id), **values)
 
 
 def soft_delete(conn: Connection, account_id: str, workflow_id: str, webhook_id: str) -> bool:

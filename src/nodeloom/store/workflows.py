@@ -20,7 +20,7 @@ from sqlalchemy.engine import Connection
 from nodeloom.db.models import Account, ApiKey, Run, Workflow, WorkflowVersion, utcnow
 from nodeloom.errors import PreconditionFailed
 from nodeloom.notes import node_count
-from nodeloom.store import Record
+from nodeloom.store import Record, rows
 from nodeloom.store.paging import highest_first, newest_first
 
 WORKFLOWS = cast(sa.Table, Workflow.__table__)
@@ -70,21 +70,19 @@ def create(
 ) -> Record:
     """The new workflow, at version 1 (``save`` None: made on the server by its account)."""
     now = utcnow()
-    row = conn.execute(
-        sa.insert(WORKFLOWS)
-        .values(
-            id=str(uuid.uuid4()),
-            account_id=account_id,
-            name=name,
-            graph_json=graph_json,
-            node_count=node_count(graph_json),
-            created_at=now,
-            updated_at=now,
-            deleted_at=None,
-            version=1,
-        )
-        .returning(*WORKFLOWS.c)
-    ).one()
+    row = rows.insert(
+        conn,
+        WORKFLOWS,
+        id=str(uuid.uuid4()),
+        account_id=account_id,
+        name=name,
+        graph_json=graph_json,
+        node_count=node_count(graph_json),
+        created_at=now,
+        updated_at=now,
+        deleted_at=None,
+        version=1,
+    )
     _add_version(conn, row, save or Save(account_id=account_id, via=None))
     return row
 
@@ -159,9 +157,7 @@ def update(
     where = [WORKFLOWS.c.id == workflow_id, WORKFLOWS.c.account_id == account_id, _VISIBLE]
     if expected_version is not None:
         where.append(WORKFLOWS.c.version == expected_version)
-    row = conn.execute(
-        sa.update(WORKFLOWS).where(*where).values(**values).returning(*WORKFLOWS.c)
-    ).first()
+    row = rows.update(conn, WORKFLOWS, sa.and_(*where), **values)
     if row is None:
         current = current_version(conn, account_id, workflow_id)
         if current is not None and expected_version is not None:

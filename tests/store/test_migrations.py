@@ -4,6 +4,7 @@ column added to a model without a migration (or the reverse) fails here, not in 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import shutil
 import sqlite3
 from collections.abc import AsyncIterator, Mapping
@@ -19,6 +20,7 @@ from sqlalchemy.ext.asyncio import create_async_engine
 
 from nodeloom.db.engine import _sqlite_engine, _uncounted
 from nodeloom.db.migrate import alembic_config, upgrade
+from nodeloom.db.migrations import shapes
 from nodeloom.db.models import Base
 from nodeloom.settings import Settings
 from tests.at_once import OPENED, at_once
@@ -202,3 +204,18 @@ def test_a_migrated_sqlite_file_opens_in_every_process_starting_at_once(tmp_path
             _sqlite_engine(f"sqlite:///{path}", "NORMAL", _uncounted).connect().close()
 
         assert at_once(connect) == [OPENED, OPENED]
+
+
+# What db/migrations/shapes.py builds is history: revisions 0001-0023 made databases with it.
+SHAPES_SHA256 = "106c693bdfbdaceaeeec595886fc6c392d2abc19417b3e7e1251d40d40df4c05"
+
+
+def test_the_migrations_shared_shapes_are_not_edited() -> None:
+    """A change to shapes.py would change what re-running an old revision builds (a fresh
+    database, a downgrade and upgrade) without changing any database that already ran it:
+    the two would drift apart in silence. A new migration writes its own shape instead."""
+    source = Path(shapes.__file__).read_bytes()
+    assert hashlib.sha256(source).hexdigest() == SHAPES_SHA256, (
+        "db/migrations/shapes.py changed: old revisions would build another schema; "
+        "add a new function (or write the shape out in the new migration) instead"
+    )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import jmespath
 import re2
@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from nodeloom.nodes import jsonvalue
 from nodeloom.sdk._node import NodeFailure, ParamProblem
 
-TEXT_OPERATORS = (
+TextOperator = Literal[
     "equals",
     "not_equals",
     "contains",
@@ -32,26 +32,13 @@ TEXT_OPERATORS = (
     "starts_with",
     "ends_with",
     "matches",
-)
-NUMBER_OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte")
-EMPTY_OPERATORS = ("is_empty", "is_not_empty")
-Operator = Literal[
-    "equals",
-    "not_equals",
-    "contains",
-    "not_contains",
-    "starts_with",
-    "ends_with",
-    "matches",
-    "eq",
-    "ne",
-    "gt",
-    "gte",
-    "lt",
-    "lte",
-    "is_empty",
-    "is_not_empty",
 ]
+NumberOperator = Literal["eq", "ne", "gt", "gte", "lt", "lte"]
+EmptyOperator = Literal["is_empty", "is_not_empty"]
+Operator = Literal[TextOperator, NumberOperator, EmptyOperator]
+TEXT_OPERATORS: tuple[str, ...] = get_args(TextOperator)
+NUMBER_OPERATORS: tuple[str, ...] = get_args(NumberOperator)
+EMPTY_OPERATORS: tuple[str, ...] = get_args(EmptyOperator)
 MAX_PATTERN = 2000
 MAX_VALUE_DEPTH = 16
 REGEX_MEMORY = 8 * 1024 * 1024  # bytes RE2 may use for one compiled pattern

@@ -41,9 +41,7 @@ from nodeloom.sdk._node import (
     Kind,
     NodeContext,
     NodeFailure,
-    NodeSpec,
     NodeType,
-    Output,
     Params,
     Produced,
 )
@@ -81,29 +79,21 @@ class ImageToImageParams(Params):
 
 
 class ImageToImage(providers.ProviderNode):
-    spec = NodeSpec(
-        type="ImageToImage",
-        version=1,
-        category="ai",
-        title="Image to image",
-        description="Edit the input image as the text says (OpenAI image edits); an optional "
-        "mask limits the edit to its transparent (or white) area.",
-        inputs=(
-            Input("image", Kind.IMAGE),
-            Input("text", Kind.TEXT),
-            Input("mask", Kind.IMAGE, required=False),
-        ),
-        output=Output(Kind.IMAGE),
-        params=ImageToImageParams,
+    spec = providers.provider_spec(
+        "ImageToImage",
+        "Image to image",
+        "Edit the input image as the text says (OpenAI image edits); an optional mask limits "
+        "the edit to its transparent (or white) area.",
+        ImageToImageParams,
+        Input("image", Kind.IMAGE),
+        Input("text", Kind.TEXT),
+        Input("mask", Kind.IMAGE, required=False),
+        output=Kind.IMAGE,
         cost=Cost(credits=25),
-        needs_provider=True,
-        sandboxed=False,
-        adapter=True,
     )
 
-    def fingerprint(self, params: ImageToImageParams, settings: Settings) -> dict[str, Any]:
-        model = params.model or settings.provider_image_model
-        return providers.provider_fingerprint(self, params, settings, model)
+    def configured_model(self, settings: Settings) -> str:
+        return settings.provider_image_model
 
     async def run(
         self, ctx: NodeContext, params: ImageToImageParams, inputs: Mapping[str, InputValue]
@@ -113,7 +103,7 @@ class ImageToImage(providers.ProviderNode):
         if params.size and params.size != "auto":
             width, height = (int(v) for v in params.size.split("x"))
             media.check_pixels(ctx.settings, width, height)
-        model = params.model or ctx.settings.provider_image_model
+        model = self.model(params, ctx.settings)
         form = {"model": model, "prompt": prompt, "n": "1"}
         if params.size:
             form["size"] = params.size
@@ -195,24 +185,16 @@ def _segments(body: dict[str, Any], duration: float) -> tuple[str, list[transcri
 
 class SpeechToText(providers.ProviderNode):
     length_input = "audio"  # priced by the length of its input
-    spec = NodeSpec(
-        type="SpeechToText",
-        version=1,
-        category="ai",
-        title="Speech to text",
-        description="Transcribe the input audio (OpenAI transcriptions) into text with "
-        "timings: WebVTT cues by default, ready for Captions.",
-        inputs=(Input("audio", Kind.AUDIO),),
-        output=Output(Kind.TEXT),
-        params=SpeechToTextParams,
+    spec = providers.provider_spec(
+        "SpeechToText",
+        "Speech to text",
+        "Transcribe the input audio (OpenAI transcriptions) into text with timings: WebVTT "
+        "cues by default, ready for Captions.",
+        SpeechToTextParams,
+        Input("audio", Kind.AUDIO),
+        output=Kind.TEXT,
         cost=Cost(credits=2, per_second=1),
-        needs_provider=True,
-        sandboxed=False,
-        adapter=True,
     )
-
-    def fingerprint(self, params: SpeechToTextParams, settings: Settings) -> dict[str, Any]:
-        return providers.provider_fingerprint(self, params, settings, params.model)
 
     async def run(
         self, ctx: NodeContext, params: SpeechToTextParams, inputs: Mapping[str, InputValue]

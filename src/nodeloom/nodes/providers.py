@@ -25,6 +25,7 @@ addresses are refused unless ``NODELOOM_HTTP_ALLOWLIST`` names them. See docs/pr
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,11 +48,11 @@ from nodeloom.sdk._node import (
     NodeFailure,
     NodeSpec,
     NodeType,
-    Output,
     ParamProblem,
     Params,
     Produced,
     input_text,
+    spec_family,
 )
 from nodeloom.sdk.images import check_pixels
 from nodeloom.settings import Settings
@@ -90,6 +91,33 @@ class ProviderNode(NodeType):
 
     def unavailable_reason(self, settings: Settings) -> str | None:
         return unavailable_reason(settings)
+
+    def configured_model(self, settings: Settings) -> str:
+        """The model asked for when the params name none; none unless the node says so."""
+        return ""
+
+    def model(self, params: Any, settings: Settings) -> str:
+        """The model a run asks for: the one its params name, else the configured one."""
+        named: str = params.model
+        return named or self.configured_model(settings)
+
+    def fingerprint(self, params: Any, settings: Settings) -> dict[str, Any]:
+        return provider_fingerprint(self, params, settings, self.model(params, settings))
+
+
+def provider_spec(
+    type_: str,
+    title: str,
+    description: str,
+    params: type[Params],
+    *inputs: Input,
+    output: Kind,
+    cost: Cost,
+) -> NodeSpec:
+    """The spec of a node the provider answers: in the ``ai`` category, and a provider
+    adapter (it waits for the answer on the event loop, holding no sandbox process)."""
+    plain = spec_family("ai", output, cost)(type_, title, description, params, *inputs)
+    return dataclasses.replace(plain, needs_provider=True, sandboxed=False, adapter=True)
 
 
 def prompt_text(inputs: Mapping[str, InputValue]) -> str:
@@ -347,25 +375,21 @@ class LLMTextParams(Params):
 
 
 class LLMText(ProviderNode):
-    spec = NodeSpec(
-        type="LLMText",
-        version=1,
-        category="ai",
-        title="LLM text",
-        description="Send the input text as a prompt to the configured chat model; outputs "
-        "its answer.",
-        inputs=(Input("text", Kind.TEXT),),
-        output=Output(Kind.TEXT),
-        params=LLMTextParams,
+    spec = provider_spec(
+        "LLMText",
+        "LLM text",
+        "Send the input text as a prompt to the configured chat model; outputs its answer.",
+        LLMTextParams,
+        Input("text", Kind.TEXT),
+        output=Kind.TEXT,
         cost=Cost(credits=5),
-        needs_provider=True,
-        sandboxed=False,
-        adapter=True,
     )
 
+    def configured_model(self, settings: Settings) -> str:
+        return settings.provider_llm_model
+
     def fingerprint(self, params: LLMTextParams, settings: Settings) -> dict[str, Any]:
-        model = params.model or settings.provider_llm_model
-        found = provider_fingerprint(self, params, settings, model)
+        found = super().fingerprint(params, settings)
         if params.json_schema is None:
             del found["json_schema"]  # the keys stored before it existed stay valid
         return found
@@ -385,7 +409,7 @@ class LLMText(ProviderNode):
         messages = [{"role": "system", "content": params.system}] if params.system else []
         messages.append({"role": "user", "content": prompt})
         payload = {
-            "model": params.model or ctx.settings.provider_llm_model,
+            "model": self.model(params, ctx.settings),
             "messages": messages,
             "temperature": params.temperature,
             "max_tokens": params.max_tokens,
@@ -421,24 +445,18 @@ class TextToImageParams(Params):
 
 
 class TextToImage(ProviderNode):
-    spec = NodeSpec(
-        type="TextToImage",
-        version=1,
-        category="ai",
-        title="Text to image",
-        description="Generate an image from the input text with the configured image model.",
-        inputs=(Input("text", Kind.TEXT),),
-        output=Output(Kind.IMAGE),
-        params=TextToImageParams,
+    spec = provider_spec(
+        "TextToImage",
+        "Text to image",
+        "Generate an image from the input text with the configured image model.",
+        TextToImageParams,
+        Input("text", Kind.TEXT),
+        output=Kind.IMAGE,
         cost=Cost(credits=20),
-        needs_provider=True,
-        sandboxed=False,
-        adapter=True,
     )
 
-    def fingerprint(self, params: TextToImageParams, settings: Settings) -> dict[str, Any]:
-        model = params.model or settings.provider_image_model
-        return provider_fingerprint(self, params, settings, model)
+    def configured_model(self, settings: Settings) -> str:
+        return settings.provider_image_model
 
     async def run(
         self, ctx: NodeContext, params: TextToImageParams, inputs: Mapping[str, InputValue]
@@ -446,7 +464,7 @@ class TextToImage(ProviderNode):
         prompt = prompt_text(inputs)
         width, height = (int(v) for v in params.size.split("x"))
         check_pixels(ctx.settings, width, height)
-        model = params.model or ctx.settings.provider_image_model
+        model = self.model(params, ctx.settings)
         payload: dict[str, Any] = {"model": model, "prompt": prompt, "n": 1, "size": params.size}
         if model.startswith("dall-e"):
             payload["response_format"] = "b64_json"  # gpt-image-* always answer b64 and refuse it

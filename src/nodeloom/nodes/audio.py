@@ -36,10 +36,6 @@ SR = media.SAMPLE_RATE
 _spec = spec_family("audio", Kind.AUDIO, Cost(credits=1, per_second=1))
 
 
-def _limit(ctx: NodeContext, max_seconds: float) -> float:
-    return min(max_seconds, ctx.settings.max_media_seconds)
-
-
 async def _sound_as_mp3(
     ctx: NodeContext,
     ref: ArtifactRef,
@@ -51,7 +47,7 @@ async def _sound_as_mp3(
     path = media.scratch_file(ctx, ".mp3")
 
     def work(progress: media.Progress) -> Produced:
-        clip = media.decode_audio(ref.path, ctx.settings, _limit(ctx, max_seconds))
+        clip = media.decode_audio(ref.path, ctx.settings, media.length_limit(ctx, max_seconds))
         progress.update(0.4)
         return media.encode_mp3(change(clip), path, ctx.settings)
 
@@ -79,10 +75,8 @@ class AudioConcat(NodeType):
     async def run(
         self, ctx: NodeContext, params: AudioConcatParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
-        refs = media.many(inputs, "audio")
-        if not refs:
-            raise NodeFailure("connect at least one audio clip")
-        limit = _limit(ctx, params.max_seconds)
+        refs = media.at_least_one(inputs, "audio", "audio clip")
+        limit = media.length_limit(ctx, params.max_seconds)
         path = media.scratch_file(ctx, ".mp3")
 
         def work(progress: media.Progress) -> Produced:

@@ -53,7 +53,7 @@ class Captions(NodeType):
         cues = transcripts.parse(input_text(inputs) or "")
         if not cues:
             raise NodeFailure("the transcription has no cues to show")
-        limit = min(params.max_seconds, ctx.settings.max_media_seconds)
+        limit = media.length_limit(ctx, params.max_seconds)
         path = media.scratch_file(ctx, ".mp4")
 
         def work(progress: media.Progress) -> Produced:

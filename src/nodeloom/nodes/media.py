@@ -92,6 +92,12 @@ def check_seconds(settings: Settings, seconds: float, what: str = "media") -> No
         )
 
 
+def length_limit(ctx: NodeContext, max_seconds: float) -> float:
+    """The longest media a node accepts: its ``max_seconds`` param, within the server's
+    limit."""
+    return min(max_seconds, ctx.settings.max_media_seconds)
+
+
 def even(value: int) -> int:
     """H.264 in yuv420p needs even dimensions; round down, never below 2."""
     return max(2, value - value % 2)
@@ -112,6 +118,14 @@ def many(inputs: Mapping[str, InputValue], name: str) -> list[ArtifactRef]:
     if value is None:
         return []
     return value if isinstance(value, list) else [value]
+
+
+def at_least_one(inputs: Mapping[str, InputValue], name: str, what: str) -> list[ArtifactRef]:
+    """The artifacts of a ``multiple`` input that needs one: none fails the node."""
+    refs = many(inputs, name)
+    if not refs:
+        raise NodeFailure(f"connect at least one {what}")
+    return refs
 
 
 # ----------------------------------------------------------------------------- images

@@ -201,7 +201,7 @@ class SpeechToText(providers.ProviderNode):
     ) -> Produced:
         audio: ArtifactRef = media.one(inputs, "audio")
         seconds = (audio.duration_ms or 0) / 1000
-        limit = min(params.max_seconds, ctx.settings.max_media_seconds)
+        limit = media.length_limit(ctx, params.max_seconds)
         if seconds > limit:
             raise NodeFailure(f"the audio is longer than max_seconds ({limit:g} s)")
         if audio.size_bytes > MAX_UPLOAD_BYTES:

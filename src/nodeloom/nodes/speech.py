@@ -315,7 +315,7 @@ class TextToSpeech(NodeType):
         text = (input_text(inputs) or "").strip()
         if not text:
             raise NodeFailure("there is no text to speak")
-        max_seconds = min(params.max_seconds, ctx.settings.max_media_seconds)
+        max_seconds = media.length_limit(ctx, params.max_seconds)
         credential = ctx.credential if policy.is_provider_context(ctx) else None
         kind = credential.kind if credential is not None else ctx.credential_kind
         if self.waits_on_provider(params, ctx.settings, kind):  # as the executor decided

@@ -221,7 +221,7 @@ class ImageAudioToVideo(NodeType):
         self, ctx: NodeContext, params: ImageAudioToVideoParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
         image_ref, audio_ref = media.one(inputs, "image"), media.one(inputs, "audio")
-        limit = min(params.max_seconds, ctx.settings.max_media_seconds)
+        limit = media.length_limit(ctx, params.max_seconds)
         path = media.scratch_file(ctx, ".mp4")
 
         def work(progress: media.Progress) -> Produced:
@@ -274,15 +274,13 @@ class Slideshow(NodeType):
     async def run(
         self, ctx: NodeContext, params: SlideshowParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
-        refs = media.many(inputs, "images")
-        if not refs:
-            raise NodeFailure("connect at least one image")
+        refs = media.at_least_one(inputs, "images", "image")
         durations = [
             params.durations[i] if i < len(params.durations) else params.seconds_per_slide
             for i in range(len(refs))
         ]
         seconds = sum(durations)
-        if seconds > min(params.max_seconds, ctx.settings.max_media_seconds):
+        if seconds > media.length_limit(ctx, params.max_seconds):
             raise NodeFailure(f"the slideshow lasts {seconds:g} s, more than max_seconds")
         width, height = media.even(params.width), media.even(params.height)
         media.check_pixels(ctx.settings, width, height, "video frame")
@@ -413,10 +411,8 @@ class VideoConcat(NodeType):
     async def run(
         self, ctx: NodeContext, params: VideoConcatParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
-        refs = media.many(inputs, "videos")
-        if not refs:
-            raise NodeFailure("connect at least one video")
-        limit = min(params.max_seconds, ctx.settings.max_media_seconds)
+        refs = media.at_least_one(inputs, "videos", "video")
+        limit = media.length_limit(ctx, params.max_seconds)
         path = media.scratch_file(ctx, ".mp4")
 
         def work(progress: media.Progress) -> Produced:
@@ -472,7 +468,7 @@ class VideoAddAudio(NodeType):
         self, ctx: NodeContext, params: VideoAudioParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
         video_ref, audio_ref = media.one(inputs, "video"), media.one(inputs, "audio")
-        limit = min(params.max_seconds, ctx.settings.max_media_seconds)
+        limit = media.length_limit(ctx, params.max_seconds)
         path = media.scratch_file(ctx, ".mp4")
 
         def work(progress: media.Progress) -> Produced:
@@ -517,7 +513,7 @@ class VideoCaption(NodeType):
     ) -> Produced:
         ref = media.one(inputs, "video")
         text = input_text(inputs) or ""
-        limit = min(params.max_seconds, ctx.settings.max_media_seconds)
+        limit = media.length_limit(ctx, params.max_seconds)
         path = media.scratch_file(ctx, ".mp4")
 
         def work(progress: media.Progress) -> Produced:

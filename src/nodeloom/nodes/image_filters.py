@@ -8,8 +8,9 @@ package would be; they stay built in. A test checks they import nothing else of 
 from __future__ import annotations
 
 import math
+from abc import abstractmethod
 from collections.abc import Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 import numpy as np
 from PIL import Image, ImageFilter, ImageOps
@@ -27,10 +28,37 @@ from nodeloom.sdk import (
     Produced,
     spec_family,
 )
-from nodeloom.sdk.images import Color, check_pixels, limits, load_image, one, parse_color, png
+from nodeloom.sdk.images import (
+    Color,
+    Limits,
+    check_pixels,
+    limits,
+    load_image,
+    one,
+    parse_color,
+    png,
+)
 
 Side = Annotated[int, Field(ge=1, le=16_384)]
 _spec = spec_family("image", Kind.IMAGE, Cost(credits=1))
+
+
+class _ImageChange(NodeType):
+    """A node that changes its one ``image`` input into a PNG, in a worker thread."""
+
+    @abstractmethod
+    def change(self, image: Image.Image, params: Any, allowed: Limits) -> Image.Image:
+        """The changed image; ``allowed``: the server's limits, for a size the change creates."""
+
+    async def run(
+        self, ctx: NodeContext, params: Any, inputs: Mapping[str, InputValue]
+    ) -> Produced:
+        ref, allowed = one(inputs, "image"), limits(ctx)
+
+        def work() -> Produced:
+            return png(self.change(load_image(ref, allowed), params, allowed), allowed)
+
+        return await ctx.to_thread(work)
 
 
 class ImageCropParams(Params):
@@ -40,7 +68,7 @@ class ImageCropParams(Params):
     height: Side = Field(default=256, description="Crop height; clipped to the image.")
 
 
-class ImageCrop(NodeType):
+class ImageCrop(_ImageChange):
     spec = _spec(
         "ImageCrop",
         "Crop image",
@@ -49,24 +77,15 @@ class ImageCrop(NodeType):
         Input("image", Kind.IMAGE),
     )
 
-    async def run(
-        self, ctx: NodeContext, params: ImageCropParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        ref = one(inputs, "image")
-
-        def work() -> Produced:
-            image = load_image(ref, limits(ctx))
-            if params.left >= image.width or params.top >= image.height:
-                raise NodeFailure(
-                    f"crop origin ({params.left}, {params.top}) is outside the "
-                    f"{image.width}x{image.height} image"
-                )
-            right = min(image.width, params.left + params.width)
-            bottom = min(image.height, params.top + params.height)
-            out = image.crop((params.left, params.top, right, bottom))
-            return png(out, limits(ctx))
-
-        return await ctx.to_thread(work)
+    def change(self, image: Image.Image, params: ImageCropParams, allowed: Limits) -> Image.Image:
+        if params.left >= image.width or params.top >= image.height:
+            raise NodeFailure(
+                f"crop origin ({params.left}, {params.top}) is outside the "
+                f"{image.width}x{image.height} image"
+            )
+        right = min(image.width, params.left + params.width)
+        bottom = min(image.height, params.top + params.height)
+        return image.crop((params.left, params.top, right, bottom))
 
 
 class ImageRotateParams(Params):
@@ -77,7 +96,7 @@ class ImageRotateParams(Params):
     background: Color = Field(default="#00000000", description="Fill of uncovered corners.")
 
 
-class ImageRotate(NodeType):
+class ImageRotate(_ImageChange):
     spec = _spec(
         "ImageRotate",
         "Rotate image",
@@ -86,28 +105,20 @@ class ImageRotate(NodeType):
         Input("image", Kind.IMAGE),
     )
 
-    async def run(
-        self, ctx: NodeContext, params: ImageRotateParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        ref = one(inputs, "image")
-
-        def work() -> Produced:
-            image = load_image(ref, limits(ctx)).convert("RGBA")
-            if params.expand:  # the rotated bounding box holds more pixels than the input
-                angle = math.radians(params.degrees)
-                cos, sin = abs(math.cos(angle)), abs(math.sin(angle))
-                width = math.ceil(image.width * cos + image.height * sin)
-                height = math.ceil(image.width * sin + image.height * cos)
-                check_pixels(limits(ctx), width, height, "rotated image")
-            out = image.rotate(
-                params.degrees,
-                resample=Image.Resampling.BICUBIC,
-                expand=params.expand,
-                fillcolor=parse_color(params.background),
-            )
-            return png(out, limits(ctx))
-
-        return await ctx.to_thread(work)
+    def change(self, image: Image.Image, params: ImageRotateParams, allowed: Limits) -> Image.Image:
+        image = image.convert("RGBA")
+        if params.expand:  # the rotated bounding box holds more pixels than the input
+            angle = math.radians(params.degrees)
+            cos, sin = abs(math.cos(angle)), abs(math.sin(angle))
+            width = math.ceil(image.width * cos + image.height * sin)
+            height = math.ceil(image.width * sin + image.height * cos)
+            check_pixels(allowed, width, height, "rotated image")
+        return image.rotate(
+            params.degrees,
+            resample=Image.Resampling.BICUBIC,
+            expand=params.expand,
+            fillcolor=parse_color(params.background),
+        )
 
 
 FilterName = Literal["blur", "sharpen", "grayscale", "sepia", "invert", "edges", "contour"]
@@ -147,7 +158,7 @@ def apply_filter(image: Image.Image, name: str, radius: float) -> Image.Image:
     return out
 
 
-class ImageFilterNode(NodeType):
+class ImageFilterNode(_ImageChange):
     spec = _spec(
         "ImageFilter",
         "Image filter",
@@ -156,17 +167,8 @@ class ImageFilterNode(NodeType):
         Input("image", Kind.IMAGE),
     )
 
-    async def run(
-        self, ctx: NodeContext, params: ImageFilterParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        ref = one(inputs, "image")
-
-        def work() -> Produced:
-            image = load_image(ref, limits(ctx))
-            out = apply_filter(image, params.filter, params.radius)
-            return png(out, limits(ctx))
-
-        return await ctx.to_thread(work)
+    def change(self, image: Image.Image, params: ImageFilterParams, allowed: Limits) -> Image.Image:
+        return apply_filter(image, params.filter, params.radius)
 
 
 NODES: list[NodeType] = [ImageCrop(), ImageRotate(), ImageFilterNode()]

@@ -18,6 +18,7 @@ from PIL import Image, ImageDraw
 from pydantic import AfterValidator, Field
 
 from nodeloom.nodes import media
+from nodeloom.nodes.image_filters import ImageChange
 from nodeloom.sdk._node import (
     Cost,
     Input,
@@ -32,6 +33,7 @@ from nodeloom.sdk._node import (
     Produced,
     input_text,
 )
+from nodeloom.sdk.images import Limits
 from nodeloom.settings import Settings
 
 Color = Annotated[str, AfterValidator(media.color_validator)]
@@ -252,7 +254,7 @@ class ImageResizeParams(Params):
     background: Color = Field(default="#000000", description="Letterbox colour for contain.")
 
 
-class ImageResize(NodeType):
+class ImageResize(ImageChange):
     spec = _image_spec(
         "ImageResize",
         "Resize image",
@@ -261,24 +263,16 @@ class ImageResize(NodeType):
         Input("image", Kind.IMAGE),
     )
 
-    async def run(
-        self, ctx: NodeContext, params: ImageResizeParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        media.check_pixels(ctx.settings, params.width, params.height)
-        ref = media.one(inputs, "image")
+    def check(self, params: ImageResizeParams, allowed: Limits) -> None:
+        media.check_pixels(allowed, params.width, params.height)
 
-        def work() -> Produced:
-            image = media.load_image(ref, ctx.settings)
-            size = (params.width, params.height)
-            if params.fit == "cover":
-                out = media.fit_cover(image, *size)
-            elif params.fit == "contain":
-                out = media.fit_contain(image, *size, params.background)
-            else:
-                out = image.resize(size, Image.Resampling.LANCZOS)
-            return media.png_bytes(out, ctx.settings)
-
-        return await ctx.to_thread(work)
+    def change(self, image: Image.Image, params: ImageResizeParams, allowed: Limits) -> Image.Image:
+        size = (params.width, params.height)
+        if params.fit == "cover":
+            return media.fit_cover(image, *size)
+        if params.fit == "contain":
+            return media.fit_contain(image, *size, params.background)
+        return image.resize(size, Image.Resampling.LANCZOS)
 
 
 class ImageThumbnailParams(Params):
@@ -287,7 +281,7 @@ class ImageThumbnailParams(Params):
     )
 
 
-class ImageThumbnail(NodeType):
+class ImageThumbnail(ImageChange):
     spec = _image_spec(
         "ImageThumbnail",
         "Thumbnail",
@@ -296,17 +290,11 @@ class ImageThumbnail(NodeType):
         Input("image", Kind.IMAGE),
     )
 
-    async def run(
-        self, ctx: NodeContext, params: ImageThumbnailParams, inputs: Mapping[str, InputValue]
-    ) -> Produced:
-        ref = media.one(inputs, "image")
-
-        def work() -> Produced:
-            image = media.load_image(ref, ctx.settings)
-            image.thumbnail((params.max_size, params.max_size), Image.Resampling.LANCZOS)
-            return media.png_bytes(image, ctx.settings)
-
-        return await ctx.to_thread(work)
+    def change(
+        self, image: Image.Image, params: ImageThumbnailParams, allowed: Limits
+    ) -> Image.Image:
+        image.thumbnail((params.max_size, params.max_size), Image.Resampling.LANCZOS)
+        return image
 
 
 class ImageCaptionParams(Params):

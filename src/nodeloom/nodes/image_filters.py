@@ -43,17 +43,23 @@ Side = Annotated[int, Field(ge=1, le=16_384)]
 _spec = spec_family("image", Kind.IMAGE, Cost(credits=1))
 
 
-class _ImageChange(NodeType):
-    """A node that changes its one ``image`` input into a PNG, in a worker thread."""
+class ImageChange(NodeType):
+    """A node that changes its one ``image`` input into a PNG, in a worker thread (the
+    image nodes of ``image.py`` that take one image are written on it too)."""
 
     @abstractmethod
     def change(self, image: Image.Image, params: Any, allowed: Limits) -> Image.Image:
         """The changed image; ``allowed``: the server's limits, for a size the change creates."""
 
+    def check(self, params: Any, allowed: Limits) -> None:
+        """Refuse params before the input is decoded (a size asked for); by default none."""
+
     async def run(
         self, ctx: NodeContext, params: Any, inputs: Mapping[str, InputValue]
     ) -> Produced:
-        ref, allowed = one(inputs, "image"), limits(ctx)
+        allowed = limits(ctx)
+        self.check(params, allowed)
+        ref = one(inputs, "image")
 
         def work() -> Produced:
             return png(self.change(load_image(ref, allowed), params, allowed), allowed)
@@ -68,7 +74,7 @@ class ImageCropParams(Params):
     height: Side = Field(default=256, description="Crop height; clipped to the image.")
 
 
-class ImageCrop(_ImageChange):
+class ImageCrop(ImageChange):
     spec = _spec(
         "ImageCrop",
         "Crop image",
@@ -96,7 +102,7 @@ class ImageRotateParams(Params):
     background: Color = Field(default="#00000000", description="Fill of uncovered corners.")
 
 
-class ImageRotate(_ImageChange):
+class ImageRotate(ImageChange):
     spec = _spec(
         "ImageRotate",
         "Rotate image",
@@ -158,7 +164,7 @@ def apply_filter(image: Image.Image, name: str, radius: float) -> Image.Image:
     return out
 
 
-class ImageFilterNode(_ImageChange):
+class ImageFilterNode(ImageChange):
     spec = _spec(
         "ImageFilter",
         "Image filter",

@@ -209,8 +209,8 @@ async def _check_one(
     try:
         async with (
             asyncio.timeout(TEST_TIMEOUT),
-            policy.Provider(
-                settings.model_copy(update={"provider_max_retries": 0}),
+            policy.Provider.waited_on(
+                settings,
                 name="ComfyUI",
                 base_url=base_url,
                 headers=auth_headers(credential),

@@ -180,8 +180,8 @@ PRICED_MODEL = "fal-ai/flux/dev"  # any model: the test asks what one costs
 
 
 def _platform(settings: Settings, key: str) -> policy.Provider:
-    return policy.Provider(
-        settings.model_copy(update={"provider_max_retries": 0}),
+    return policy.Provider.waited_on(
+        settings,
         name=NAME,
         base_url=settings.fal_api_url,
         headers={"Authorization": f"Key {key}"},

@@ -467,6 +467,21 @@ class Provider:
         self._client: httpx.AsyncClient | None = None
         self._other: httpx.AsyncClient | None = None
 
+    @classmethod
+    def waited_on(
+        cls,
+        settings: Settings,
+        *,
+        name: str,
+        base_url: str,
+        headers: Mapping[str, str],
+        secrets: tuple[str, ...],
+    ) -> Provider:
+        """The API for a call someone waits on (a credential's connection test, a model's
+        schema for the editor): without retries, which would only make them wait longer."""
+        unretried = settings.model_copy(update={"provider_max_retries": 0})
+        return cls(unretried, name=name, base_url=base_url, headers=headers, secrets=secrets)
+
     async def __aenter__(self) -> Provider:
         self._timeout = httpx.Timeout(self.settings.provider_timeout_seconds, connect=10.0)
         if self._connections is not None:

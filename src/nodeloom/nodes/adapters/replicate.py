@@ -71,10 +71,9 @@ TEST_TIMEOUT = 10.0  # seconds, for a credential's connection test
 
 
 def _account_api(settings: Settings, token: str) -> policy.Provider:
-    """Replicate's API with ``token``, without retries: for a call the user waits on (a
-    connection test, a model's schema)."""
-    return policy.Provider(
-        settings.model_copy(update={"provider_max_retries": 0}),
+    """Replicate's API with ``token``, for a call the user waits on."""
+    return policy.Provider.waited_on(
+        settings,
         name=NAME,
         base_url=settings.replicate_api_url,
         headers={"Authorization": f"Bearer {token}"},

@@ -14,11 +14,12 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Mapping
-from typing import Any, ClassVar, Literal
+from typing import ClassVar, Literal
 
 from pydantic import Field
 
 from nodeloom.nodes.image import ImageGrid, ImageGridParams
+from nodeloom.nodes.inline import InlineNode
 from nodeloom.nodes.video import VideoConcat, VideoConcatParams
 from nodeloom.sdk._node import (
     Cost,
@@ -77,7 +78,7 @@ def too_many(count: int, limit: int) -> str:
     return f"the batch has {count:,} items; at most {limit:,} are allowed"
 
 
-class ForEach(NodeType):
+class ForEach(InlineNode):
     """Outputs the items as a JSON array of strings; the engine then runs the nodes after it
     once per item (each gets the item's text)."""
 
@@ -98,9 +99,6 @@ class ForEach(NodeType):
         cacheable=False,
         sandboxed=False,  # splitting an inline-sized text; larger inputs are refused
     )
-
-    def instant(self, params: Any) -> bool:
-        return True
 
     def limit(self, params: ForEachParams, cap: int) -> int:
         return min(params.max_items or cap, cap)
@@ -125,7 +123,7 @@ class ItemParams(Params):
 _PARSED: OrderedDict[str, list[str]] = OrderedDict()
 
 
-class ForEachItem(NodeType):
+class ForEachItem(InlineNode):
     """Item ``index`` of a ForEach's list (added by the engine, not in the catalog)."""
 
     spec = NodeSpec(
@@ -140,9 +138,6 @@ class ForEachItem(NodeType):
         cost=Cost(credits=0),
         sandboxed=False,
     )
-
-    def instant(self, params: Any) -> bool:
-        return True
 
     async def run(
         self, ctx: NodeContext, params: ItemParams, inputs: Mapping[str, InputValue]
@@ -162,7 +157,7 @@ class CollectParams(Params):
     pass
 
 
-class Collect(NodeType):
+class Collect(InlineNode):
     batch_role: ClassVar[str | None] = "collect"
     spec = NodeSpec(
         type="Collect",
@@ -179,9 +174,6 @@ class Collect(NodeType):
         # step (larger inputs go to a sandbox process, as for any node).
         sandboxed=False,
     )
-
-    def instant(self, params: Any) -> bool:
-        return True
 
     async def run(
         self, ctx: NodeContext, params: CollectParams, inputs: Mapping[str, InputValue]

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import Field
 
 from nodeloom.nodes import conditions
 from nodeloom.nodes.conditions import Condition
+from nodeloom.nodes.inline import InlineNode
 from nodeloom.sdk._node import (
     Cost,
     Input,
@@ -75,7 +76,7 @@ def _uses_path(items: Sequence[Condition]) -> bool:
     return any(item.path for item in items)
 
 
-class If(NodeType):
+class If(InlineNode):
     spec = NodeSpec(
         type="If",
         version=1,
@@ -97,9 +98,6 @@ class If(NodeType):
     def runs_inline(self, params: IfParams) -> bool:
         return not params.path
 
-    def instant(self, params: IfParams) -> bool:
-        return self.runs_inline(params)
-
     async def run(
         self, ctx: NodeContext, params: IfParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
@@ -110,7 +108,7 @@ class If(NodeType):
         return Produced(data=text.encode("utf-8"), ports=(taken,))
 
 
-class Switch(NodeType):
+class Switch(InlineNode):
     spec = NodeSpec(
         type="Switch",
         version=1,
@@ -145,9 +143,6 @@ class Switch(NodeType):
     def runs_inline(self, params: SwitchParams) -> bool:
         return not _uses_path(params.cases)
 
-    def instant(self, params: SwitchParams) -> bool:
-        return self.runs_inline(params)
-
     async def run(
         self, ctx: NodeContext, params: SwitchParams, inputs: Mapping[str, InputValue]
     ) -> Produced:
@@ -158,7 +153,7 @@ class Switch(NodeType):
         return Produced(data=text.encode("utf-8"), ports=(taken,))
 
 
-class Merge(NodeType):
+class Merge(InlineNode):
     flow_role = "merge"
     spec = NodeSpec(
         type="Merge",
@@ -174,9 +169,6 @@ class Merge(NodeType):
         cacheable=False,
         sandboxed=False,  # it picks or lists texts it was given: a pass over its inputs
     )
-
-    def instant(self, params: Any) -> bool:
-        return True
 
     async def run(
         self, ctx: NodeContext, params: MergeParams, inputs: Mapping[str, InputValue]

@@ -26,6 +26,7 @@ from typing import Any, ClassVar
 from pydantic import Field
 
 from nodeloom.nodes.flow import If, IfParams
+from nodeloom.nodes.inline import InlineNode
 from nodeloom.sdk._node import (
     Cost,
     Input,
@@ -52,11 +53,8 @@ class RepeatParams(Params):
     )
 
 
-class _PassOn(NodeType):
+class _PassOn(InlineNode):
     """Outputs its input text as it is, at once on the event loop."""
-
-    def instant(self, params: Any) -> bool:
-        return True
 
     async def run(
         self, ctx: NodeContext, params: Any, inputs: Mapping[str, InputValue]

@@ -16,6 +16,7 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
+from nodeloom.nodes.inline import InlineNode
 from nodeloom.sdk._node import (
     Cost,
     InputValue,
@@ -60,11 +61,8 @@ def chosen_reference(params: MediaInputParams, data: Mapping[str, Any] | None) -
     return params.asset
 
 
-class _MediaInput(NodeType):
+class _MediaInput(InlineNode):
     kind: ClassVar[Kind]
-
-    def instant(self, params: Any) -> bool:
-        return True
 
     def param_problems(self, params: MediaInputParams) -> list[str]:
         if not params.key and not params.asset:

@@ -16,6 +16,7 @@ from jinja2.sandbox import SandboxedEnvironment, safe_range
 from pydantic import Field
 
 from nodeloom.nodes import substitution
+from nodeloom.nodes.inline import InlineNode
 from nodeloom.sdk._node import (
     Cost,
     Input,
@@ -65,7 +66,7 @@ def text_input_value(params: TextInputParams, data: Mapping[str, Any] | None) ->
     return json.dumps(data, ensure_ascii=False)
 
 
-class TextInput(NodeType):
+class TextInput(InlineNode):
     """Receives the run's input data: ``input[key]`` when ``key`` is set, else
     ``input["text"]``, else the whole input as JSON. With no input data (none or ``{}``),
     or when ``key`` names nothing and ``text`` is set, the ``text`` param."""
@@ -83,9 +84,6 @@ class TextInput(NodeType):
         uses_run_input=True,
         sandboxed=False,  # it only copies a value out of the run's input data
     )
-
-    def instant(self, params: Any) -> bool:
-        return True
 
     def run_input_read(self, params: TextInputParams, run_input: Mapping[str, Any] | None) -> Any:
         return text_input_value(params, run_input)
@@ -215,7 +213,7 @@ def render_template(source: str, variables: Mapping[str, Any]) -> str:
     return "".join(parts)
 
 
-class TextTemplate(NodeType):
+class TextTemplate(InlineNode):
     spec = NodeSpec(
         type="TextTemplate",
         version=1,
@@ -246,9 +244,6 @@ class TextTemplate(NodeType):
 
     def runs_inline(self, params: TextTemplateParams) -> bool:
         return substitution.parse(params.template) is not None
-
-    def instant(self, params: TextTemplateParams) -> bool:
-        return self.runs_inline(params)
 
     async def run(
         self, ctx: NodeContext, params: TextTemplateParams, inputs: Mapping[str, InputValue]

@@ -10,7 +10,7 @@ Lengths that depend on upstream media are bounded for pricing by the ``max_secon
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -497,6 +497,72 @@ class VideoCaptionParams(Params):
     max_seconds: MaxSeconds = Field(default=120, description="Longest video (bounds the price).")
 
 
+CAPTION_HEIGHT = 0.3  # of the frame, at most, for one caption's band
+
+
+def _write_captioned(
+    out: media.VideoWriter,
+    image: Image.Image,
+    ticks: int,
+    shown_at: Callable[[float], int | None],
+    layer: Callable[[int], Image.Image],
+) -> None:
+    """A source frame held for ``ticks`` frame times, with the caption shown at each one
+    (``shown_at``: its index, or None), written in pieces where the caption changes so a
+    caption appears and disappears on its frame time."""
+    base = image.convert("RGBA")
+    shown: dict[int | None, Image.Image] = {}
+    tick, end = out.frames, out.frames + ticks
+    while tick < end:
+        caption = shown_at(tick / out.fps)
+        run = 1  # frame times in a row that show the same caption
+        while tick + run < end and shown_at((tick + run) / out.fps) == caption:
+            run += 1
+        if caption not in shown:
+            shown[caption] = (
+                base if caption is None else Image.alpha_composite(base, layer(caption))
+            )
+        out.write(out.frame_from_image(shown[caption]), run)
+        tick += run
+
+
+async def burn_captions(
+    ctx: NodeContext,
+    params: VideoCaptionParams,
+    ref: ArtifactRef,
+    texts: Sequence[str],
+    shown_at: Callable[[float], int | None],
+) -> Produced:
+    """The video ``ref`` with captions burnt in: at each time (seconds from its start) the
+    text of ``texts`` that ``shown_at`` names by its index, if any, on a band placed and
+    coloured by ``params``; sound is kept. Each band is rendered once on a transparent
+    layer, when first shown."""
+    limit = media.length_limit(ctx, params.max_seconds)
+    path = media.scratch_file(ctx, ".mp4")
+
+    def work(progress: media.Progress) -> Produced:
+        clip = open_video(ref, ctx.settings, limit)
+        size = (clip.width, clip.height)
+        count = clip.frame_count(params.fps)
+        blank = Image.new("RGBA", size, (0, 0, 0, 0))
+        layers: dict[int, Image.Image] = {}
+
+        def layer(index: int) -> Image.Image:
+            if index not in layers:
+                layers[index] = caption_overlay(
+                    blank, texts[index], params.position, params.color, params.band, CAPTION_HEIGHT
+                )
+            return layers[index]
+
+        with _writing(path, *size, params.fps, audio=clip.audio, held=True) as out:
+            for image, ticks in clip.held_frames(params.fps, size):
+                _write_captioned(out, image, ticks, shown_at, layer)
+                progress.update(out.frames / count)
+        return out.produced(ctx.settings)
+
+    return await media.run_with_progress(ctx, work)
+
+
 class VideoCaption(NodeType):
     length_input = "video"  # priced by the length of its input
     spec = _spec(
@@ -513,24 +579,7 @@ class VideoCaption(NodeType):
     ) -> Produced:
         ref = media.one(inputs, "video")
         text = input_text(inputs) or ""
-        limit = media.length_limit(ctx, params.max_seconds)
-        path = media.scratch_file(ctx, ".mp4")
-
-        def work(progress: media.Progress) -> Produced:
-            clip = open_video(ref, ctx.settings, limit)
-            size = (clip.width, clip.height)
-            count = clip.frame_count(params.fps)
-            # Render the caption once on a transparent layer, then composite it per frame.
-            blank = Image.new("RGBA", size, (0, 0, 0, 0))
-            layer = caption_overlay(blank, text, params.position, params.color, params.band, 0.3)
-            with _writing(path, *size, params.fps, audio=clip.audio, held=True) as out:
-                for image, ticks in clip.held_frames(params.fps, size):
-                    captioned = Image.alpha_composite(image.convert("RGBA"), layer)
-                    out.write(out.frame_from_image(captioned), ticks)
-                    progress.update(out.frames / count)
-            return out.produced(ctx.settings)
-
-        return await media.run_with_progress(ctx, work)
+        return await burn_captions(ctx, params, ref, [text], lambda _seconds: 0)  # throughout
 
 
 NODES: list[NodeType] = [

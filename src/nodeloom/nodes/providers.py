@@ -25,7 +25,7 @@ addresses are refused unless ``NODELOOM_HTTP_ALLOWLIST`` names them. See docs/pr
 from __future__ import annotations
 
 import asyncio
-import dataclasses
+import functools
 import json
 from collections.abc import Mapping
 from pathlib import Path
@@ -46,13 +46,11 @@ from nodeloom.sdk._node import (
     Kind,
     NodeContext,
     NodeFailure,
-    NodeSpec,
     NodeType,
     ParamProblem,
     Params,
     Produced,
     input_text,
-    spec_family,
 )
 from nodeloom.sdk.images import check_pixels
 from nodeloom.settings import Settings
@@ -105,21 +103,6 @@ class ProviderNode(NodeType):
         return provider_fingerprint(self, params, settings, self.model(params, settings))
 
 
-def provider_spec(
-    type_: str,
-    title: str,
-    description: str,
-    params: type[Params],
-    *inputs: Input,
-    output: Kind,
-    cost: Cost,
-) -> NodeSpec:
-    """The spec of a node the provider answers: in the ``ai`` category, and a provider
-    adapter (it waits for the answer on the event loop, holding no sandbox process)."""
-    plain = spec_family("ai", output, cost)(type_, title, description, params, *inputs)
-    return dataclasses.replace(plain, needs_provider=True, sandboxed=False, adapter=True)
-
-
 def prompt_text(inputs: Mapping[str, InputValue]) -> str:
     """The node's input text, as it is: a prompt of only white space fails the node."""
     prompt = input_text(inputs) or ""
@@ -161,6 +144,12 @@ def _error_message(response: httpx.Response) -> str:
 
 CREDENTIAL_KIND = "openai"  # the kind of credential the provider nodes take
 TEST_TIMEOUT = 10.0  # seconds, for a credential's connection test
+
+# The spec of a node the provider answers (``policy.adapter_spec``): it takes an ``openai``
+# credential, and is not offered until the server has a provider.
+provider_spec = functools.partial(
+    policy.adapter_spec, credential_kinds=(CREDENTIAL_KIND,), needs_provider=True
+)
 
 
 def credential_param() -> Any:

@@ -50,7 +50,6 @@ from nodeloom.sdk._node import (
     NodeFailure,
     NodeSpec,
     NodeType,
-    Output,
     ParamProblem,
     Params,
     Produced,
@@ -373,24 +372,18 @@ COSTS = {
 
 
 def _spec(type_: str, kind: Kind, title: str, made: str) -> NodeSpec:
-    return NodeSpec(
-        type=type_,
-        version=1,
-        category="ai",
-        title=title,
-        description="Run a ComfyUI workflow (API format) on your ComfyUI server; bound inputs "
-        f"are put into its nodes, and one output node's {made} is the result.",
-        inputs=(
-            *(Input(name, Kind.TEXT, required=False) for name in TEXT_SLOTS),
-            *(Input(name, Kind.IMAGE, required=False) for name in IMAGE_SLOTS),
-        ),
-        output=Output(kind),
-        params=ComfyUIWorkflowParams if kind == Kind.IMAGE else ComfyUIWorkflowTimedParams,
+    return policy.adapter_spec(
+        type_,
+        title,
+        "Run a ComfyUI workflow (API format) on your ComfyUI server; bound inputs are put "
+        f"into its nodes, and one output node's {made} is the result.",
+        ComfyUIWorkflowParams if kind == Kind.IMAGE else ComfyUIWorkflowTimedParams,
+        *(Input(name, Kind.TEXT, required=False) for name in TEXT_SLOTS),
+        *(Input(name, Kind.IMAGE, required=False) for name in IMAGE_SLOTS),
+        output=kind,
         cost=COSTS[kind],
-        cacheable=False,
-        sandboxed=False,
-        adapter=True,
         credential_kinds=(CREDENTIAL_KIND,),
+        cacheable=False,
     )
 
 

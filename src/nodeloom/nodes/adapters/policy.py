@@ -1,6 +1,7 @@
 """The policy every provider adapter follows, in one place.
 
-A provider node declares ``NodeSpec(adapter=True, sandboxed=False, credential_kinds=...)``.
+A provider node declares ``NodeSpec(adapter=True, sandboxed=False, credential_kinds=...)``
+(``adapter_spec``).
 The executor then runs it on the event loop with a ``ProviderContext`` and holds no
 execution slot for it: a 90-second generation is a coroutine waiting on a socket, not a
 sandbox process. What the node does with CPU (decoding a downloaded WebP, re-encoding a WAV)
@@ -53,7 +54,7 @@ import time
 import urllib.parse
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Hashable, Iterator, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, NoReturn, Protocol, TypeGuard, TypeVar, cast
 
@@ -63,7 +64,17 @@ from pydantic import Field
 
 from nodeloom import masking
 from nodeloom.nodes.http import Allowlist, _pinned_request, checked_addresses
-from nodeloom.sdk._node import Kind, NodeContext, NodeFailure, Produced
+from nodeloom.sdk._node import (
+    Cost,
+    Input,
+    Kind,
+    NodeContext,
+    NodeFailure,
+    NodeSpec,
+    Params,
+    Produced,
+    spec_family,
+)
 from nodeloom.settings import Settings
 
 BACKOFF_BASE = 0.5  # seconds; doubled per attempt, with jitter
@@ -140,6 +151,24 @@ class Signals(Protocol):
     async def wait(self, most: float) -> bool:
         """Until the node run may have changed (True) or ``most`` seconds pass (False)."""
         ...
+
+
+def adapter_spec(
+    type_: str,
+    title: str,
+    description: str,
+    params: type[Params],
+    *inputs: Input,
+    output: Kind,
+    cost: Cost,
+    credential_kinds: tuple[str, ...],
+    **flags: Any,
+) -> NodeSpec:
+    """The spec of a provider node, in the ``ai`` category: an adapter, not sandboxed (it
+    waits on the event loop), taking a credential of ``credential_kinds``; ``flags`` set
+    the spec's other flags (``cacheable``...)."""
+    plain = spec_family("ai", output, cost)(type_, title, description, params, *inputs)
+    return replace(plain, sandboxed=False, adapter=True, credential_kinds=credential_kinds, **flags)
 
 
 def credential_field(*kinds: str) -> Any:

@@ -31,7 +31,7 @@ from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
 from nodeloom.db.prepared import Prepared
 from nodeloom.engine import media_lengths, prefix, stepper
-from nodeloom.engine.dispatch.base import Dispatcher
+from nodeloom.engine.dispatch.base import Dispatcher, Handover
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
 from nodeloom.engine.graph_cache import GraphCache
 from nodeloom.engine.idempotency import REMEMBER, earlier_answer, key_row
@@ -87,6 +87,21 @@ def _without_waiting(coroutine: Coroutine[Any, Any, T]) -> T:
         return result
     coroutine.close()
     raise RuntimeError("a coroutine expected never to wait did wait")
+
+
+def _queued_nodes(
+    batch: Batch, state: RunState, kinds: Mapping[str, str] | None, alone: bool = False
+) -> Handover:
+    """A run being accepted, for its dispatcher: its row is not written yet (hence the
+    account), and ``kinds`` are its credentials' kinds as the acceptance checked them."""
+    return Handover(
+        batch.run_id,
+        state.with_status(NodeStatus.QUEUED),
+        state.graph,
+        state.account_id,
+        kinds,
+        alone,
+    )
 
 
 class Acceptor:
@@ -268,14 +283,7 @@ class Acceptor:
                 # dispatcher takes them that way (queue jobs).
                 batch.also = []
                 if batch.run_end is None and state.graph.nodes:
-                    statement = self.dispatcher.handover(
-                        conn,
-                        batch.run_id,
-                        state.with_status(NodeStatus.QUEUED),
-                        state.graph,
-                        state.account_id,  # its run row is not written yet
-                        kinds,  # its credentials' kinds, as the acceptance checked them
-                    )
+                    statement = self.dispatcher.handover(conn, _queued_nodes(batch, state, kinds))
                     if statement is not None:
                         batch.also = [statement]
 
@@ -324,15 +332,7 @@ class Acceptor:
         if batch.run_end is None:
             if not state.graph.nodes:
                 return None
-            handed = self.dispatcher.handover(
-                None,
-                batch.run_id,
-                state.with_status(NodeStatus.QUEUED),
-                state.graph,
-                state.account_id,
-                kinds,
-                alone=True,
-            )
+            handed = self.dispatcher.handover(None, _queued_nodes(batch, state, kinds, alone=True))
             if handed is None:
                 return None  # this dispatcher is handed the run after the commit
             also.append(handed)

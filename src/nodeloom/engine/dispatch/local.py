@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import cast
 
 import sqlalchemy as sa
@@ -33,8 +33,8 @@ from sqlalchemy.engine import Connection
 
 from nodeloom.db.models import Run
 from nodeloom.db.prepared import Params, Prepared
+from nodeloom.engine.dispatch.base import Handover
 from nodeloom.engine.executor import ExecutorEnv
-from nodeloom.engine.graph import Graph
 from nodeloom.engine.items import AccountItems
 from nodeloom.engine.process import ProcessIdentity
 from nodeloom.engine.run_state import RunState
@@ -143,14 +143,7 @@ class LocalDispatcher:
             self._enqueue(run_id, fresh.account_id if fresh is not None else "", fresh)
 
     def handover(
-        self,
-        conn: Connection | None,
-        run_id: str,
-        node_ids: list[str],
-        graph: Graph | None = None,
-        account_id: str | None = None,
-        kinds: Mapping[str, str] | None = None,
-        alone: bool = False,
+        self, conn: Connection | None, nodes: Handover
     ) -> tuple[Prepared, Params | None] | None:
         return None  # this process drives the run: ``submit`` once it is committed
 

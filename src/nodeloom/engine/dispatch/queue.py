@@ -62,6 +62,7 @@ from nodeloom.db.procrastinate_queue import (
 )
 from nodeloom.engine import items, stepper, steps
 from nodeloom.engine.dispatch import waits
+from nodeloom.engine.dispatch.base import Handover
 from nodeloom.engine.dispatch.waits import QUEUE, WAIT_QUEUE
 from nodeloom.engine.executor import ExecutorEnv, NodeExecutor, NodeTask
 from nodeloom.engine.graph import Graph, GraphNode
@@ -207,39 +208,30 @@ class QueueDispatcher:
             await self.defer(run_id, await self._queued(run_id))
 
     def handover(
-        self,
-        conn: Connection | None,
-        run_id: str,
-        node_ids: list[str],
-        graph: Graph | None = None,
-        account_id: str | None = None,
-        kinds: Mapping[str, str] | None = None,
-        alone: bool = False,
+        self, conn: Connection | None, nodes: Handover
     ) -> tuple[Prepared, Params | None] | None:
         """The insert of a job per node, for the caller's transaction to send (see the
         module's doc), each on the queue its type calls for (dispatch/waits.py). The locks
         are the same whatever the queue, so a node never has two waiting jobs, one in each.
-        No parameters (nothing to send) for no nodes. ``account_id``: the run's, given by
-        a caller whose run row is not written yet (the acceptance); ``kinds``: the kinds of the
-        credentials the run names, when the caller has just read them (not read again).
-        ``alone``: the insert as a part of an acceptance sent as one statement
-        (``transitions.created_alone``), with no transaction (``conn`` None): None when the
-        queues cannot be told without reading the database."""
-        statement = ENQUEUE_IF_CREATED if alone else ENQUEUE
-        if not node_ids:
+        No parameters (nothing to send) for no nodes; None, ``alone``, when the queues
+        cannot be told without reading the database."""
+        statement = ENQUEUE_IF_CREATED if nodes.alone else ENQUEUE
+        if not nodes.node_ids:
             return statement, None
-        reader = None if alone else conn
-        queues = self._queues_in(reader, run_id, node_ids, graph, account_id, kinds)
+        reader = None if nodes.alone else conn
+        queues = self._queues_in(
+            reader, nodes.run_id, nodes.node_ids, nodes.graph, nodes.account_id, nodes.kinds
+        )
         if queues is None:
             return None
-        by_node = {node_id: queues.get(node_id, QUEUE) for node_id in node_ids}
-        return statement, _jobs_params(run_id, by_node)
+        by_node = {node_id: queues.get(node_id, QUEUE) for node_id in nodes.node_ids}
+        return statement, _jobs_params(nodes.run_id, by_node)
 
     def enqueue_in(
         self, conn: Connection, run_id: str, node_ids: list[str], graph: Graph | None = None
     ) -> None:
         """``handover``'s insert, sent now in the caller's transaction."""
-        handed = self.handover(conn, run_id, node_ids, graph)
+        handed = self.handover(conn, Handover(run_id, node_ids, graph))
         if handed is not None and handed[1] is not None:
             handed[0].run(conn, handed[1])
 

@@ -56,35 +56,33 @@ _EVENTS = _t(RunEvent)
 _IDS: sa.BindParameter[list[str]] = sa.bindparam("ids", expanding=True)
 
 
-QUEUE = Prepared(
-    sa.update(_NODE)
-    .where(
-        _NODE.c.run_id == sa.bindparam("run"),
-        _NODE.c.node_id.in_(_IDS),
-        _NODE.c.status.in_(_from(NodeStatus.QUEUED)),
+def _nodes_into(status: NodeStatus, **values: Any) -> Prepared:
+    """The run's ``ids`` nodes moved into ``status`` from the states it may follow, with
+    ``values`` set beside it."""
+    return Prepared(
+        sa.update(_NODE)
+        .where(
+            _NODE.c.run_id == sa.bindparam("run"),
+            _NODE.c.node_id.in_(_IDS),
+            _NODE.c.status.in_(_from(status)),
+        )
+        .values(status=status.value, **values)
     )
-    .values(
-        status=NodeStatus.QUEUED.value,
-        queued_at=sa.bindparam("at", type_=_NODE.c.queued_at.type),
-        started_at=None,
-        claimed_by=None,
-    )
+
+
+QUEUE = _nodes_into(
+    NodeStatus.QUEUED,
+    queued_at=sa.bindparam("at", type_=_NODE.c.queued_at.type),
+    started_at=None,
+    claimed_by=None,
 )
 
 
-START = Prepared(
-    sa.update(_NODE)
-    .where(
-        _NODE.c.run_id == sa.bindparam("run"),
-        _NODE.c.node_id.in_(_IDS),
-        _NODE.c.status.in_(_from(NodeStatus.RUNNING)),
-    )
-    .values(
-        status=NodeStatus.RUNNING.value,
-        started_at=sa.bindparam("at", type_=_NODE.c.started_at.type),
-        claimed_by=sa.bindparam("claimed_by"),
-        attempts=_NODE.c.attempts + 1,
-    )
+START = _nodes_into(
+    NodeStatus.RUNNING,
+    started_at=sa.bindparam("at", type_=_NODE.c.started_at.type),
+    claimed_by=sa.bindparam("claimed_by"),
+    attempts=_NODE.c.attempts + 1,
 )
 
 
@@ -137,18 +135,10 @@ def _through_statement(status: NodeStatus) -> Prepared:
 
 
 def _bulk_statement(status: NodeStatus) -> Prepared:
-    return Prepared(
-        sa.update(_NODE)
-        .where(
-            _NODE.c.run_id == sa.bindparam("run"),
-            _NODE.c.node_id.in_(_IDS),
-            _NODE.c.status.in_(_from(status)),
-        )
-        .values(
-            status=status.value,
-            finished_at=sa.bindparam("at", type_=_NODE.c.finished_at.type),
-            error=sa.bindparam("error", type_=_NODE.c.error.type),
-        )
+    return _nodes_into(
+        status,
+        finished_at=sa.bindparam("at", type_=_NODE.c.finished_at.type),
+        error=sa.bindparam("error", type_=_NODE.c.error.type),
     )
 
 

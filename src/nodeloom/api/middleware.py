@@ -12,8 +12,9 @@ from nodeloom.api.urls import public_base, valid_host
 from nodeloom.ratelimit import Decision
 
 
-class _HeadersOnStart:
-    """Middleware that adds headers to each HTTP response as its start goes out (``add``)."""
+class _HttpOnly:
+    """Middleware that acts on HTTP requests (``handle``) and passes anything else (a
+    WebSocket, the lifespan) through untouched."""
 
     def __init__(self, app: ASGIApp) -> None:
         self.app = app
@@ -22,7 +23,16 @@ class _HeadersOnStart:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        await self.handle(scope, receive, send)
 
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
+        raise NotImplementedError
+
+
+class _HeadersOnStart(_HttpOnly):
+    """Middleware that adds headers to each HTTP response as its start goes out (``add``)."""
+
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         async def send_with_headers(message: Message) -> None:
             if message["type"] == "http.response.start":
                 self.add(scope, message)
@@ -72,20 +82,14 @@ class RejectNul:
         await self.app(scope, receive, send)
 
 
-class ContainErrors:
+class ContainErrors(_HttpOnly):
     """An exception no route handled is answered here with the app's own handler for it (a
     problem+json 500 for a bug), and goes no further. Left to the framework, the outermost
     handler answers and then re-raises, and the server closes the connection: the client's
     next request on that keep-alive connection would be reset. Installed just outside the
     hot paths, so their errors are contained too."""
 
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
+    async def handle(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = False
 
         async def tracking_send(message: Message) -> None:

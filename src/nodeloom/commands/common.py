@@ -256,6 +256,17 @@ def print_listing(
     print_table(columns, (row(item) for item in items))
 
 
+def print_made(value: Any, note: str, handle: str) -> None:
+    """What a command that makes something prints: all of it as JSON with --json; else
+    ``note`` for the person (stderr) and ``handle``, the one value a script takes (an id, a
+    key, a URL), alone on stdout."""
+    if wants_json():
+        print_json(value)
+        return
+    err().print(note)
+    print(handle)
+
+
 def take(items: Iterable[Any], limit: int) -> list[Any]:
     taken: list[Any] = []
     for item in items:

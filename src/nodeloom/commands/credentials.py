@@ -21,6 +21,7 @@ from nodeloom.commands.common import (
     fail,
     print_json,
     print_listing,
+    print_made,
     take,
     wants_json,
     when,
@@ -107,11 +108,7 @@ def create(
     fields.update(_read_secrets(_secret_names(kind, secret, required=True), secret_stdin))
     with client() as c:
         made = c.credentials.create(name, kind, fields)
-    if wants_json():
-        print_json(made)
-        return
-    err().print(f"created {made.kind} credential {made.id} ({made.hint})")
-    print(made.id)
+    print_made(made, f"created {made.kind} credential {made.id} ({made.hint})", made.id)
 
 
 @app.command("list")

@@ -18,10 +18,9 @@ from nodeloom.commands.common import (
     ClientTyper,
     err,
     handled,
-    print_json,
     print_listing,
+    print_made,
     target,
-    wants_json,
     when,
 )
 from nodeloom.commands.login import read_secret
@@ -56,11 +55,7 @@ def create(
     """Create an API key. The key is printed once, now; store it safely."""
     with token_client() as c:
         key = c.keys.create(name)
-    if wants_json():
-        print_json(key)
-        return
-    err().print(f"created API key {key.id} ({key.name}); it is shown only this once:")
-    print(key.key)
+    print_made(key, f"created API key {key.id} ({key.name}); it is shown only this once:", key.key)
 
 
 @app.command("list")

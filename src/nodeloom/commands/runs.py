@@ -20,6 +20,7 @@ from nodeloom.commands.common import (
     handled,
     print_json,
     print_listing,
+    print_made,
     print_table,
     take,
     wants_json,
@@ -150,11 +151,7 @@ def _started(
     on stderr); or, with --wait or --download, follow it live, report its outputs and exit
     with status 1 unless it completed."""
     if not (wait or download):
-        if wants_json():
-            print_json(run)
-        else:
-            err().print(note)
-            sys.stdout.write(run.id + "\n")
+        print_made(run, note, run.id)
         return
     with ProgressView(run, err(), _repeats(c, run)) as view:
         run = run.wait(timeout, on_event=view.on_event)

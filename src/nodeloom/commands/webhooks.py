@@ -12,10 +12,9 @@ from nodeloom.commands.common import (
     WorkflowArg,
     client,
     err,
-    print_json,
     print_listing,
+    print_made,
     take,
-    wants_json,
     when,
 )
 
@@ -33,11 +32,8 @@ def create(
     """Create a trigger URL: a POST of a JSON object to it starts a run with that input."""
     with client() as c:
         hook = c.webhooks.create(c.workflows.find(workflow).id, name, active=not inactive)
-    if wants_json():
-        print_json(hook)
-        return
-    err().print(f"created webhook {hook.id} ({'active' if hook.active else 'inactive'}); its URL:")
-    print(hook.url)
+    state = "active" if hook.active else "inactive"
+    print_made(hook, f"created webhook {hook.id} ({state}); its URL:", hook.url)
 
 
 @app.command("list")

@@ -37,7 +37,7 @@ RFC 9457 problem+json responses.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 
 class NodeloomError(Exception):
@@ -80,7 +80,10 @@ class ProblemError(NodeloomError):
 
 
 class InvalidRequest(ProblemError):
-    pass
+    @classmethod
+    def listing(cls, lead: str, errors: list[FieldError]) -> Self:
+        """The error whose detail is ``lead`` followed by the message of each of ``errors``."""
+        return cls(lead + "; ".join(e.message for e in errors), errors=errors)
 
 
 class InvalidGraph(InvalidRequest):

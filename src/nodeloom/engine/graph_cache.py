@@ -82,9 +82,7 @@ class GraphCache:
         # Never cached: such a workflow is checked, and refused, on every execute.
         unavailable = unavailable_nodes(graph_json, self._registry, self._settings)
         if unavailable:
-            raise InvalidGraph(
-                "The workflow uses nodes that cannot run on this server now: "
-                + "; ".join(p.message for p in unavailable),
-                errors=unavailable,
+            raise InvalidGraph.listing(
+                "The workflow uses nodes that cannot run on this server now: ", unavailable
             )
         return checked

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,6 +55,19 @@ class _Problems:
 
     def add(self, pointer: str, message: str) -> None:
         self.items.append(FieldError(pointer, message))
+
+    def objects(
+        self, items: list[Any], where: str, what: str, shape: str
+    ) -> Iterator[tuple[int, str, dict[str, Any]]]:
+        """The index, pointer and value of each of ``items`` (the graph's ``where`` list)
+        that is a JSON object; each other one is a problem: ``what`` must be an object
+        ``shape``."""
+        for index, raw in enumerate(items):
+            at = f"{ROOT}/{where}/{index}"
+            if isinstance(raw, dict):
+                yield index, at, raw
+            else:
+                self.add(at, f"{what} must be an object {shape}")
 
 
 def validate_graph(
@@ -231,11 +244,9 @@ def _check_nodes(
     Sticky notes (``NOTE_TYPE``) and groups (``GROUP_TYPE``) are checked but left out: their
     ids go to ``notes`` (id -> "note" or "group")."""
     nodes: dict[str, GraphNode | None] = {}
-    for index, raw in enumerate(raw_nodes):
-        at = f"{ROOT}/nodes/{index}"
-        if not isinstance(raw, dict):
-            problems.add(at, "a node must be an object {id, type, position, data}")
-            continue
+    for index, at, raw in problems.objects(
+        raw_nodes, "nodes", "a node", "{id, type, position, data}"
+    ):
         node_id = raw.get("id")
         if not isinstance(node_id, str) or not node_id or len(node_id) > 200:
             problems.add(f"{at}/id", "id must be a non-empty string of at most 200 characters")
@@ -387,11 +398,7 @@ def _check_edges(
     inputs: dict[str, dict[str, list[str]]] = {node_id: {} for node_id in nodes}
     ports: dict[str, dict[str, list[str]]] = {node_id: {} for node_id in nodes}
     edge_ids: set[str] = set()
-    for index, raw in enumerate(raw_edges):
-        at = f"{ROOT}/edges/{index}"
-        if not isinstance(raw, dict):
-            problems.add(at, "an edge must be an object {id, source, target}")
-            continue
+    for _, at, raw in problems.objects(raw_edges, "edges", "an edge", "{id, source, target}"):
         edge_id = raw.get("id")
         if not isinstance(edge_id, str) or not edge_id:
             problems.add(f"{at}/id", "id must be a non-empty string")

@@ -92,10 +92,8 @@ def _check_batch_sizes(graph: Graph, items: dict[str, int]) -> None:
         if (count := items.get(node_id, 0)) > region.max_items
     ]
     if problems:
-        raise InvalidRequest(
-            "The run's input makes a batch larger than allowed: "
-            + "; ".join(p.message for p in problems),
-            errors=problems,
+        raise InvalidRequest.listing(
+            "The run's input makes a batch larger than allowed: ", problems
         )
 
 
@@ -361,9 +359,5 @@ async def check_credentials(db: Database, account_id: str, graph: Graph) -> dict
     found = await db.read(lambda c: credential_store.kinds(c, account_id, ids))
     problems = credential_store.problems_of(refs, found)
     if problems:
-        raise InvalidGraph(
-            "The workflow names credentials it cannot use: "
-            + "; ".join(p.message for p in problems),
-            errors=problems,
-        )
+        raise InvalidGraph.listing("The workflow names credentials it cannot use: ", problems)
     return found

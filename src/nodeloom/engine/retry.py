@@ -118,7 +118,7 @@ def unknown_params(graph: Graph, params: dict[str, dict[str, Any]]) -> None:
                 message = f"{spec.type} has no param {name!r} (its params: {listed})"
                 errors.append(FieldError(f"/params/{_escape(node_id)}/{_escape(name)}", message))
     if errors:
-        raise InvalidRequest("; ".join(e.message for e in errors), errors=errors)
+        raise InvalidRequest.listing("", errors)
 
 
 def reusable(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Annotated, Any
 
 import orjson
@@ -277,24 +278,18 @@ def _read_run(
     return apps.visitor_record(ctx.settings.secret, app, run, nodes, artifacts, utcnow())
 
 
-async def _visitor_run(
-    request: Request,
-    ctx: AppContext,
-    slug: str,
-    run_id: str,
-    credentials: Any,
-    token: str | None,
-) -> tuple[Record, dict[str, Any]]:
-    """The app and the visitor's record of its run ``run_id`` (404 for a wrong token)."""
-    app = await _app(request, ctx, slug, credentials)
-    found = await ctx.db.read(lambda c: _read_run(ctx, app.id, run_id, token, c))
-    if found is None:
-        raise NotFound("No such run of this app.")
-    return app, found
+@dataclass(frozen=True)
+class _Visit:
+    """A visitor's run as its token reads it: the app, the visitor's record of the run and
+    the token (from ``X-Visitor-Token``, else ``?token=``)."""
+
+    app: Record
+    run_id: str
+    record: dict[str, Any]
+    token: str | None
 
 
-@router.get("/public/apps/{slug}/runs/{run_id}", response_model=VisitorRun, responses=_NOT_FOUND)
-async def visitor_run(
+async def _visit(
     slug: str,
     run_id: str,
     request: Request,
@@ -302,11 +297,24 @@ async def visitor_run(
     credentials: Credentials,
     header_token: TokenHeader = None,
     token: TokenQuery = None,
-) -> dict[str, Any]:
+) -> _Visit:
+    """The app and the visitor's record of its run ``run_id`` (404 for a wrong token)."""
+    credential = header_token or token
+    app = await _app(request, ctx, slug, credentials)
+    found = await ctx.db.read(lambda c: _read_run(ctx, app.id, run_id, credential, c))
+    if found is None:
+        raise NotFound("No such run of this app.")
+    return _Visit(app, run_id, found, credential)
+
+
+VisitDep = Annotated[_Visit, Depends(_visit)]
+
+
+@router.get("/public/apps/{slug}/runs/{run_id}", response_model=VisitorRun, responses=_NOT_FOUND)
+async def visitor_run(visit: VisitDep) -> dict[str, Any]:
     """The visitor's run: status, progress and the shown outputs with signed download
     addresses. Needs the run's ``visitor_token`` (header, or ``?token=``)."""
-    _, found = await _visitor_run(request, ctx, slug, run_id, credentials, header_token or token)
-    return found
+    return visit.record
 
 
 @router.get(
@@ -322,20 +330,10 @@ async def visitor_run(
         **_NOT_FOUND,
     },
 )
-async def visitor_events(
-    slug: str,
-    run_id: str,
-    request: Request,
-    ctx: CtxDep,
-    credentials: Credentials,
-    header_token: TokenHeader = None,
-    token: TokenQuery = None,
-) -> StreamingResponse:
+async def visitor_events(visit: VisitDep, ctx: CtxDep) -> StreamingResponse:
     """The visitor's run as it changes (Server-Sent Events; ``?token=`` for EventSource)."""
-    credential = header_token or token
-    app, first = await _visitor_run(request, ctx, slug, run_id, credentials, credential)
     return StreamingResponse(
-        _frames(ctx, app, run_id, credential, first),
+        _frames(ctx, visit.app, visit.run_id, visit.token, visit.record),
         media_type="text/event-stream",
         headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
     )

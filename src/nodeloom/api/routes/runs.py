@@ -17,6 +17,7 @@ from nodeloom.api.remote_media import bring_media
 from nodeloom.api.responses import OrjsonResponse
 from nodeloom.api.routes.assets import execute_doc, execute_form
 from nodeloom.api.routing import GuardedRoute
+from nodeloom.api.state import AppContext
 from nodeloom.api.uploads import is_multipart
 from nodeloom.engine import callbacks, media_lengths
 from nodeloom.engine.graph import costs
@@ -98,22 +99,27 @@ async def execute(
         await ctx.db.read(
             lambda c: callbacks.require_secret(c, principal.account_id, "/callback_url")
         )
-    accepted = await ctx.acceptor.accept(
-        RunRequest(
-            account_id=principal.account_id,
-            workflow_id=workflow_id,
-            run_input=body.input,
-            use_cache=body.cache,
-            plan=principal.plan.value,
-            idempotency_key=idempotency_key,
-            trigger=body.trigger,
-            callback_url=body.callback_url,
-        ),
+    run = RunRequest(
+        account_id=principal.account_id,
+        workflow_id=workflow_id,
+        run_input=body.input,
+        use_cache=body.cache,
+        plan=principal.plan.value,
+        idempotency_key=idempotency_key,
+        trigger=body.trigger,
+        callback_url=body.callback_url,
     )
+    return await _accept(ctx, response, run)
+
+
+async def _accept(ctx: AppContext, response: Response, run: RunRequest) -> dict[str, Any]:
+    """Accept the run and answer as an execute does: the new run's ``Location``, and
+    ``Idempotent-Replayed`` when the key's earlier answer is given again."""
+    accepted = await ctx.acceptor.accept(run)
     answer = accepted.answer
     if accepted.replayed:
         response.headers["Idempotent-Replayed"] = "true"
-    response.headers["Location"] = _run_location(workflow_id, answer["run_id"])
+    response.headers["Location"] = _run_location(run.workflow_id, answer["run_id"])
     return answer
 
 
@@ -149,25 +155,19 @@ async def retry_run(
     every unchanged completed node's artifact (uncharged, ``cached``) and runs the rest.
     The body is optional: ``{"params": {"<node id>": {...}}, "cache": true}``."""
     body = await _body(request, RetryRequest)
-    accepted = await ctx.acceptor.accept(
-        RunRequest(
-            account_id=principal.account_id,
-            workflow_id=workflow_id,
-            run_input=None,
-            use_cache=body.cache,
-            plan=principal.plan.value,
-            idempotency_key=idempotency_key,
-            trigger=body.trigger,
-            retry_of=run_id,
-            retry_params=body.params,
-            retry_current=body.graph == "current",
-        ),
+    run = RunRequest(
+        account_id=principal.account_id,
+        workflow_id=workflow_id,
+        run_input=None,
+        use_cache=body.cache,
+        plan=principal.plan.value,
+        idempotency_key=idempotency_key,
+        trigger=body.trigger,
+        retry_of=run_id,
+        retry_params=body.params,
+        retry_current=body.graph == "current",
     )
-    answer = accepted.answer
-    if accepted.replayed:
-        response.headers["Idempotent-Replayed"] = "true"
-    response.headers["Location"] = _run_location(workflow_id, answer["run_id"])
-    return answer
+    return await _accept(ctx, response, run)
 
 
 @router.get("/workflows/{workflow_id}/runs/{run_id}", response_model=RunOut)

@@ -16,12 +16,14 @@ import secrets
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, Unpack
 from urllib.parse import quote
 
 import anyio
+from pydantic import BaseModel
 
 from nodeloom.client._runs import AsyncRun, RunClient, RunEvent, extension_for
+from nodeloom.client._session import RequestOptions
 from nodeloom.client._tus import RESUMABLE_ABOVE, upload_resumable
 from nodeloom.client.errors import AmbiguousWorkflow, NotFound
 from nodeloom.schemas.accounts import ApiKeyCreated, ApiKeyOut
@@ -88,9 +90,47 @@ def _if_match(version: int | None) -> dict[str, str] | None:
     return None if version is None else {"If-Match": f'"v{int(version)}"'}
 
 
+Answer = TypeVar("Answer", bound=BaseModel)
+
+
 class _Resource:
     def __init__(self, client: RunClient) -> None:
         self._client = client
+
+    async def _answer(
+        self, model: type[Answer], method: str, path: str, **options: Unpack[RequestOptions]
+    ) -> Answer:
+        """The request's answer as the server's ``model`` (``options`` as ``request`` takes)."""
+        response = await self._client.request(method, path, **options)
+        return model.model_validate(response.json())
+
+
+Child = TypeVar("Child", bound=BaseModel)
+
+
+class _WorkflowChildren(_Resource, Generic[Child]):
+    """Things kept under a workflow (its webhooks, its schedules): ``_kind`` names them in
+    the path, ``_model`` is the server's answer for one."""
+
+    _kind: str
+    _model: type[Child]
+
+    def _path(self, workflow_id: str, child_id: str | None = None) -> str:
+        path = f"/workflows/{_seg(workflow_id)}/{self._kind}"
+        return path if child_id is None else f"{path}/{_seg(child_id)}"
+
+    async def _send(
+        self, method: str, workflow_id: str, child_id: str | None, body: Mapping[str, Any]
+    ) -> Child:
+        return await self._answer(
+            self._model, method, self._path(workflow_id, child_id), json=dict(body)
+        )
+
+    def list(self, workflow_id: str, *, page_size: int = 50) -> AsyncIterator[Child]:
+        return self._client.paginate(self._path(workflow_id), self._model, {"limit": page_size})
+
+    async def _delete(self, workflow_id: str, child_id: str) -> None:
+        await self._client.request("DELETE", self._path(workflow_id, child_id))
 
 
 class AsyncWorkflows(_Resource):
@@ -99,8 +139,7 @@ class AsyncWorkflows(_Resource):
         return self._client.paginate("/workflows", WorkflowSummary, {"limit": page_size})
 
     async def get(self, workflow_id: str) -> WorkflowOut:
-        response = await self._client.request("GET", f"/workflows/{_seg(workflow_id)}")
-        return WorkflowOut.model_validate(response.json())
+        return await self._answer(WorkflowOut, "GET", f"/workflows/{_seg(workflow_id)}")
 
     async def find(self, id_or_name: str) -> WorkflowOut:
         """A workflow by id, or by its exact name (``AmbiguousWorkflow`` when names repeat)."""
@@ -124,8 +163,7 @@ class AsyncWorkflows(_Resource):
         body: dict[str, Any] = {"name": name, "graph_json": graph}
         if message is not None:
             body["message"] = message
-        response = await self._client.request("POST", "/workflows", json=body)
-        return WorkflowOut.model_validate(response.json())
+        return await self._answer(WorkflowOut, "POST", "/workflows", json=body)
 
     async def update(
         self,
@@ -146,13 +184,13 @@ class AsyncWorkflows(_Resource):
             body["graph_json"] = dict(graph_json)
         if message is not None:
             body["message"] = message
-        response = await self._client.request(
+        return await self._answer(
+            WorkflowOut,
             "PATCH",
             f"/workflows/{_seg(workflow_id)}",
             json=body,
             headers=_if_match(expected_version),
         )
-        return WorkflowOut.model_validate(response.json())
 
     def versions(
         self, workflow_id: str, *, page_size: int = 50
@@ -166,10 +204,9 @@ class AsyncWorkflows(_Resource):
 
     async def version(self, workflow_id: str, number: int) -> WorkflowVersionOut:
         """One version as it was saved, with its graph."""
-        response = await self._client.request(
-            "GET", f"/workflows/{_seg(workflow_id)}/versions/{int(number)}"
+        return await self._answer(
+            WorkflowVersionOut, "GET", f"/workflows/{_seg(workflow_id)}/versions/{int(number)}"
         )
-        return WorkflowVersionOut.model_validate(response.json())
 
     async def restore(
         self,
@@ -182,13 +219,13 @@ class AsyncWorkflows(_Resource):
         """Save version ``number``'s name and graph again, as a new version; the workflow
         as it now is. ``expected_version`` as in ``update``."""
         body: dict[str, Any] = {} if message is None else {"message": message}
-        response = await self._client.request(
+        return await self._answer(
+            WorkflowOut,
             "POST",
             f"/workflows/{_seg(workflow_id)}/versions/{int(number)}/restore",
             json=body,
             headers=_if_match(expected_version),
         )
-        return WorkflowOut.model_validate(response.json())
 
     async def estimate(
         self, workflow_id: str, input: Mapping[str, Any] | None = None, *, cache: bool = True
@@ -198,10 +235,9 @@ class AsyncWorkflows(_Resource):
         body: dict[str, Any] = {"cache": cache}
         if input is not None:
             body["input"] = dict(input)
-        response = await self._client.request(
-            "POST", f"/workflows/{_seg(workflow_id)}/estimate", json=body
+        return await self._answer(
+            RunEstimate, "POST", f"/workflows/{_seg(workflow_id)}/estimate", json=body
         )
-        return RunEstimate.model_validate(response.json())
 
     async def delete(self, workflow_id: str) -> None:
         """Delete; its running runs are cancelled and its webhooks stop at once."""
@@ -253,10 +289,9 @@ class AsyncRuns(_Resource):
 
     async def cancel(self, workflow_id: str, run_id: str) -> RunSummary:
         """Ask the run to stop; it ends ``failed`` with error code ``cancelled``."""
-        response = await self._client.request(
-            "POST", f"/workflows/{_seg(workflow_id)}/runs/{_seg(run_id)}/cancel"
+        return await self._answer(
+            RunSummary, "POST", f"/workflows/{_seg(workflow_id)}/runs/{_seg(run_id)}/cancel"
         )
-        return RunSummary.model_validate(response.json())
 
     async def retry(
         self,
@@ -306,8 +341,9 @@ class AsyncRuns(_Resource):
 class AsyncArtifacts(_Resource):
     async def metadata(self, artifact_id: str) -> ArtifactMetadata:
         """Content type, size, sha256, dimensions or duration, and a signed download URL."""
-        response = await self._client.request("GET", f"/artifacts/{_seg(artifact_id)}/metadata")
-        return ArtifactMetadata.model_validate(response.json())
+        return await self._answer(
+            ArtifactMetadata, "GET", f"/artifacts/{_seg(artifact_id)}/metadata"
+        )
 
     async def read(self, artifact_id: str) -> bytes:
         """The artifact's bytes, in memory."""
@@ -374,14 +410,14 @@ class AsyncAssets(_Resource):
                     if on_progress is not None:
                         on_progress(sent)
 
-        response = await self._client.request(
+        return await self._answer(
+            AssetOut,
             "POST",
             "/uploads",
             params={"name": name or source.name},
             content=chunks,
             headers={"Content-Type": "application/octet-stream"},
         )
-        return AssetOut.model_validate(response.json())
 
     def list(
         self, *, kind: str | None = None, search: str | None = None, page_size: int = 50
@@ -392,8 +428,7 @@ class AsyncAssets(_Resource):
         return self._client.paginate("/assets", AssetOut, query)
 
     async def get(self, asset_id: str) -> AssetOut:
-        response = await self._client.request("GET", f"/assets/{_seg(asset_id)}")
-        return AssetOut.model_validate(response.json())
+        return await self._answer(AssetOut, "GET", f"/assets/{_seg(asset_id)}")
 
     async def update(
         self, asset_id: str, *, name: str | None = None, tags: builtins.list[str] | None = None
@@ -403,8 +438,7 @@ class AsyncAssets(_Resource):
             body["name"] = name
         if tags is not None:
             body["tags"] = tags
-        response = await self._client.request("PATCH", f"/assets/{_seg(asset_id)}", json=body)
-        return AssetOut.model_validate(response.json())
+        return await self._answer(AssetOut, "PATCH", f"/assets/{_seg(asset_id)}", json=body)
 
     async def delete(self, asset_id: str, *, force: bool = False) -> None:
         """Delete; refused (``AssetInUse``) while a workflow names it, unless ``force``."""
@@ -412,7 +446,9 @@ class AsyncAssets(_Resource):
         await self._client.request("DELETE", f"/assets/{_seg(asset_id)}", params=params)
 
 
-class AsyncWebhooks(_Resource):
+class AsyncWebhooks(_WorkflowChildren[WebhookOut]):
+    _kind, _model = "webhooks", WebhookOut
+
     async def create(
         self,
         workflow_id: str,
@@ -429,15 +465,7 @@ class AsyncWebhooks(_Resource):
             body["secret"] = secret
         if callback_url is not None:
             body["callback_url"] = callback_url
-        response = await self._client.request(
-            "POST", f"/workflows/{_seg(workflow_id)}/webhooks", json=body
-        )
-        return WebhookOut.model_validate(response.json())
-
-    def list(self, workflow_id: str, *, page_size: int = 50) -> AsyncIterator[WebhookOut]:
-        return self._client.paginate(
-            f"/workflows/{_seg(workflow_id)}/webhooks", WebhookOut, {"limit": page_size}
-        )
+        return await self._send("POST", workflow_id, None, body)
 
     async def update(
         self,
@@ -448,23 +476,20 @@ class AsyncWebhooks(_Resource):
         active: bool | None = None,
     ) -> WebhookOut:
         body = {k: v for k, v in (("name", name), ("active", active)) if v is not None}
-        response = await self._client.request(
-            "PATCH", f"/workflows/{_seg(workflow_id)}/webhooks/{_seg(webhook_id)}", json=body
-        )
-        return WebhookOut.model_validate(response.json())
+        return await self._send("PATCH", workflow_id, webhook_id, body)
 
     async def set_active(self, workflow_id: str, webhook_id: str, active: bool) -> WebhookOut:
         """Switch a webhook on or off; an inactive one answers 403 webhook_inactive."""
         return await self.update(workflow_id, webhook_id, active=active)
 
     async def delete(self, workflow_id: str, webhook_id: str) -> None:
-        await self._client.request(
-            "DELETE", f"/workflows/{_seg(workflow_id)}/webhooks/{_seg(webhook_id)}"
-        )
+        await self._delete(workflow_id, webhook_id)
 
 
-class AsyncSchedules(_Resource):
+class AsyncSchedules(_WorkflowChildren[ScheduleOut]):
     """Cron triggers of a workflow (docs/schedules.md)."""
+
+    _kind, _model = "schedules", ScheduleOut
 
     async def create(
         self,
@@ -482,40 +507,22 @@ class AsyncSchedules(_Resource):
             body["input"] = dict(input)
         if callback_url is not None:
             body["callback_url"] = callback_url
-        response = await self._client.request(
-            "POST", f"/workflows/{_seg(workflow_id)}/schedules", json=body
-        )
-        return ScheduleOut.model_validate(response.json())
-
-    def list(self, workflow_id: str, *, page_size: int = 50) -> AsyncIterator[ScheduleOut]:
-        return self._client.paginate(
-            f"/workflows/{_seg(workflow_id)}/schedules", ScheduleOut, {"limit": page_size}
-        )
+        return await self._send("POST", workflow_id, None, body)
 
     async def get(self, workflow_id: str, schedule_id: str) -> ScheduleOut:
-        response = await self._client.request(
-            "GET", f"/workflows/{_seg(workflow_id)}/schedules/{_seg(schedule_id)}"
-        )
-        return ScheduleOut.model_validate(response.json())
+        return await self._answer(ScheduleOut, "GET", self._path(workflow_id, schedule_id))
 
     async def update(self, workflow_id: str, schedule_id: str, **changes: Any) -> ScheduleOut:
         """Change ``name``, ``cron``, ``timezone``, ``input``, ``active`` or
         ``callback_url`` (None removes ``input`` / ``callback_url``)."""
-        response = await self._client.request(
-            "PATCH",
-            f"/workflows/{_seg(workflow_id)}/schedules/{_seg(schedule_id)}",
-            json=changes,
-        )
-        return ScheduleOut.model_validate(response.json())
+        return await self._send("PATCH", workflow_id, schedule_id, changes)
 
     async def set_active(self, workflow_id: str, schedule_id: str, active: bool) -> ScheduleOut:
         """Pause (False) or resume (True); resuming fires next at the next future time."""
         return await self.update(workflow_id, schedule_id, active=active)
 
     async def delete(self, workflow_id: str, schedule_id: str) -> None:
-        await self._client.request(
-            "DELETE", f"/workflows/{_seg(workflow_id)}/schedules/{_seg(schedule_id)}"
-        )
+        await self._delete(workflow_id, schedule_id)
 
 
 class AsyncApprovals(_Resource):
@@ -523,12 +530,10 @@ class AsyncApprovals(_Resource):
 
     async def list(self) -> ApprovalList:
         """The account's pending approvals, oldest first (``count``: all of them)."""
-        response = await self._client.request("GET", "/approvals")
-        return ApprovalList.model_validate(response.json())
+        return await self._answer(ApprovalList, "GET", "/approvals")
 
     async def get(self, approval_id: str) -> ApprovalOut:
-        response = await self._client.request("GET", f"/approvals/{_seg(approval_id)}")
-        return ApprovalOut.model_validate(response.json())
+        return await self._answer(ApprovalOut, "GET", f"/approvals/{_seg(approval_id)}")
 
     async def approve(
         self, approval_id: str, *, comment: str | None = None, text: str | None = None
@@ -543,10 +548,9 @@ class AsyncApprovals(_Resource):
         self, approval_id: str, action: str, comment: str | None, text: str | None
     ) -> ApprovalOut:
         body = {k: v for k, v in {"comment": comment, "text": text}.items() if v is not None}
-        response = await self._client.request(
-            "POST", f"/approvals/{_seg(approval_id)}/{action}", json=body
+        return await self._answer(
+            ApprovalOut, "POST", f"/approvals/{_seg(approval_id)}/{action}", json=body
         )
-        return ApprovalOut.model_validate(response.json())
 
 
 class AsyncCallbacks(_Resource):
@@ -555,12 +559,10 @@ class AsyncCallbacks(_Resource):
 
     async def rotate_secret(self) -> CallbackSecretCreated:
         """Create the signing secret, or replace it; the value is in this answer only."""
-        response = await self._client.request("POST", "/callbacks/secret")
-        return CallbackSecretCreated.model_validate(response.json())
+        return await self._answer(CallbackSecretCreated, "POST", "/callbacks/secret")
 
     async def secret_info(self) -> CallbackSecretInfo:
-        response = await self._client.request("GET", "/callbacks/secret")
-        return CallbackSecretInfo.model_validate(response.json())
+        return await self._answer(CallbackSecretInfo, "GET", "/callbacks/secret")
 
     async def deliveries(self, workflow_id: str, run_id: str) -> builtins.list[CallbackDeliveryOut]:
         response = await self._client.request(
@@ -575,8 +577,7 @@ class AsyncKeys(_Resource):
 
     async def create(self, name: str) -> ApiKeyCreated:
         """A new key; ``.key`` is shown in this answer only."""
-        response = await self._client.request("POST", "/api-keys", json={"name": name})
-        return ApiKeyCreated.model_validate(response.json())
+        return await self._answer(ApiKeyCreated, "POST", "/api-keys", json={"name": name})
 
     async def list(self) -> builtins.list[ApiKeyOut]:
         response = await self._client.request("GET", "/api-keys")
@@ -592,18 +593,19 @@ class AsyncCredentials(_Resource):
     secret: ``hint`` is its masked form, ``fields`` the non-secret fields."""
 
     async def create(self, name: str, kind: str, fields: Mapping[str, Any]) -> CredentialOut:
-        response = await self._client.request(
-            "POST", "/credentials", json={"name": name, "kind": kind, "fields": dict(fields)}
+        return await self._answer(
+            CredentialOut,
+            "POST",
+            "/credentials",
+            json={"name": name, "kind": kind, "fields": dict(fields)},
         )
-        return CredentialOut.model_validate(response.json())
 
     def list(self, *, page_size: int = 50) -> AsyncIterator[CredentialOut]:
         """Every credential of the account, newest first (pages fetched as needed)."""
         return self._client.paginate("/credentials", CredentialOut, {"limit": page_size})
 
     async def get(self, credential_id: str) -> CredentialOut:
-        response = await self._client.request("GET", f"/credentials/{_seg(credential_id)}")
-        return CredentialOut.model_validate(response.json())
+        return await self._answer(CredentialOut, "GET", f"/credentials/{_seg(credential_id)}")
 
     async def update(
         self,
@@ -619,10 +621,9 @@ class AsyncCredentials(_Resource):
             body["name"] = name
         if fields is not None:
             body["fields"] = dict(fields)
-        response = await self._client.request(
-            "PATCH", f"/credentials/{_seg(credential_id)}", json=body
+        return await self._answer(
+            CredentialOut, "PATCH", f"/credentials/{_seg(credential_id)}", json=body
         )
-        return CredentialOut.model_validate(response.json())
 
     async def delete(self, credential_id: str) -> None:
         """Delete at once; workflows naming it are refused at execute until changed."""
@@ -630,15 +631,18 @@ class AsyncCredentials(_Resource):
 
     async def test(self, credential_id: str) -> CredentialTestResult:
         """Whether the provider accepts it (openai: ``GET {base_url}/models``)."""
-        response = await self._client.request("POST", f"/credentials/{_seg(credential_id)}/test")
-        return CredentialTestResult.model_validate(response.json())
+        return await self._answer(
+            CredentialTestResult, "POST", f"/credentials/{_seg(credential_id)}/test"
+        )
 
     async def model_schema(self, credential_id: str, model: str) -> ModelSchemaOut:
         """The input (and output) JSON schema the provider publishes for ``model``, read with
         this credential: a replicate one for ``owner/name`` or ``owner/name:version``, a fal
         one for an endpoint id (``fal-ai/flux/dev``). ``NotFound`` for a model the provider
         does not know, ``ProviderError`` when it refuses."""
-        response = await self._client.request(
-            "GET", f"/credentials/{_seg(credential_id)}/model-schema", params={"model": model}
+        return await self._answer(
+            ModelSchemaOut,
+            "GET",
+            f"/credentials/{_seg(credential_id)}/model-schema",
+            params={"model": model},
         )
-        return ModelSchemaOut.model_validate(response.json())

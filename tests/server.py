@@ -4,6 +4,7 @@ WebSockets over a real socket). Always stopped by its own PID."""
 from __future__ import annotations
 
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -30,8 +31,13 @@ def _port_candidates() -> Iterator[int]:
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
     index = int(worker) if worker.isdigit() else 0
     first = _FIRST_PORT + (index % 9) * _PORTS_PER_WORKER
+    # From a random point of the range: a second suite on the machine (another checkout, a
+    # benchmark's servers) would otherwise walk the same ports in the same order as this one
+    # and pick a port this worker has checked and not yet bound.
+    start = random.randrange(_PORTS_PER_WORKER)
+    ring = [*range(first + start, first + _PORTS_PER_WORKER), *range(first, first + start)]
     while True:
-        yield from range(first, first + _PORTS_PER_WORKER)
+        yield from ring
 
 
 _candidates = _port_candidates()

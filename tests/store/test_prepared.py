@@ -483,6 +483,23 @@ class TestOnPostgres:
         assert await pg.read(lambda conn: COUNT.run(conn).scalar_one()) == 1
         assert await pg.read(lambda conn: conn.execute(pid).scalar_one()) != before
 
+    async def test_a_fetch_is_a_read_on_a_connection_straight_from_the_pool(
+        self, pg: Database
+    ) -> None:
+        # ``fetch`` checks its connection out of the pool itself: the same rows as a read,
+        # counted as a statement, and tried again elsewhere when the server was closing the
+        # connection it got.
+        await pg.write(lambda conn: INSERT.run(conn, {"id": "a"}))
+        with pg.counting() as sent:
+            assert (await pg.fetch(COUNT, {})).scalar_one() == 1
+        assert sent.n == 1
+        pid = sa.text("select pg_backend_pid()")
+        async with postgres_admin() as admin:
+            for _ in range(10):
+                backend = await pg.read(lambda conn: conn.execute(pid).scalar_one())
+                await admin.execute(sa.text("select pg_terminate_backend(:p)"), {"p": backend})
+                assert (await pg.fetch(COUNT, {})).scalar_one() == 1
+
     async def test_a_connection_the_server_is_closing_right_now_costs_no_error(
         self, pg: Database
     ) -> None:

@@ -47,7 +47,7 @@ async def authenticate(
         raise Unauthorized("Send Authorization: Bearer <API key or access token>.")
     if looks_like_api_key(credential):
         params = {"hash": api_key_hash(secret, credential)}
-        row = await db.read(lambda c: _KEY_OWNER.run(c, params).first())
+        row = (await db.fetch(_KEY_OWNER, params)).first()
         if row is None or row.revoked_at is not None:
             raise Unauthorized("The API key is invalid or has been revoked.")
         if row.disabled_at is not None:
@@ -57,7 +57,7 @@ async def authenticate(
     claims = read_jwt(secret, credential)
     if claims is None:
         raise Unauthorized("The access token is invalid or has expired.")
-    account = await db.read(lambda c: _ACCOUNT.run(c, {"id": claims.account_id}).first())
+    account = (await db.fetch(_ACCOUNT, {"id": claims.account_id})).first()
     if account is None:
         raise Unauthorized("The access token's account no longer exists.")
     if account.disabled_at is not None:

@@ -314,6 +314,23 @@ class Prepared:
             raise translated(pooled, plan.sql, exc) from exc
         return Rows(_shape(plan, records), len(records))
 
+    async def fetch_asyncpg(
+        self, pooled: PoolProxiedConnection, dialect: Dialect, params: Params
+    ) -> Rows:
+        """A SELECT without an IN list, straight on ``pooled``'s asyncpg connection, with
+        no SQLAlchemy ``Connection`` around it (``Database.fetch``)."""
+        plan = self._plan(dialect, params)
+        if plan.expands or plan.returns or plan.row is None:
+            raise PreparedError("only a SELECT without an IN list is fetched on its own")
+        raw = pooled.driver_connection
+        assert raw is not None
+        _count(pooled)
+        try:
+            records = await raw.fetch(plan.sql, *plan.values(params)[0])
+        except Exception as exc:
+            raise translated(pooled, plan.sql, exc) from exc
+        return Rows(_shape(plan, records), len(records))
+
     def _plan(self, dialect: Dialect, params: Params) -> _Plan:
         key = (id(dialect), tuple(params) if isinstance(self.statement, Insert) else ())
         plan = self._plans.get(key)

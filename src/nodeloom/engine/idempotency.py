@@ -10,8 +10,8 @@ from typing import Any, cast
 
 import orjson
 import sqlalchemy as sa
-from sqlalchemy.engine import Connection
 
+from nodeloom.db.engine import Database
 from nodeloom.db.models import IdempotencyKey, Run, utcnow
 from nodeloom.db.prepared import Prepared
 from nodeloom.engine.run_request import RunRequest
@@ -70,13 +70,12 @@ def request_hash(request: RunRequest) -> str:
     return hashlib.sha256(orjson.dumps(material, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 
-def earlier_answer(conn: Connection, request: RunRequest) -> dict[str, Any] | None:
+async def earlier_answer(db: Database, request: RunRequest) -> dict[str, Any] | None:
     """The stored answer for the request's Idempotency-Key used in the last 24 hours, if
     any. A key reused for a different request (another workflow, another input) is refused
     (422, as Stripe does), never answered with the first request's run."""
-    row = _EARLIER.run(
-        conn, {"account": request.account_id, "key": request.idempotency_key}
-    ).first()
+    rows = await db.fetch(_EARLIER, {"account": request.account_id, "key": request.idempotency_key})
+    row = rows.first()
     if row is None or row.created_at < utcnow() - IDEMPOTENCY_TTL:
         return None
     if row.workflow_id != request.workflow_id or (

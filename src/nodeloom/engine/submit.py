@@ -144,7 +144,7 @@ class Acceptor:
             )
         request = dataclasses.replace(request, driver=self.dispatcher.owner)
         if request.idempotency_key is not None:
-            earlier = await self.db.read(functools.partial(earlier_answer, request=request))
+            earlier = await earlier_answer(self.db, request)
             if earlier is not None:
                 return Accepted(earlier, replayed=True)
         async with self.admission:
@@ -211,7 +211,7 @@ class Acceptor:
     async def _earlier(self, request: RunRequest) -> dict[str, Any] | None:
         if request.idempotency_key is None:
             return None
-        return await self.db.read(functools.partial(earlier_answer, request=request))
+        return await earlier_answer(self.db, request)
 
     async def _workflow(self, request: RunRequest) -> WorkflowVersion:
         if request.retry_of is not None:

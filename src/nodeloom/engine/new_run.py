@@ -59,6 +59,20 @@ _WORKFLOW_GRAPH = Prepared(
 )
 
 
+async def current_workflow(
+    db: Database, account_id: str, workflow_id: str, graphs: GraphCache
+) -> WorkflowVersion:
+    """``read_workflow``, its version first read by ``Database.fetch`` (about 0.1 ms of
+    CPU less than a read's, issue #36): the graph of a version the cache holds needs
+    nothing more; else the whole read, once per version and process."""
+    params = {"id": workflow_id, "account": account_id}
+    row = (await db.fetch(_WORKFLOW_VERSION, params)).first()
+    graph = graphs.peek(row.id, row.updated_at) if row is not None else None
+    if row is None or graph is None:
+        return await db.read(lambda c: read_workflow(c, account_id, workflow_id, graphs))
+    return WorkflowVersion(row.id, row.updated_at, graph)
+
+
 def read_workflow(
     conn: Connection, account_id: str, workflow_id: str, graphs: GraphCache
 ) -> WorkflowVersion:
@@ -356,7 +370,7 @@ async def check_credentials(db: Database, account_id: str, graph: Graph) -> dict
     if not refs:
         return {}
     ids = [credential_id for _, credential_id, _ in refs]
-    found = await db.read(lambda c: credential_store.kinds(c, account_id, ids))
+    found = await credential_store.read_kinds(db, account_id, ids)
     problems = credential_store.problems_of(refs, found)
     if problems:
         raise InvalidGraph.listing("The workflow names credentials it cannot use: ", problems)

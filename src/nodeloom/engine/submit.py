@@ -42,10 +42,10 @@ from nodeloom.engine.new_run import (
     NewRunToWrite,
     StoredElsewhere,
     check_credentials,
+    current_workflow,
     new_run,
     read_pinned,
     read_retry,
-    read_workflow,
     write_accepted,
 )
 from nodeloom.engine.run_request import (
@@ -222,9 +222,7 @@ class Acceptor:
             graph = self.graphs.peek(request.workflow_id, request.workflow_version)
             if graph is not None:
                 return WorkflowVersion(request.workflow_id, request.workflow_version, graph)
-        return await self.db.read(
-            lambda c: read_workflow(c, request.account_id, request.workflow_id, self.graphs)
-        )
+        return await current_workflow(self.db, request.account_id, request.workflow_id, self.graphs)
 
     def _remember(self, account_id: str, batch: Batch, lookup: CacheLookup | None) -> None:
         """The outputs a committed acceptance wrote or found stored, as known stored."""

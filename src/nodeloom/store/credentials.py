@@ -15,6 +15,7 @@ from typing import Any, cast
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection
 
+from nodeloom.db.engine import Database
 from nodeloom.db.models import Credential, utcnow
 from nodeloom.db.prepared import Prepared
 from nodeloom.errors import FieldError
@@ -104,6 +105,16 @@ def kinds(conn: Connection, account_id: str, ids: Iterable[str]) -> dict[str, st
         rows = _KIND.run(conn, {"account": account_id, "id": wanted[0]})
     else:
         rows = _KINDS.run(conn, {"account": account_id, "ids": wanted})
+    return {row.id: row.kind for row in rows}
+
+
+async def read_kinds(db: Database, account_id: str, ids: Iterable[str]) -> dict[str, str]:
+    """``kinds`` as a read of its own: for one id, ``Database.fetch`` (a connection
+    straight from the pool, about 0.1 ms of CPU less than a read's; issue #36)."""
+    wanted = sorted(set(ids))
+    if len(wanted) != 1:
+        return await db.read(lambda c: kinds(c, account_id, wanted))
+    rows = await db.fetch(_KIND, {"account": account_id, "id": wanted[0]})
     return {row.id: row.kind for row in rows}
 
 

@@ -373,10 +373,9 @@ class Database:
             pooled = await self._checkout()
             try:
                 return await statement.fetch_asyncpg(pooled, self._engine.dialect, params)
-            except sa.exc.DBAPIError:
+            except sa.exc.DBAPIError as exc:
                 # A read changes nothing, so it may run again on another connection.
-                raw = pooled.driver_connection
-                if attempt == STALE_TRIES or not (raw is None or raw.is_closed()):
+                if attempt == STALE_TRIES or not _gone_under(pooled, exc):
                     raise
             finally:
                 pooled.close()
@@ -570,6 +569,33 @@ async def _closed_under(connection: AsyncConnection, error: BaseException) -> bo
         return True  # invalidated meanwhile
     raw = pooled.driver_connection
     return raw is None or bool(raw.is_closed())
+
+
+def _gone_under(pooled: PoolProxiedConnection, error: sa.exc.DBAPIError) -> bool:
+    """``_closed_under`` for a statement sent on asyncpg itself, decided at once: the server's
+    goodbye (a restart, an administrator ending the connection) may have arrived without
+    asyncpg having seen the socket close yet, and the statement then fails with "cannot switch
+    to state" or the goodbye's own error. Such a connection is invalidated, so that the pool
+    does not hand it to the next caller."""
+    import asyncpg  # only on PostgreSQL; an embedded server never loads it
+
+    raw = pooled.driver_connection
+    cause = error.orig.__cause__ if error.orig is not None else None
+    gone = (
+        raw is None
+        or bool(raw.is_closed())
+        or isinstance(
+            cause,
+            asyncpg.InternalClientError
+            | asyncpg.InterfaceError
+            | asyncpg.PostgresConnectionError
+            | asyncpg.exceptions.AdminShutdownError
+            | asyncpg.exceptions.CrashShutdownError,
+        )
+    )
+    if gone:
+        pooled.invalidate(error)
+    return gone
 
 
 async def _in_pg_transaction(

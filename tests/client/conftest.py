@@ -5,6 +5,7 @@ kept out of every test."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import subprocess
@@ -73,10 +74,18 @@ def start_server(data_dir: Path, **env: str) -> ServerProcess:
 
 @pytest.fixture(scope="package")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
-    server = start_server(tmp_path_factory.mktemp("client-server"))
+    with live_server(tmp_path_factory.mktemp("client-server")) as server:
+        yield server
+
+
+@contextlib.contextmanager
+def live_server(data_dir: Path, **env: str) -> Iterator[Live]:
+    """A started server (``start_server``) whose first account, the owner (enterprise), is
+    taken: tests get sign-ups. Stopped afterwards."""
+    server = start_server(data_dir, **env)
     try:
         live = Live(server)
-        live.account()  # the first account is the owner (enterprise); tests get sign-ups
+        live.account()
         yield live
     finally:
         server.stop()

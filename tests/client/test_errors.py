@@ -14,7 +14,7 @@ import pytest
 from nodeloom.client import Client, errors
 from nodeloom.client._core import backoff_seconds
 from nodeloom.problem_catalog import PROBLEMS
-from tests.client.conftest import Account, Live, cli, greeting, start_server
+from tests.client.conftest import Account, Live, cli, greeting, live_server
 from tests.runs_helpers import g, n
 
 
@@ -145,33 +145,23 @@ SLOW_WINDOW_SECONDS = 10
 @pytest.fixture(scope="module")
 def slowly_limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """A server with 3 requests per API key per 10 s rolling window."""
-    server = start_server(
+    with live_server(
         tmp_path_factory.mktemp("slowly-limited-server"),
         NODELOOM_RATE_LIMIT_API_KEY="3",
         NODELOOM_RATE_LIMIT_WINDOW_SECONDS=str(SLOW_WINDOW_SECONDS),
-    )
-    try:
-        live = Live(server)
-        live.account()
-        yield live
-    finally:
-        server.stop()
+    ) as server:
+        yield server
 
 
 @pytest.fixture(scope="module")
 def limited(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     """A server with 3 requests per API key per 2 s rolling window."""
-    server = start_server(
+    with live_server(
         tmp_path_factory.mktemp("limited-server"),
         NODELOOM_RATE_LIMIT_API_KEY="3",
         NODELOOM_RATE_LIMIT_WINDOW_SECONDS="2",
-    )
-    try:
-        live = Live(server)
-        live.account()
-        yield live
-    finally:
-        server.stop()
+    ) as server:
+        yield server
 
 
 class TestRetries:

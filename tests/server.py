@@ -15,6 +15,8 @@ from pathlib import Path
 
 import httpx
 
+from tests.launcher import Launched, launch
+
 # The processes tests start are the ones tests kill: their nodes should come back soon after.
 QUICK_RECOVERY = {"NODELOOM_WORKER_STALLED_SECONDS": "5"}
 
@@ -59,7 +61,7 @@ def free_port() -> int:
 class ChildProcess:
     """A process the tests started, ended by its own PID."""
 
-    proc: subprocess.Popen[bytes] | None
+    proc: subprocess.Popen[bytes] | Launched | None
 
     def kill(self) -> None:
         """SIGKILL: no shutdown handlers, exactly like a crash."""
@@ -79,15 +81,27 @@ class ChildProcess:
 
 
 class ServerProcess(ChildProcess):
+    """A real ``nodeloom serve``. ``fresh``: in an interpreter of its own, not forked from
+    the launcher (tests/launcher.py), for a test that must see packages installed after the
+    launcher started or that checks what a start imports."""
+
     def __init__(
-        self, data_dir: Path, env: dict[str, str] | None = None, args: list[str] | None = None
+        self,
+        data_dir: Path,
+        env: dict[str, str] | None = None,
+        args: list[str] | None = None,
+        *,
+        fresh: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
         self.extra_env = env or {}
         self.args = args or []
-        self.proc: subprocess.Popen[bytes] | None = None
+        # The interpreter reads PYTHON* variables (PYTHONPATH) when it starts: only a fresh one
+        # would see them.
+        self.fresh = fresh or any(name.startswith("PYTHON") for name in self.extra_env)
+        self.proc = None
         self.log_path = data_dir / f"server-{self.port}.log"
 
     # A loaded 2-core machine (a suite beside other work) took over 30 s to import and start.
@@ -100,24 +114,8 @@ class ServerProcess(ChildProcess):
             **self.extra_env,
         }
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        log = self.log_path.open("ab")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "nodeloom.cli",
-                "serve",
-                "--host",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                *self.args,
-            ],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-        log.close()
+        args = ["serve", "--host", "127.0.0.1", "--port", str(self.port), *self.args]
+        self.proc = _start(args, env, self.log_path, fresh=self.fresh)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -132,6 +130,21 @@ class ServerProcess(ChildProcess):
         raise RuntimeError(f"server did not become healthy: {self.log_path.read_text()}")
 
 
+def _start(
+    args: list[str], env: dict[str, str], log_path: Path, *, fresh: bool
+) -> subprocess.Popen[bytes] | Launched:
+    """``nodeloom ARGS`` with ``env``, its output appended to ``log_path``."""
+    with log_path.open("ab") as log:
+        if not fresh:
+            return launch(args, env, stdout=log)
+        return subprocess.Popen(
+            [sys.executable, "-m", "nodeloom.cli", *args],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
 class WorkerProcess(ChildProcess):
     """A real ``nodeloom worker`` (PostgreSQL queue), started and stopped by its own PID."""
 
@@ -139,7 +152,7 @@ class WorkerProcess(ChildProcess):
         self.data_dir = data_dir
         self.env = env
         self.concurrency = concurrency
-        self.proc: subprocess.Popen[bytes] | None = None
+        self.proc = None
         self.log_path = data_dir / f"worker-{id(self)}.log"
 
     def start(self, timeout: float = 90.0) -> None:  # as ServerProcess.start
@@ -150,16 +163,8 @@ class WorkerProcess(ChildProcess):
             **self.env,
         }
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        with self.log_path.open("ab") as log:
-            self.proc = subprocess.Popen(
-                [
-                    *(sys.executable, "-m", "nodeloom.cli", "worker"),
-                    *("--concurrency", str(self.concurrency)),
-                ],
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
+        args = ["worker", "--concurrency", str(self.concurrency)]
+        self.proc = _start(args, env, self.log_path, fresh=False)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

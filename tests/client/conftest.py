@@ -19,6 +19,7 @@ import httpx
 import pytest
 
 from nodeloom.client import Client
+from tests import launcher
 from tests.conftest import PASSWORD
 from tests.live import account as signed_up
 from tests.runs_helpers import e, g, n
@@ -113,23 +114,17 @@ def nl(live: Live, account: Account) -> Iterator[Client]:
 
 
 def cli(
-    *args: str, env: dict[str, str | None] | None = None, stdin: str | None = None, **kwargs: Any
+    *args: str,
+    env: dict[str, str | None] | None = None,
+    stdin: str | None = None,
+    cwd: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``nodeloom ARGS`` in a subprocess, stdout and stderr pipes (not a terminal). In
-    ``env``, None removes a variable."""
+    """``nodeloom ARGS`` in a process of its own (forked from the launcher, tests/launcher.py),
+    stdout and stderr files (not a terminal). In ``env``, None removes a variable."""
     changes = {"NODELOOM_URL": None, "NODELOOM_API_KEY": None, **(env or {})}
     full_env = {k: v for k, v in os.environ.items() if k not in changes}
     full_env.update({k: v for k, v in changes.items() if v is not None})
-    return subprocess.run(
-        [NODELOOM, *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env=full_env,
-        timeout=120,
-        check=False,
-        **kwargs,
-    )
+    return launcher.run(list(args), full_env, stdin, timeout=120, cwd=cwd)
 
 
 def greeting() -> dict[str, Any]:

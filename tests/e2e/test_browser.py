@@ -7,14 +7,13 @@ from __future__ import annotations
 import copy
 import json
 import re
-import subprocess
-import sys
 import time
 from typing import Any
 
 import httpx
 import pytest
 
+from tests import launcher
 from tests.e2e.conftest import api, drag, node, shot, token, wait_for_run
 from tests.server import ServerProcess
 
@@ -546,22 +545,10 @@ class TestNewUser:
         shot(page, "10-webhooks")
 
         # Below Business the panel says why it is unavailable.
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "nodeloom.cli",
-                "accounts",
-                "set",
-                "--email",
-                EMAIL,
-                "--plan",
-                "pro",
-            ],
-            env={**server_env(server)},
-            check=True,
-            capture_output=True,
+        done = launcher.run(
+            ["accounts", "set", "--email", EMAIL, "--plan", "pro"], server_env(server)
         )
+        assert done.returncode == 0, done.stderr
         page.reload()
         expect(page.get_by_role("note")).to_contain_text("not available on the pro plan")
 

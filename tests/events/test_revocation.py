@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import time
 
 import httpx
@@ -15,6 +13,7 @@ import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
+from tests import launcher
 from tests.conftest import PASSWORD
 from tests.events.conftest import Account, Live, _account, create_workflow, delay_graph, execute
 
@@ -100,14 +99,9 @@ async def test_an_account_disabled_from_the_command_line_loses_its_streams(live:
                 "NODELOOM_LOG_LEVEL": "WARNING",
             }
             done = await asyncio.to_thread(
-                subprocess.run,
-                [
-                    *(sys.executable, "-m", "nodeloom.cli", "accounts", "set"),
-                    *("--email", "disabled@example.com", "--disabled"),
-                ],
-                env=env,
-                capture_output=True,
-                check=False,
+                launcher.run,
+                ["accounts", "set", "--email", "disabled@example.com", "--disabled"],
+                env,
             )
             assert done.returncode == 0, done.stderr
             code, took = await _closed_within(ws, 3)

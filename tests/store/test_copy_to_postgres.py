@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import pytest
 
 from nodeloom.api.app import create_app
 from nodeloom.settings import Settings
+from tests import launcher
 from tests.conftest import TEST_SECRET, _admin, _pg_url, make_user, text_graph
 from tests.runs_helpers import create_workflow, execute, wait_for_run
 from tests.services import require_postgres
@@ -23,13 +23,7 @@ from tests.services import require_postgres
 
 def _copy(data_dir: Path, target: str) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "NODELOOM_DATA_DIR": str(data_dir), "NODELOOM_SECRET_KEY": TEST_SECRET}
-    return subprocess.run(
-        [sys.executable, "-m", "nodeloom.cli", "db", "copy-to", target],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    return launcher.run(["db", "copy-to", target], env)
 
 
 async def test_an_embedded_installation_moves_to_postgres(

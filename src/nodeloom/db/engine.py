@@ -64,7 +64,7 @@ import sqlalchemy as sa
 from sqlalchemy import event
 from sqlalchemy.engine import Connection, Engine
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
-from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection
+from sqlalchemy.pool import ConnectionPoolEntry, PoolProxiedConnection, QueuePool
 from sqlalchemy.util import greenlet_spawn
 
 from nodeloom.db.busy import BusyWait, is_busy
@@ -369,13 +369,16 @@ class Database:
         with such look-ups (its API key, its Idempotency-Key: issue #36)."""
         if self._engine is None:
             return cast(Rows, await self.read(lambda c: statement.run(c, params)))
-        for attempt in range(1, STALE_TRIES + 1):
+        # Every pooled connection may have been ended at once (a restart of the server), and
+        # each is found out only when a statement is sent on it: try as many as the pool holds.
+        tries = cast(QueuePool, self._engine.pool).size() + 1
+        for attempt in range(1, tries + 1):
             pooled = await self._checkout()
             try:
                 return await statement.fetch_asyncpg(pooled, self._engine.dialect, params)
             except sa.exc.DBAPIError as exc:
                 # A read changes nothing, so it may run again on another connection.
-                if attempt == STALE_TRIES or not _gone_under(pooled, exc):
+                if attempt == tries or not _gone_under(pooled, exc):
                     raise
             finally:
                 pooled.close()

@@ -15,7 +15,8 @@ import orjson
 import pytest
 from fastapi import FastAPI
 
-from nodeloom.auth.signatures import sign
+from nodeloom.auth.signatures import TOLERANCE_SECONDS, parse_header, sign
+from nodeloom.errors import BadSignature
 from nodeloom.store import accounts
 from tests.api.test_auth import assert_problem
 from tests.conftest import User, text_graph
@@ -623,8 +624,10 @@ class TestSignatures:
             lambda raw: f"t={int(time.time())}",
             lambda raw: sign("another-secret-of-length", raw, int(time.time())),
             lambda raw: sign(SECRET, raw + b" ", int(time.time())),
-            lambda raw: sign(SECRET, raw, int(time.time()) - 301),
-            lambda raw: sign(SECRET, raw, int(time.time()) + 301),
+            # Well past the tolerance either way: a second past it would pass by the time a
+            # slow machine's request reaches the clock check (the boundary is tested below).
+            lambda raw: sign(SECRET, raw, int(time.time()) - TOLERANCE_SECONDS - 60),
+            lambda raw: sign(SECRET, raw, int(time.time()) + TOLERANCE_SECONDS + 60),
             lambda raw: sign(SECRET, raw, int(time.time())).replace("v1=", "v1=ü"),
         ],
     )
@@ -644,6 +647,13 @@ class TestSignatures:
         r = await client.post(f"/api/v1/webhooks/{signed['token']}", content=raw, headers=headers)
         assert_problem(r, 403, "forbidden")
         assert await runs_of(client, owner, workflow) == []
+
+    @pytest.mark.parametrize("skew", [-TOLERANCE_SECONDS, TOLERANCE_SECONDS])
+    def test_the_clock_tolerance_is_inclusive(self, skew: int) -> None:
+        header = sign(SECRET, b"{}", 1_000_000)
+        assert parse_header(header, now=1_000_000 + skew)[0] == 1_000_000
+        with pytest.raises(BadSignature):
+            parse_header(header, now=1_000_000 + skew + (0.5 if skew > 0 else -0.5))
 
     async def test_secret_can_be_removed_and_set(
         self, client: httpx.AsyncClient, owner: User, workflow: str, signed: dict[str, Any]

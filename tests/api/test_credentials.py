@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import uuid
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
@@ -435,6 +436,73 @@ class TestCredentialRuns:
         for user, wf in flows:
             assert llm(await run(client, user, wf))["cached"]
         assert sorted(auths(openai)) == sorted([f"Bearer {SECRET}", f"Bearer {ROTATED}"])
+
+    async def test_a_credential_deleted_after_a_run_is_refused_at_the_next_execute(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer, app: Any, backend: str
+    ) -> None:
+        """The process knows the workflow's graph from the first run: the next execute reads
+        the workflow's version, the key's earlier answer and the credential's kind in one
+        statement, and the credential must still be there."""
+        cred = await create(client, owner, {"base_url": openai.url + "/v1", "api_key": SECRET})
+        wf = await create_workflow(client, owner, llm_graph(cred["id"]))
+        assert llm(await run(client, owner, wf))["status"] == "completed"
+        key = {"Idempotency-Key": uuid.uuid4().hex}
+        with app.state.ctx.db.counting() as sent:
+            r = await client.post(
+                f"/api/v1/workflows/{wf}/execute",
+                json={"cache": False},
+                headers={**owner.headers, **key},
+            )
+        assert r.status_code == 202, r.text
+        if backend == "postgres":  # its API key, the look-ahead, the acceptance
+            assert sent.n == 3
+        again = await client.post(
+            f"/api/v1/workflows/{wf}/execute",
+            json={"cache": False},
+            headers={**owner.headers, **key},
+        )
+        assert again.json()["run_id"] == r.json()["run_id"]
+        assert again.headers["Idempotent-Replayed"] == "true"
+        await wait_for_run(client, owner, wf, r.json()["run_id"])
+
+        r = await client.delete(f"/api/v1/credentials/{cred['id']}", headers=owner.headers)
+        assert r.status_code == 204
+        r = await execute(client, owner, wf, {"cache": False})
+        problem = assert_problem(r, 400, "invalid_graph")
+        assert problem["errors"] == [
+            {
+                "pointer": "/graph_json/nodes/1/data/credential",
+                "message": f"no credential {cred['id']} in this account",
+            }
+        ]
+        # The key's earlier answer still comes first: the same request replays its run.
+        replay = await client.post(
+            f"/api/v1/workflows/{wf}/execute",
+            json={"cache": False},
+            headers={**owner.headers, **key},
+        )
+        assert replay.status_code == 202 and replay.json()["run_id"] == again.json()["run_id"]
+
+    async def test_a_workflow_saved_or_deleted_after_a_run_is_read_again(
+        self, client: httpx.AsyncClient, owner: User, openai: FakeServer
+    ) -> None:
+        first = await create(client, owner, {"base_url": openai.url + "/v1", "api_key": SECRET})
+        second = await create(client, owner, {"base_url": openai.url + "/v1", "api_key": ROTATED})
+        wf = await create_workflow(client, owner, llm_graph(first["id"], text="first"))
+        assert llm(await run(client, owner, wf))["status"] == "completed"
+        r = await client.patch(
+            f"/api/v1/workflows/{wf}",
+            json={"graph_json": llm_graph(second["id"], text="second")},
+            headers=owner.headers,
+        )
+        assert r.status_code == 200, r.text
+        assert (await run(client, owner, wf, cache=False))["status"] == "completed"
+        last = openai.requests[-1]
+        assert json.loads(last.body)["messages"][-1]["content"] == "second"
+        assert last.headers["Authorization"] == f"Bearer {ROTATED}"
+        r = await client.delete(f"/api/v1/workflows/{wf}", headers=owner.headers)
+        assert r.status_code == 204
+        assert_problem(await execute(client, owner, wf, {"cache": False}), 404, "not_found")
 
     async def test_a_deleted_credential_is_a_warning_then_refused_at_execute(
         self, client: httpx.AsyncClient, owner: User, openai: FakeServer

@@ -60,15 +60,16 @@ async def test_an_execute_with_a_key_is_one_statement_and_the_run_completes(
     await wait_for_run(client, owner, wf, first.json()["run_id"])
     key = {"Idempotency-Key": uuid.uuid4().hex}
     body = {"input": {"text": "a"}, "cache": False}
-    # The request's own statements: the API key's look-up, the key's replay look-up, the
-    # workflow's version, and the acceptance as one statement (no BEGIN, cache look-up,
-    # INSERTs, hand-over, key insert, COMMIT; ADR 0035).
+    # The request's own statements: the API key's look-up, one look-ahead (the key's earlier
+    # answer and the workflow's version together: engine/look_ahead.py), and the acceptance
+    # as one statement (no BEGIN, cache look-up, INSERTs, hand-over, key insert, COMMIT;
+    # ADR 0035).
     with db.counting() as sent:
         r = await client.post(
             f"/api/v1/workflows/{wf}/execute", json=body, headers={**owner.headers, **key}
         )
     assert r.status_code == 202, r.text
-    assert sent.n == 4
+    assert sent.n == 3
     run_id = r.json()["run_id"]
     # TextInput executed while accepted; the Delay handed over by that statement, as the
     # run's job (a job is deleted when it succeeds: read while the Delay waits).

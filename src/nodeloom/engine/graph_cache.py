@@ -19,6 +19,8 @@ from nodeloom.errors import (
 from nodeloom.nodes.registry import Registry
 from nodeloom.settings import Settings
 
+WorkflowGraph = tuple[datetime, Graph]
+
 
 class GraphCache:
     """Checked graphs by (workflow id, updated_at): execute validates a stored graph once,
@@ -29,6 +31,9 @@ class GraphCache:
         self._settings = settings
         self._size = size
         self._items: OrderedDict[tuple[str, datetime], Graph] = OrderedDict()
+        # The version of each workflow cached last: what an execute expects to find current
+        # (engine/look_ahead.py reads its credential's kind with the version).
+        self._newest: dict[str, datetime] = {}
 
     def peek(self, workflow_id: str, updated_at: datetime) -> Graph | None:
         key = (workflow_id, updated_at)
@@ -36,6 +41,12 @@ class GraphCache:
         if graph is not None:
             self._items.move_to_end(key)
         return graph
+
+    def newest(self, workflow_id: str) -> WorkflowGraph | None:
+        """The version of ``workflow_id`` cached last, with its graph, if still cached."""
+        updated_at = self._newest.get(workflow_id)
+        graph = self._items.get((workflow_id, updated_at)) if updated_at is not None else None
+        return (updated_at, graph) if graph is not None and updated_at is not None else None
 
     def children(
         self, conn: Connection, account_id: str, graph_json: Any, workflow_id: str | None
@@ -61,8 +72,13 @@ class GraphCache:
             return graph
         checked = self.check(graph_json)
         self._items[(workflow_id, updated_at)] = checked
+        newest = self._newest.get(workflow_id)
+        if newest is None or newest <= updated_at:
+            self._newest[workflow_id] = updated_at
         if len(self._items) > self._size:
-            self._items.popitem(last=False)
+            (evicted, version), _ = self._items.popitem(last=False)
+            if self._newest.get(evicted) == version:
+                del self._newest[evicted]
         return checked
 
     def check(self, graph_json: Any, children: Children | None = None) -> Graph:

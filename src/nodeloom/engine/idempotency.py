@@ -75,8 +75,14 @@ async def earlier_answer(db: Database, request: RunRequest) -> dict[str, Any] | 
     any. A key reused for a different request (another workflow, another input) is refused
     (422, as Stripe does), never answered with the first request's run."""
     rows = await db.fetch(_EARLIER, {"account": request.account_id, "key": request.idempotency_key})
-    row = rows.first()
-    if row is None or row.created_at < utcnow() - IDEMPOTENCY_TTL:
+    return answer_of(rows.first(), request)
+
+
+def answer_of(row: Any, request: RunRequest) -> dict[str, Any] | None:
+    """``earlier_answer`` from the key's row as read (``response``, ``created_at``,
+    ``request_hash`` and its run's ``workflow_id``; None, or a ``created_at`` of None, when
+    the account has no such key)."""
+    if row is None or row.created_at is None or row.created_at < utcnow() - IDEMPOTENCY_TTL:
         return None
     if row.workflow_id != request.workflow_id or (
         row.request_hash is not None and row.request_hash != request_hash(request)

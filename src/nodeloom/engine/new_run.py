@@ -370,7 +370,12 @@ async def check_credentials(db: Database, account_id: str, graph: Graph) -> dict
     if not refs:
         return {}
     ids = [credential_id for _, credential_id, _ in refs]
-    found = await credential_store.read_kinds(db, account_id, ids)
+    return usable(refs, await credential_store.read_kinds(db, account_id, ids))
+
+
+def usable(refs: credential_store.Refs, found: dict[str, str]) -> dict[str, str]:
+    """``found`` (the kinds of the account's credentials among those ``refs`` name), or
+    InvalidGraph naming each credential a node cannot use."""
     problems = credential_store.problems_of(refs, found)
     if problems:
         raise InvalidGraph.listing("The workflow names credentials it cannot use: ", problems)

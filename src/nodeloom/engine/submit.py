@@ -30,12 +30,13 @@ from sqlalchemy.exc import IntegrityError
 from nodeloom.db.engine import Database
 from nodeloom.db.models import utcnow
 from nodeloom.db.prepared import Prepared
-from nodeloom.engine import media_lengths, prefix, stepper
+from nodeloom.engine import look_ahead, media_lengths, prefix, stepper
 from nodeloom.engine.dispatch.base import Dispatcher, Handover
 from nodeloom.engine.executor import NodeExecutor, NodeTask, cached, still_stored
 from nodeloom.engine.graph_cache import GraphCache
 from nodeloom.engine.idempotency import REMEMBER, earlier_answer, key_row
 from nodeloom.engine.known_outputs import KnownOutputs
+from nodeloom.engine.look_ahead import Ahead
 from nodeloom.engine.new_run import (
     CacheLookup,
     KnownGone,
@@ -143,15 +144,21 @@ class Acceptor:
                 "The server is shutting down; retry shortly.", headers={"Retry-After": "2"}
             )
         request = dataclasses.replace(request, driver=self.dispatcher.owner)
-        if request.idempotency_key is not None:
-            earlier = await earlier_answer(self.db, request)
-            if earlier is not None:
-                return Accepted(earlier, replayed=True)
+        ahead = Ahead()
+        if look_ahead.applies(request):
+            ahead = await look_ahead.look_ahead(self.db, self.graphs, request)
+        elif request.idempotency_key is not None:
+            ahead = Ahead(earlier=await earlier_answer(self.db, request))
+        if ahead.earlier is not None:
+            return Accepted(ahead.earlier, replayed=True)
         async with self.admission:
             use_known = True
             for _ in range(ATTEMPTS):
-                workflow = await self._workflow(request)
-                kinds = await self._check_credentials(request, workflow)
+                workflow = ahead.workflow or await self._workflow(request)
+                kinds = ahead.kinds
+                if kinds is None:
+                    kinds = await self._check_credentials(request, workflow)
+                ahead = Ahead()  # read afresh if the acceptance must be tried again
                 request = await self._with_lengths(request, workflow)
                 run = await self._prepare(request, workflow, use_known)
                 answer: dict[str, Any] = {

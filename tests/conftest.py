@@ -7,10 +7,13 @@ import asyncio
 import concurrent.futures
 import contextlib
 import shutil
+import signal
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from types import FrameType
 
 import httpx
 import pytest
@@ -266,3 +269,30 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     ``--dist loadfile --no-loadscope-reorder``), and a long module started last would leave
     the other workers idle while it ends the run."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: object) -> Iterator[None]:
+    """When a test times out, the stacks of its event loop's tasks too: pytest-timeout prints
+    the threads' stacks, and a test that hangs in an ``await`` shows there only as an event
+    loop waiting (a teardown once hung 300 s that way, and nothing said on what)."""
+    yield
+    handler = signal.getsignal(signal.SIGALRM)
+    if not callable(handler):
+        return
+
+    def dump_tasks_then(signum: int, frame: FrameType | None) -> None:
+        _print_tasks()
+        handler(signum, frame)
+
+    signal.signal(signal.SIGALRM, dump_tasks_then)
+
+
+def _print_tasks() -> None:
+    loop = asyncio._get_running_loop()  # the signal arrives on the loop's own thread
+    if loop is None:
+        return
+    tasks = asyncio.all_tasks(loop)
+    print(f"\n+++ Timeout: {len(tasks)} asyncio tasks of the running loop +++", file=sys.stderr)
+    for task in tasks:
+        task.print_stack(file=sys.stderr)

@@ -30,6 +30,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -203,6 +204,7 @@ class _Launcher:
         self.socket_path = str(self.home / "socket")
         self.proc: subprocess.Popen[bytes] | None = None
         self._count = 0
+        self._lock = threading.Lock()  # tests may start commands from several threads
 
     def start(self) -> None:
         self.proc = subprocess.Popen(
@@ -231,10 +233,11 @@ class _Launcher:
         stderr: int,
         cwd: str | None = None,
     ) -> Launched:
-        if self.proc is None or self.proc.poll() is not None:
-            self.start()
-        self._count += 1
-        exit_path = self.home / f"exit-{self._count}"
+        with self._lock:
+            if self.proc is None or self.proc.poll() is not None:
+                self.start()
+            self._count += 1
+            exit_path = self.home / f"exit-{self._count}"
         request = {"args": args, "env": env, "cwd": cwd or os.getcwd(), "exit_path": str(exit_path)}
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
             conn.connect(self.socket_path)

@@ -13,6 +13,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import NoReturn
 
+RECANCEL_SECONDS = 1.0
+
 
 async def every(
     seconds: float,
@@ -35,10 +37,18 @@ async def every(
 
 
 async def cancel_and_wait(*tasks: asyncio.Task[None] | None) -> None:
-    """Cancel the tasks (``None``: none started) and wait until each has stopped."""
+    """Cancel the tasks (``None``: none started) and wait until each has stopped.
+
+    A task still running ``RECANCEL_SECONDS`` after its cancel is cancelled again: on Python
+    3.11 a cancel can be lost (``asyncio.wait_for`` returns its inner result when that
+    completes as the cancel lands, and a loop then goes on to its next pass), and a stop
+    that waited on such a task once hung until the test's 300-s timeout."""
     started = [task for task in tasks if task is not None]
-    for task in started:
-        task.cancel()
+    pending = {task for task in started if not task.done()}
+    while pending:
+        for task in pending:
+            task.cancel()
+        _, pending = await asyncio.wait(pending, timeout=RECANCEL_SECONDS)
     for task in started:
         with contextlib.suppress(asyncio.CancelledError):
             await task

@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import IO, Any
 
+from nodeloom.sandbox.zygote import reaped
+
 _HEADER = 65536  # the largest request: argv and a whole environment, as JSON
 
 
@@ -97,17 +99,10 @@ def _child(request: dict[str, Any], fds: list[int], listener: socket.socket) -> 
 
 
 def _reap(exits: dict[int, str]) -> None:
-    while exits:
-        try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+    for pid, code in reaped():
         path = exits.pop(pid, None)
         if path is None:
             continue
-        code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
         partial = f"{path}.partial"
         Path(partial).write_text(str(code))
         os.replace(partial, path)

@@ -34,7 +34,7 @@ import subprocess
 import sys
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar
 
 import orjson
@@ -197,7 +197,9 @@ def _send(ctl: socket.socket, message: dict[str, Any]) -> None:
     ctl.send(orjson.dumps(message))
 
 
-def _reap(ctl: socket.socket, children: set[int]) -> None:
+def reaped() -> Iterator[tuple[int, int]]:
+    """The children of this process that have exited, reaped without waiting: (pid, exit
+    code as subprocess reports it). A fork server calls it when SIGCHLD wakes it."""
     while True:
         try:
             pid, status = os.waitpid(-1, os.WNOHANG)
@@ -205,8 +207,13 @@ def _reap(ctl: socket.socket, children: set[int]) -> None:
             return
         if pid == 0:
             return
+        yield pid, exit_code_of(status)
+
+
+def _reap(ctl: socket.socket, children: set[int]) -> None:
+    for pid, code in reaped():
         children.discard(pid)
-        _send(ctl, {"t": "exit", "pid": pid, "code": exit_code_of(status)})
+        _send(ctl, {"t": "exit", "pid": pid, "code": code})
 
 
 def main() -> None:  # pragma: no cover - runs in the fork server process
